@@ -1,0 +1,31 @@
+GO      ?= go
+BIN     := bin/weir
+PKGS    := ./...
+# Unit and in-process tests run with the race detector; the process-level tests in test/
+# build their own weir binary.
+TESTFLAGS ?= -count=1 -timeout 25m
+
+.PHONY: run build test vet fuzz bench clean
+
+run: build ## run a local Weir on the embedded defaults (data under ./data, Kafka on 127.0.0.1:9092)
+	./$(BIN) dev
+
+build:
+	$(GO) build -o $(BIN) ./cmd/weir
+
+vet:
+	$(GO) vet $(PKGS)
+
+test: vet ## everything CI runs
+	$(GO) test $(TESTFLAGS) -race $(PKGS)
+
+fuzz: ## a short run of every fuzz target
+	$(GO) test ./wal/ -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
+	$(GO) test ./broker/ -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s
+	$(GO) test ./broker/ -run '^$$' -fuzz FuzzValidateProduceBatch -fuzztime 30s
+
+bench: build ## produce throughput and ack latency on one broker beside the disk's limit
+	$(GO) test ./test/ -run '^$$' -bench BenchmarkProduce -benchtime 1x -v
+
+clean:
+	rm -rf bin data

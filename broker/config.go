@@ -1,0 +1,126 @@
+package broker
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weir-io/weir/broker/group"
+	"github.com/weir-io/weir/wal"
+)
+
+// Config configures one broker. Use DefaultConfig and adjust; Validate before use.
+type Config struct {
+	NodeID int32
+	// Rack is the broker's zone; clients see it as the broker's rack.
+	Rack string
+	// ListenAddr is the Kafka listener, host:port.
+	ListenAddr string
+	// AdvertisedAddr is what Metadata tells clients; defaults to the listener's address.
+	AdvertisedAddr string
+	// DataDir holds the WAL (DataDir/wal) and, for a single broker, the metadata file.
+	DataDir string
+	// MaxRequestBytes bounds one request frame; larger frames close the connection
+	// before anything is allocated for them (Kafka: socket.request.max.bytes).
+	MaxRequestBytes int32
+	// AutoCreateTopics creates unknown topics on Metadata/Produce (auto.create.topics.enable).
+	AutoCreateTopics bool
+	// DefaultPartitions is num.partitions for auto-created and -1 partition topics.
+	DefaultPartitions int32
+	// TailCacheBytes bounds the in-memory copy of recent batches served to tail fetchers.
+	TailCacheBytes int64
+	// MaxInFlight bounds pipelined requests per connection before the broker stops reading it.
+	MaxInFlight int
+	// IdleTimeout closes connections that send nothing (connections.max.idle.ms).
+	IdleTimeout time.Duration
+
+	WAL   wal.Config
+	Group group.Config
+
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// DefaultConfig returns a single broker on 127.0.0.1:9092 with data under ./data.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:            0,
+		ListenAddr:        "127.0.0.1:9092",
+		DataDir:           "data",
+		MaxRequestBytes:   100 << 20,
+		AutoCreateTopics:  true,
+		DefaultPartitions: 1,
+		TailCacheBytes:    256 << 20,
+		MaxInFlight:       256,
+		IdleTimeout:       10 * time.Minute,
+		WAL:               wal.DefaultConfig(""),
+		Group:             group.DefaultConfig(),
+	}
+}
+
+// Validate reports the first invalid setting.
+func (c *Config) Validate() error {
+	if c.NodeID < 0 {
+		return fmt.Errorf("broker: node id must be >= 0, got %d", c.NodeID)
+	}
+	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
+		return fmt.Errorf("broker: listen address %q: %w", c.ListenAddr, err)
+	}
+	if c.AdvertisedAddr != "" {
+		if _, p, err := net.SplitHostPort(c.AdvertisedAddr); err != nil || p == "0" {
+			return fmt.Errorf("broker: advertised address %q must be host:port", c.AdvertisedAddr)
+		}
+	}
+	if c.DataDir == "" {
+		return errors.New("broker: data dir is required")
+	}
+	if c.MaxRequestBytes < 1024 {
+		return fmt.Errorf("broker: max request bytes %d is too small", c.MaxRequestBytes)
+	}
+	if c.DefaultPartitions < 1 {
+		return fmt.Errorf("broker: default partitions must be >= 1")
+	}
+	if c.MaxInFlight < 1 {
+		return fmt.Errorf("broker: max in-flight must be >= 1")
+	}
+	if c.WAL.Dir == "" {
+		c.WAL.Dir = filepath.Join(c.DataDir, "wal")
+	}
+	if err := c.WAL.Validate(); err != nil {
+		return err
+	}
+	return c.Group.Validate()
+}
+
+// BindFlags registers the broker's flags on fs, writing into c.
+func (c *Config) BindFlags(fs *flag.FlagSet) {
+	fs.Func("node-id", "broker id, unique in the cluster (default 0)", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 32)
+		c.NodeID = int32(n)
+		return err
+	})
+	fs.StringVar(&c.Rack, "rack", c.Rack, "zone (rack) of this broker, shown to clients as broker.rack")
+	fs.StringVar(&c.ListenAddr, "listen", c.ListenAddr, "Kafka listener address host:port")
+	fs.StringVar(&c.AdvertisedAddr, "advertise", c.AdvertisedAddr, "address advertised to clients (default: the listener's)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the WAL and local state")
+	fs.Func("max-request-bytes", "largest request frame accepted; larger ones close the connection (default 104857600)", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 32)
+		c.MaxRequestBytes = int32(n)
+		return err
+	})
+	fs.BoolVar(&c.AutoCreateTopics, "auto-create-topics", c.AutoCreateTopics, "create unknown topics on produce/metadata (auto.create.topics.enable)")
+	fs.Func("default-partitions", "partitions of auto-created topics (num.partitions, default 1)", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 32)
+		c.DefaultPartitions = int32(n)
+		return err
+	})
+	fs.Int64Var(&c.TailCacheBytes, "tail-cache-bytes", c.TailCacheBytes, "memory for recent batches served to tail consumers")
+	fs.Int64Var(&c.WAL.SegmentSize, "wal-segment-bytes", c.WAL.SegmentSize, "size of one WAL segment file")
+	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
+}

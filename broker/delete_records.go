@@ -1,0 +1,59 @@
+package broker
+
+// DeleteRecords (key 21), versions 0-2.
+//
+// Moves a partition's log start offset forward (offset -1 means the high watermark).
+// Offsets above the high watermark get OFFSET_OUT_OF_RANGE. The new start is stored in
+// the metadata so it survives restarts; fetches below it get OFFSET_OUT_OF_RANGE.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleDeleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	view := b.meta.View()
+	for _, rt := range req.Topics {
+		st := kmsg.NewDeleteRecordsResponseTopic()
+		st.Topic = rt.Topic
+		t := view.Topics[rt.Topic]
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LowWatermark = -1
+			var p *partition
+			if t != nil {
+				p = b.partition(t.ID, rp.Partition)
+			}
+			if p == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			logStart, hw := p.offsets()
+			off := rp.Offset
+			if off == -1 {
+				off = hw
+			}
+			switch {
+			case off < 0 || off > hw:
+				sp.ErrorCode = kerr.OffsetOutOfRange.Code
+			case off <= logStart:
+				sp.LowWatermark = logStart
+			default:
+				if err := b.meta.SetLogStartOffset(ctx, t.ID, rp.Partition, off); err != nil {
+					sp.ErrorCode = kafkaCode(err)
+				} else {
+					p.setLogStart(off)
+					sp.LowWatermark = off
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

@@ -1,0 +1,104 @@
+// Package group implements the broker side of Kafka's classic consumer-group
+// protocol (the pre-KIP-848 "generic" group coordinator): JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
+// DescribeGroups, DeleteGroups and OffsetDelete.
+//
+// Behaviour follows Apache Kafka's coordinator (GroupMetadataManager /
+// ClassicGroup in the group-coordinator module, and the older Scala
+// GroupCoordinator) closely; deviations are documented where they occur.
+//
+// Group membership state lives only in memory (as in Kafka, a coordinator
+// restart forces every group to rejoin). Committed offsets are made durable
+// through an OffsetStore and reloaded with Coordinator.Restore.
+package group
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config configures a Coordinator. Zero fields are NOT replaced by defaults;
+// start from DefaultConfig.
+type Config struct {
+	// MinSessionTimeout is group.min.session.timeout.ms: JoinGroup requests
+	// with a smaller session timeout get INVALID_SESSION_TIMEOUT. Default 6s.
+	MinSessionTimeout time.Duration
+	// MaxSessionTimeout is group.max.session.timeout.ms. Default 30m.
+	MaxSessionTimeout time.Duration
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: when the
+	// first member joins an Empty group, the coordinator waits this long
+	// (extended, up to the rebalance timeout, while new members keep
+	// arriving) before completing the join phase. Default 3s; 0 disables it.
+	InitialRebalanceDelay time.Duration
+	// NewMemberJoinTimeout bounds how long a brand-new member may sit in a
+	// pending JoinGroup before it is dropped (Kafka hard-codes 5 minutes).
+	NewMemberJoinTimeout time.Duration
+	// OffsetMetadataMaxBytes is offset.metadata.max.bytes: commits with
+	// longer metadata get OFFSET_METADATA_TOO_LARGE. Default 4096.
+	OffsetMetadataMaxBytes int
+	// Clock is the time source for timestamps and timers. Default: real time.
+	Clock Clock
+}
+
+// DefaultConfig returns Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{
+		MinSessionTimeout:      6 * time.Second,
+		MaxSessionTimeout:      30 * time.Minute,
+		InitialRebalanceDelay:  3 * time.Second,
+		NewMemberJoinTimeout:   5 * time.Minute,
+		OffsetMetadataMaxBytes: 4096,
+		Clock:                  RealClock(),
+	}
+}
+
+// Validate reports whether the configuration is usable.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MinSessionTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("group: MinSessionTimeout must be > 0, got %v", c.MinSessionTimeout))
+	}
+	if c.MaxSessionTimeout < c.MinSessionTimeout {
+		errs = append(errs, fmt.Errorf("group: MaxSessionTimeout (%v) must be >= MinSessionTimeout (%v)", c.MaxSessionTimeout, c.MinSessionTimeout))
+	}
+	if c.InitialRebalanceDelay < 0 {
+		errs = append(errs, fmt.Errorf("group: InitialRebalanceDelay must be >= 0, got %v", c.InitialRebalanceDelay))
+	}
+	if c.NewMemberJoinTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("group: NewMemberJoinTimeout must be > 0, got %v", c.NewMemberJoinTimeout))
+	}
+	if c.OffsetMetadataMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("group: OffsetMetadataMaxBytes must be >= 0, got %d", c.OffsetMetadataMaxBytes))
+	}
+	if c.Clock == nil {
+		errs = append(errs, errors.New("group: Clock must not be nil"))
+	}
+	return errors.Join(errs...)
+}
+
+// Clock abstracts time so tests can control it.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc arranges for f to run once d has elapsed. f must never be
+	// called synchronously from within AfterFunc itself (the coordinator
+	// calls AfterFunc while holding a group lock that f acquires).
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a handle on a function scheduled with Clock.AfterFunc.
+type Timer interface {
+	// Stop prevents the function from running if it has not started yet and
+	// reports whether it did so. The coordinator never relies on the result:
+	// every scheduled callback re-checks that it is still current.
+	Stop() bool
+}
+
+// RealClock returns a Clock backed by the time package.
+func RealClock() Clock { return realClock{} }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }

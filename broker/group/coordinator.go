@@ -1,0 +1,524 @@
+package group
+
+// coordinator.go holds the Coordinator: the registry of groups, request
+// dispatch, version table, the per-group durable write pipeline used by
+// OffsetCommit / OffsetDelete / DeleteGroups, WAL replay (Restore) and Close.
+//
+// Concurrency model: Coordinator.mu guards only the name -> *group map. Each
+// group has its own mutex guarding all of its state (members, timers,
+// offsets). Lock order is group.mu -> Coordinator.mu; Coordinator.mu is never
+// held while acquiring a group lock. Responses are never sent while a group
+// lock is held: they are queued on the group and sent by group.unlock.
+//
+// Durable writes of a group go through a FIFO queue drained by at most one
+// goroutine per group. Everything queued while a store call is in flight is
+// merged into the next CommitOffsets call ("group commit"), so the order of
+// records in the WAL, the order in which results are applied in memory and
+// the order of validation are all the same.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Offset is one committed offset (or, with Delete set, a tombstone removing
+// the committed offset of Topic/Partition).
+type Offset struct {
+	Topic       string
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+	CommitTime  time.Time
+	Delete      bool // tombstone
+}
+
+// OffsetStore makes commits durable (the broker writes them to its WAL and
+// waits for fdatasync). The offsets of one call must be persisted in slice
+// order (a later entry for the same partition wins over an earlier one) and
+// atomically enough that either the call succeeds or none of it is applied
+// by Restore. The error may be a *kerr.Error to pick the code the client
+// gets (mapped like Kafka maps log-append errors); any other error is
+// treated like KAFKA_STORAGE_ERROR, which Kafka reports to group clients as
+// NOT_COORDINATOR (retriable: the client re-discovers the coordinator and
+// retries). Calls for the same group are never concurrent.
+type OffsetStore interface {
+	CommitOffsets(ctx context.Context, group string, offsets []Offset) error
+}
+
+// Topics answers whether topic/partition exists (OffsetCommit to unknown ones
+// gets UNKNOWN_TOPIC_OR_PARTITION).
+type Topics interface {
+	PartitionExists(topic string, partition int32) bool
+}
+
+// Coordinator is the classic group coordinator. It is safe for concurrent use.
+type Coordinator struct {
+	cfg    Config
+	store  OffsetStore
+	topics Topics
+
+	baseCtx context.Context // cancelled by Close; used for store calls
+	cancel  context.CancelFunc
+	writers sync.WaitGroup // running write loops
+
+	mu     sync.Mutex
+	groups map[string]*group
+	closed bool
+}
+
+// New returns a Coordinator. Config fields beyond the four basic ones
+// (NewMemberJoinTimeout, OffsetMetadataMaxBytes) and a nil Clock take their
+// defaults when zero. New panics if the resulting config is invalid. A nil
+// store keeps offsets in memory only; a nil topics accepts every partition.
+func New(cfg Config, store OffsetStore, topics Topics) *Coordinator {
+	def := DefaultConfig()
+	if cfg.Clock == nil {
+		cfg.Clock = def.Clock
+	}
+	if cfg.NewMemberJoinTimeout == 0 {
+		cfg.NewMemberJoinTimeout = def.NewMemberJoinTimeout
+	}
+	if cfg.OffsetMetadataMaxBytes == 0 {
+		cfg.OffsetMetadataMaxBytes = def.OffsetMetadataMaxBytes
+	}
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Coordinator{
+		cfg:     cfg,
+		store:   store,
+		topics:  topics,
+		baseCtx: ctx,
+		cancel:  cancel,
+		groups:  make(map[string]*group),
+	}
+}
+
+// MaxVersions gives the highest version implemented per API key (min is 0).
+// OffsetCommit v10 and OffsetFetch v10 switch to topic IDs and are excluded.
+func MaxVersions() map[int16]int16 {
+	return map[int16]int16{
+		kmsg.OffsetCommit.Int16():   9,
+		kmsg.OffsetFetch.Int16():    9,
+		kmsg.JoinGroup.Int16():      9,
+		kmsg.Heartbeat.Int16():      4,
+		kmsg.LeaveGroup.Int16():     5,
+		kmsg.SyncGroup.Int16():      5,
+		kmsg.DescribeGroups.Int16(): 6,
+		kmsg.ListGroups.Int16():     5,
+		kmsg.DeleteGroups.Int16():   3,
+		kmsg.OffsetDelete.Int16():   0,
+	}
+}
+
+// Handle serves one request of the group API keys. respond is called exactly
+// once, possibly later from another goroutine, with a response of the same
+// version as req. Handle never blocks on I/O or on a rebalance.
+func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, respond func(kmsg.Response)) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	maxV, ok := MaxVersions()[req.Key()]
+	if !ok {
+		// Not a group API; answer with an empty response of the right kind
+		// so respond is still called exactly once.
+		respond(req.ResponseKind())
+		return
+	}
+	if v := req.GetVersion(); v < 0 || v > maxV {
+		respond(errorResponse(req, kerr.UnsupportedVersion.Code))
+		return
+	}
+	if c.isClosed() {
+		respond(errorResponse(req, kerr.CoordinatorNotAvailable.Code))
+		return
+	}
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		c.handleJoinGroup(ctx, r, respond)
+	case *kmsg.SyncGroupRequest:
+		c.handleSyncGroup(r, respond)
+	case *kmsg.HeartbeatRequest:
+		c.handleHeartbeat(r, respond)
+	case *kmsg.LeaveGroupRequest:
+		c.handleLeaveGroup(r, respond)
+	case *kmsg.OffsetCommitRequest:
+		c.handleOffsetCommit(ctx, r, respond)
+	case *kmsg.OffsetFetchRequest:
+		c.handleOffsetFetch(r, respond)
+	case *kmsg.ListGroupsRequest:
+		c.handleListGroups(r, respond)
+	case *kmsg.DescribeGroupsRequest:
+		c.handleDescribeGroups(r, respond)
+	case *kmsg.DeleteGroupsRequest:
+		c.handleDeleteGroups(ctx, r, respond)
+	case *kmsg.OffsetDeleteRequest:
+		c.handleOffsetDelete(ctx, r, respond)
+	default:
+		respond(errorResponse(req, kerr.InvalidRequest.Code))
+	}
+}
+
+// Committed returns a copy of the committed offsets of a group
+// (topic -> partition -> offset). It returns nil for an unknown group.
+func (c *Coordinator) Committed(group string) map[string]map[int32]Offset {
+	g := c.lookup(group)
+	if g == nil {
+		return nil
+	}
+	g.lock()
+	defer g.unlock()
+	if g.removed {
+		return nil
+	}
+	out := make(map[string]map[int32]Offset, len(g.offsets))
+	for t, ps := range g.offsets {
+		m := make(map[int32]Offset, len(ps))
+		for p, o := range ps {
+			m[p] = o
+		}
+		out[t] = m
+	}
+	return out
+}
+
+// Restore loads a committed offset (or applies a tombstone) while the broker
+// replays its WAL at start. It does not call the OffsetStore.
+func (c *Coordinator) Restore(group string, o Offset) {
+	for {
+		g := c.getOrCreate(group)
+		g.lock()
+		if g.removed {
+			g.unlock()
+			continue
+		}
+		if o.Delete {
+			g.deleteOffset(o.Topic, o.Partition)
+			if g.unused() {
+				g.removeFromCoordinator()
+			}
+		} else {
+			g.setOffset(o)
+		}
+		g.unlock()
+		return
+	}
+}
+
+// Close stops all timers, fails pending JoinGroup/SyncGroup requests with
+// COORDINATOR_NOT_AVAILABLE, cancels in-flight store calls and waits for them
+// to return. Requests handled after Close get COORDINATOR_NOT_AVAILABLE.
+func (c *Coordinator) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	c.mu.Unlock()
+
+	c.cancel()
+	for _, g := range gs {
+		g.lock()
+		g.shutdown()
+		g.unlock()
+	}
+	c.writers.Wait()
+}
+
+func (c *Coordinator) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// lookup returns the live group called name, or nil.
+func (c *Coordinator) lookup(name string) *group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.groups[name]
+}
+
+// getOrCreate returns the group called name, creating an Empty one if needed.
+// The caller must lock it and re-check g.removed.
+func (c *Coordinator) getOrCreate(name string) *group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[name]
+	if g == nil {
+		g = newGroup(c, name)
+		c.groups[name] = g
+	}
+	return g
+}
+
+// lockedGroup returns the named group locked, or nil if it does not exist.
+// With create, a missing group is created (in state Empty).
+func (c *Coordinator) lockedGroup(name string, create bool) *group {
+	for {
+		var g *group
+		if create {
+			g = c.getOrCreate(name)
+		} else if g = c.lookup(name); g == nil {
+			return nil
+		}
+		g.lock()
+		if !g.removed {
+			return g
+		}
+		g.unlock() // raced with removal; retry against the map
+	}
+}
+
+func (c *Coordinator) allGroups() []*group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	sort.Slice(gs, func(i, j int) bool { return gs[i].name < gs[j].name })
+	return gs
+}
+
+// ---- client identity ------------------------------------------------------
+
+type clientInfoKey struct{}
+
+type clientInfo struct{ id, host string }
+
+// WithClientInfo returns a context carrying the request header's client ID
+// and the client's host (address), which the coordinator uses to build
+// member IDs and reports in DescribeGroups. The broker should wrap the ctx it
+// passes to Handle with it.
+func WithClientInfo(ctx context.Context, clientID, clientHost string) context.Context {
+	return context.WithValue(ctx, clientInfoKey{}, clientInfo{clientID, clientHost})
+}
+
+func clientFrom(ctx context.Context) (id, host string) {
+	if ci, ok := ctx.Value(clientInfoKey{}).(clientInfo); ok {
+		return ci.id, ci.host
+	}
+	return "", ""
+}
+
+// newMemberID mirrors Kafka: "<client.id or group.instance.id>-<uuid4>".
+func newMemberID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return prefix + "-" + string(s[:])
+}
+
+// ---- durable writes ---------------------------------------------------------
+
+var errClosed = errors.New("group coordinator closed")
+
+// write is one queued durable operation of a group.
+type write struct {
+	ctx     context.Context // request context; a cancelled request is dropped unwritten
+	offsets []Offset
+	// apply runs with the group locked once the outcome is known (err is nil
+	// on success). It updates memory and queues the response.
+	apply func(err error)
+}
+
+// enqueueWrite queues w behind earlier writes of g. Called with g locked.
+func (g *group) enqueueWrite(w *write) {
+	if g.writing {
+		g.writeQ = append(g.writeQ, w)
+		return
+	}
+	c := g.c
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.writers.Add(1) // under c.mu: never concurrent with Close's Wait
+	}
+	c.mu.Unlock()
+	if closed {
+		w.apply(errClosed)
+		return
+	}
+	g.writeQ = append(g.writeQ, w)
+	g.writing = true
+	go g.writeLoop()
+}
+
+func (g *group) writeLoop() {
+	defer g.c.writers.Done()
+	for {
+		g.lock()
+		batch := g.writeQ
+		g.writeQ = nil
+		if len(batch) == 0 {
+			g.writing = false
+			g.unlock()
+			return
+		}
+		g.unlock()
+
+		errs := make([]error, len(batch))
+		var offs []Offset
+		for i, w := range batch {
+			if err := w.ctx.Err(); err != nil {
+				errs[i] = err
+				continue
+			}
+			offs = append(offs, w.offsets...)
+		}
+		var err error
+		switch {
+		case g.c.baseCtx.Err() != nil:
+			err = errClosed
+		case len(offs) > 0 && g.c.store != nil:
+			err = g.c.store.CommitOffsets(g.c.baseCtx, g.name, offs)
+		}
+
+		g.lock()
+		for i, w := range batch {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+			w.apply(errs[i])
+		}
+		after := g.afterBatch
+		g.afterBatch = nil
+		for _, f := range after {
+			f()
+		}
+		g.unlock()
+	}
+}
+
+// storeErrorCode maps an OffsetStore / write error to the code the client
+// sees, following Kafka's mapping of log-append errors for the group
+// coordinator (GroupCoordinatorService / GroupMetadataManager):
+// UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND) and
+// REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE; NOT_LEADER_OR_FOLLOWER and
+// KAFKA_STORAGE_ERROR -> NOT_COORDINATOR; batch-too-large errors ->
+// tooLarge. A plain (non-kerr) error is a local storage failure, i.e.
+// KAFKA_STORAGE_ERROR -> NOT_COORDINATOR. Cancellation / shutdown ->
+// COORDINATOR_NOT_AVAILABLE.
+func storeErrorCode(err error, tooLarge int16) int16 {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, errClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		switch ke {
+		case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut:
+			return kerr.CoordinatorNotAvailable.Code
+		case kerr.NotLeaderForPartition, kerr.KafkaStorageError:
+			return kerr.NotCoordinator.Code
+		case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidFetchSize:
+			return tooLarge
+		}
+		return ke.Code
+	}
+	return kerr.NotCoordinator.Code
+}
+
+// ---- generic error responses --------------------------------------------------
+
+// errorResponse builds a response of req's kind and version in which every
+// error field that applies carries code.
+func errorResponse(req kmsg.Request, code int16) kmsg.Response {
+	resp := req.ResponseKind()
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		resp := resp.(*kmsg.JoinGroupResponse)
+		resp.ErrorCode = code
+		resp.MemberID = r.MemberID
+	case *kmsg.SyncGroupRequest:
+		resp.(*kmsg.SyncGroupResponse).ErrorCode = code
+	case *kmsg.HeartbeatRequest:
+		resp.(*kmsg.HeartbeatResponse).ErrorCode = code
+	case *kmsg.LeaveGroupRequest:
+		resp.(*kmsg.LeaveGroupResponse).ErrorCode = code
+	case *kmsg.OffsetCommitRequest:
+		resp := resp.(*kmsg.OffsetCommitResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	case *kmsg.OffsetFetchRequest:
+		resp := resp.(*kmsg.OffsetFetchResponse)
+		if r.Version >= 8 {
+			for _, rg := range r.Groups {
+				g := kmsg.NewOffsetFetchResponseGroup()
+				g.Group, g.ErrorCode = rg.Group, code
+				resp.Groups = append(resp.Groups, g)
+			}
+		} else {
+			resp.ErrorCode = code
+			for _, t := range r.Topics {
+				rt := kmsg.NewOffsetFetchResponseTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseTopicPartition()
+					rp.Partition, rp.Offset, rp.ErrorCode = p, -1, code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+	case *kmsg.ListGroupsRequest:
+		resp.(*kmsg.ListGroupsResponse).ErrorCode = code
+	case *kmsg.DescribeGroupsRequest:
+		resp := resp.(*kmsg.DescribeGroupsResponse)
+		for _, name := range r.Groups {
+			g := kmsg.NewDescribeGroupsResponseGroup()
+			g.Group, g.ErrorCode = name, code
+			resp.Groups = append(resp.Groups, g)
+		}
+	case *kmsg.DeleteGroupsRequest:
+		resp := resp.(*kmsg.DeleteGroupsResponse)
+		for _, name := range r.Groups {
+			g := kmsg.NewDeleteGroupsResponseGroup()
+			g.Group, g.ErrorCode = name, code
+			resp.Groups = append(resp.Groups, g)
+		}
+	case *kmsg.OffsetDeleteRequest:
+		resp.(*kmsg.OffsetDeleteResponse).ErrorCode = code
+	}
+	return resp
+}
+
+func strp(s string) *string { return &s }
+
+func ms(d int32) time.Duration { return time.Duration(d) * time.Millisecond }

@@ -1,0 +1,54 @@
+package group
+
+// ListGroups (API key 16), versions 0-5.
+//
+// Behaviour: lists every group the coordinator knows, sorted by name, with
+// its protocol type (empty for groups that only store offsets). v4+ report
+// the state and filter by StatesFilter; v5+ report the group type
+// ("classic") and filter by TypesFilter. Filters are case-insensitive and an
+// empty filter matches everything. Groups being deleted are not listed.
+
+import (
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (c *Coordinator) handleListGroups(r *kmsg.ListGroupsRequest, respond func(kmsg.Response)) {
+	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
+	var states, types map[string]bool
+	if r.Version >= 4 && len(r.StatesFilter) > 0 {
+		states = make(map[string]bool)
+		for _, s := range r.StatesFilter {
+			states[strings.ToLower(s)] = true
+		}
+	}
+	if r.Version >= 5 && len(r.TypesFilter) > 0 {
+		types = make(map[string]bool)
+		for _, t := range r.TypesFilter {
+			types[strings.ToLower(t)] = true
+		}
+	}
+	if types != nil && !types[groupType] {
+		respond(resp)
+		return
+	}
+	for _, g := range c.allGroups() {
+		g.lock()
+		state, ptype, removed := g.state, g.protocolType, g.removed
+		g.unlock()
+		if removed || state == stateDead {
+			continue
+		}
+		if states != nil && !states[strings.ToLower(state.String())] {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group = g.name
+		lg.ProtocolType = ptype
+		lg.GroupState = state.String()
+		lg.GroupType = groupType
+		resp.Groups = append(resp.Groups, lg)
+	}
+	respond(resp)
+}

@@ -1,0 +1,134 @@
+package group
+
+// OffsetFetch (API key 9), versions 0-9 (v10 switches to topic IDs and is
+// not implemented).
+//
+// Behaviour:
+//   - v0-v7 fetch one group (Group/Topics); v8+ fetch several (Groups), each
+//     with its own topics and error code.
+//   - Null topics (v2+) return every committed offset of the group, sorted by
+//     topic and partition. Otherwise every requested partition is returned;
+//     partitions without a committed offset (and unknown groups) get offset
+//     -1, leader epoch -1, empty metadata and no error, as in Kafka.
+//   - Offsets are those applied in memory, i.e. acknowledged as durable by
+//     the OffsetStore (a commit still being written is not visible).
+//   - RequireStable (v7+) needs no handling: there are no transactional
+//     (pending) offsets. The KIP-848 member ID / epoch (v9+) are ignored for
+//     classic groups.
+// (Kafka v0 read offsets from ZooKeeper; here all versions read the same
+// store.)
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type fetchedPartition struct {
+	partition int32
+	offset    int64
+	epoch     int32
+	metadata  string
+}
+
+type fetchedTopic struct {
+	topic      string
+	partitions []fetchedPartition
+}
+
+type fetchTopic struct {
+	topic      string
+	partitions []int32
+}
+
+// fetchOffsets reads a group's offsets; topics == nil means all.
+func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic) []fetchedTopic {
+	var out []fetchedTopic
+	g := c.lockedGroup(name, false)
+	if g != nil {
+		defer g.unlock()
+	}
+	if topics == nil {
+		if g == nil {
+			return nil
+		}
+		names := make([]string, 0, len(g.offsets))
+		for t := range g.offsets {
+			names = append(names, t)
+		}
+		sort.Strings(names)
+		for _, t := range names {
+			ft := fetchedTopic{topic: t}
+			for _, o := range g.offsets[t] {
+				ft.partitions = append(ft.partitions, fetchedPartition{o.Partition, o.Offset, o.LeaderEpoch, o.Metadata})
+			}
+			sort.Slice(ft.partitions, func(i, j int) bool { return ft.partitions[i].partition < ft.partitions[j].partition })
+			out = append(out, ft)
+		}
+		return out
+	}
+	for _, t := range topics {
+		ft := fetchedTopic{topic: t.topic}
+		for _, p := range t.partitions {
+			fp := fetchedPartition{partition: p, offset: -1, epoch: -1}
+			if g != nil {
+				if o, ok := g.offset(t.topic, p); ok {
+					fp = fetchedPartition{p, o.Offset, o.LeaderEpoch, o.Metadata}
+				}
+			}
+			ft.partitions = append(ft.partitions, fp)
+		}
+		out = append(out, ft)
+	}
+	return out
+}
+
+func (c *Coordinator) handleOffsetFetch(r *kmsg.OffsetFetchRequest, respond func(kmsg.Response)) {
+	v := r.Version
+	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if v >= 8 {
+		for _, rg := range r.Groups {
+			var topics []fetchTopic
+			if rg.Topics != nil {
+				topics = make([]fetchTopic, 0, len(rg.Topics))
+				for _, t := range rg.Topics {
+					topics = append(topics, fetchTopic{t.Topic, t.Partitions})
+				}
+			}
+			g := kmsg.NewOffsetFetchResponseGroup()
+			g.Group = rg.Group
+			for _, ft := range c.fetchOffsets(rg.Group, topics) {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic = ft.topic
+				for _, fp := range ft.partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = fp.partition, fp.offset, fp.epoch, strp(fp.metadata)
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				g.Topics = append(g.Topics, rt)
+			}
+			resp.Groups = append(resp.Groups, g)
+		}
+		respond(resp)
+		return
+	}
+
+	var topics []fetchTopic
+	if r.Topics != nil || v < 2 {
+		topics = make([]fetchTopic, 0, len(r.Topics))
+		for _, t := range r.Topics {
+			topics = append(topics, fetchTopic{t.Topic, t.Partitions})
+		}
+	}
+	for _, ft := range c.fetchOffsets(r.Group, topics) {
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = ft.topic
+		for _, fp := range ft.partitions {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = fp.partition, fp.offset, fp.epoch, strp(fp.metadata)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	respond(resp)
+}

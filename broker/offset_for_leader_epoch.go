@@ -1,0 +1,49 @@
+package broker
+
+// OffsetForLeaderEpoch (key 23), versions 0-4.
+//
+// Consumers use it after a leader change to detect log truncation: for the requested
+// epoch it returns the largest epoch <= it that the log has and the offset where the next
+// epoch starts (or the log end for the current epoch). Weir never truncates acked data,
+// so a consumer's position is always valid, but the answer follows Kafka's rules so
+// clients' validation logic is satisfied.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	view := b.meta.View()
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		t := view.Topics[rt.Topic]
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			var p *partition
+			if t != nil {
+				p = b.partition(t.ID, rp.Partition)
+			}
+			if p == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			p.mu.Lock()
+			err := p.checkEpochLocked(rp.CurrentLeaderEpoch)
+			p.mu.Unlock()
+			if err != nil {
+				sp.ErrorCode = kafkaCode(err)
+			} else {
+				sp.LeaderEpoch, sp.EndOffset = p.endOffsetForEpoch(rp.LeaderEpoch)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

@@ -1,0 +1,52 @@
+// Command weir runs Weir's components: a broker, a whole local cluster, and tools.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `weir: a Kafka-compatible broker whose data lives in a shared write-ahead log.
+
+Usage:
+  weir broker [flags]     run one broker (see weir broker --help)
+  weir dev [flags]        run a local cluster on the embedded defaults, data under ./data
+  weir bench <kind> ...   benchmarks: produce, consume, e2e, disk (see weir bench --help)
+  weir version            print the version
+
+Run any command with --help for its flags.
+`
+
+var version = "dev"
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "broker":
+		err = runBroker(ctx, os.Args[2:], false)
+	case "dev":
+		err = runBroker(ctx, os.Args[2:], true)
+	case "bench":
+		err = runBench(ctx, os.Args[2:])
+	case "version", "--version":
+		fmt.Println("weir", version)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "weir: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "weir:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,415 @@
+package metadata
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// LocalConfig configures a LocalStore.
+type LocalConfig struct {
+	// Path of the state file; written atomically (temp file, fsync, rename, dir fsync).
+	Path string
+	// Self is the only broker; it leads every partition.
+	Self Broker
+	// DefaultPartitions is used when CreateTopics asks for -1 partitions.
+	DefaultPartitions int32
+	// MaxPartitions bounds one request so a typo cannot allocate millions of partitions.
+	MaxPartitions int32
+}
+
+// LocalStore is the single-node metadata store: the whole state in one JSON file,
+// rewritten on every change. Changes are rare (topic admin), so simplicity wins here;
+// the Raft controller replaces it in a cluster.
+type LocalStore struct {
+	cfg LocalConfig
+
+	mu      sync.Mutex
+	state   localState
+	view    *View
+	changed chan struct{}
+}
+
+type localState struct {
+	ClusterID      string            `json:"cluster_id"`
+	Version        uint64            `json:"version"`
+	NextProducerID int64             `json:"next_producer_id"`
+	Topics         map[string]*Topic `json:"topics"`
+}
+
+// OpenLocal loads the state file, creating a new cluster if it does not exist.
+func OpenLocal(cfg LocalConfig) (*LocalStore, error) {
+	if cfg.DefaultPartitions <= 0 {
+		cfg.DefaultPartitions = 1
+	}
+	if cfg.MaxPartitions <= 0 {
+		cfg.MaxPartitions = 100000
+	}
+	s := &LocalStore{cfg: cfg, changed: make(chan struct{})}
+	b, err := os.ReadFile(cfg.Path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		s.state = localState{ClusterID: newClusterID(), Topics: map[string]*Topic{}}
+		if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
+			return nil, fmt.Errorf("metadata: %w", err)
+		}
+		if err := s.persist(); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, fmt.Errorf("metadata: read %s: %w", cfg.Path, err)
+	default:
+		if err := json.Unmarshal(b, &s.state); err != nil {
+			return nil, fmt.Errorf("metadata: parse %s: %w", cfg.Path, err)
+		}
+		if s.state.Topics == nil {
+			s.state.Topics = map[string]*Topic{}
+		}
+	}
+	s.publish()
+	return s, nil
+}
+
+func newClusterID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return strings.TrimRight(base64.URLEncoding.EncodeToString(b[:]), "=")
+}
+
+func newTopicID() TopicID {
+	var id TopicID
+	_, _ = rand.Read(id[:])
+	return id
+}
+
+// View implements Store.
+func (s *LocalStore) View() *View {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.view
+}
+
+// Changed implements Store.
+func (s *LocalStore) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// publish builds a fresh immutable View from state; callers hold mu (or are the constructor).
+func (s *LocalStore) publish() {
+	v := &View{
+		Version:      s.state.Version,
+		ClusterID:    s.state.ClusterID,
+		ControllerID: s.cfg.Self.ID,
+		Brokers:      []Broker{s.cfg.Self},
+		Topics:       make(map[string]*Topic, len(s.state.Topics)),
+	}
+	for name, t := range s.state.Topics {
+		v.Topics[name] = cloneTopic(t)
+	}
+	v.index()
+	s.view = v
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func cloneTopic(t *Topic) *Topic {
+	c := *t
+	c.Partitions = append([]Partition(nil), t.Partitions...)
+	c.Configs = make(map[string]string, len(t.Configs))
+	for k, v := range t.Configs {
+		c.Configs[k] = v
+	}
+	return &c
+}
+
+// commit persists the state and publishes it; on a write error the in-memory state is
+// rolled back to prev so memory never runs ahead of disk.
+func (s *LocalStore) commit(prev localState) error {
+	s.state.Version++
+	if err := s.persist(); err != nil {
+		s.state = prev
+		return err
+	}
+	s.publish()
+	return nil
+}
+
+func (s *LocalStore) snapshotState() localState {
+	prev := s.state
+	prev.Topics = make(map[string]*Topic, len(s.state.Topics))
+	for k, t := range s.state.Topics {
+		prev.Topics[k] = cloneTopic(t)
+	}
+	return prev
+}
+
+func (s *LocalStore) persist() error {
+	b, err := json.MarshalIndent(&s.state, "", " ")
+	if err != nil {
+		return fmt.Errorf("metadata: encode: %w", err)
+	}
+	return WriteFileAtomic(s.cfg.Path, b)
+}
+
+// WriteFileAtomic replaces path with data so that a crash leaves either the old or the new
+// contents: write a temp file, fsync it, rename over path, fsync the directory.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("metadata: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("metadata: sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("metadata: sync dir: %w", err)
+	}
+	return nil
+}
+
+// CreateTopic implements Store.
+func (s *LocalStore) CreateTopic(_ context.Context, spec TopicSpec, validateOnly bool) (*Topic, error) {
+	if err := ValidTopicName(spec.Name); err != nil {
+		return nil, err
+	}
+	n := spec.Partitions
+	if n == -1 {
+		n = s.cfg.DefaultPartitions
+	}
+	if n <= 0 || n > s.cfg.MaxPartitions {
+		return nil, fmt.Errorf("%w: %d (must be 1..%d)", ErrInvalidPartitions, n, s.cfg.MaxPartitions)
+	}
+	if spec.ReplicationFactor == 0 || spec.ReplicationFactor < -1 {
+		return nil, fmt.Errorf("%w: %d", ErrInvalidReplication, spec.ReplicationFactor)
+	}
+	for k, v := range spec.Configs {
+		if err := ValidateTopicConfig(k, v); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.state.Topics[spec.Name]; ok {
+		return nil, fmt.Errorf("%w: %q", ErrTopicExists, spec.Name)
+	}
+	t := &Topic{Name: spec.Name, ID: newTopicID(), Configs: map[string]string{}}
+	for k, v := range spec.Configs {
+		t.Configs[k] = v
+	}
+	for i := int32(0); i < n; i++ {
+		t.Partitions = append(t.Partitions, Partition{Index: i, Leader: s.cfg.Self.ID})
+	}
+	if validateOnly {
+		return t, nil
+	}
+	prev := s.snapshotState()
+	s.state.Topics[t.Name] = t
+	if err := s.commit(prev); err != nil {
+		return nil, err
+	}
+	return cloneTopic(t), nil
+}
+
+// DeleteTopic implements Store.
+func (s *LocalStore) DeleteTopic(_ context.Context, name string) (*Topic, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.state.Topics[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	prev := s.snapshotState()
+	delete(s.state.Topics, name)
+	if err := s.commit(prev); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// CreatePartitions implements Store.
+func (s *LocalStore) CreatePartitions(_ context.Context, name string, total int32, validateOnly bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.state.Topics[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	have := int32(len(t.Partitions))
+	if total <= have {
+		return fmt.Errorf("%w: topic %q has %d partitions, asked for %d (can only grow)", ErrInvalidPartitions, name, have, total)
+	}
+	if total > s.cfg.MaxPartitions {
+		return fmt.Errorf("%w: %d exceeds the limit %d", ErrInvalidPartitions, total, s.cfg.MaxPartitions)
+	}
+	if validateOnly {
+		return nil
+	}
+	prev := s.snapshotState()
+	for i := have; i < total; i++ {
+		t.Partitions = append(t.Partitions, Partition{Index: i, Leader: s.cfg.Self.ID})
+	}
+	return s.commit(prev)
+}
+
+// AlterTopicConfigs implements Store.
+func (s *LocalStore) AlterTopicConfigs(_ context.Context, name string, ops []ConfigOp, validateOnly bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.state.Topics[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	next, err := ApplyConfigOps(t.Configs, ops)
+	if err != nil {
+		return err
+	}
+	if validateOnly {
+		return nil
+	}
+	prev := s.snapshotState()
+	t.Configs = next
+	return s.commit(prev)
+}
+
+// ApplyConfigOps returns configs with ops applied, validating every resulting value.
+// Append and subtract treat values as comma-separated lists, as Kafka does.
+func ApplyConfigOps(configs map[string]string, ops []ConfigOp) (map[string]string, error) {
+	next := make(map[string]string, len(configs))
+	for k, v := range configs {
+		next[k] = v
+	}
+	for _, op := range ops {
+		def, known := TopicConfigs[op.Key]
+		if !known {
+			return nil, fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, op.Key)
+		}
+		switch op.Op {
+		case OpSet:
+			next[op.Key] = op.Value
+		case OpDelete:
+			delete(next, op.Key)
+		case OpAppend, OpSubtract:
+			cur, ok := next[op.Key]
+			if !ok {
+				cur = def.Default
+			}
+			list := splitList(cur)
+			if op.Op == OpAppend {
+				for _, v := range splitList(op.Value) {
+					if !contains(list, v) {
+						list = append(list, v)
+					}
+				}
+			} else {
+				var keep []string
+				rm := splitList(op.Value)
+				for _, v := range list {
+					if !contains(rm, v) {
+						keep = append(keep, v)
+					}
+				}
+				list = keep
+			}
+			next[op.Key] = strings.Join(list, ",")
+		default:
+			return nil, fmt.Errorf("%w: unknown op %d for %q", ErrInvalidConfig, op.Op, op.Key)
+		}
+		if v, ok := next[op.Key]; ok {
+			if err := ValidateTopicConfig(op.Key, v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return next, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// SetLogStartOffset implements Store. The offset only moves forward.
+func (s *LocalStore) SetLogStartOffset(_ context.Context, id TopicID, partition int32, offset int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.state.Topics {
+		if t.ID != id {
+			continue
+		}
+		if partition < 0 || int(partition) >= len(t.Partitions) {
+			return fmt.Errorf("%w: partition %d of %q", ErrUnknownTopic, partition, t.Name)
+		}
+		if offset <= t.Partitions[partition].LogStartOffset {
+			return nil
+		}
+		prev := s.snapshotState()
+		t.Partitions[partition].LogStartOffset = offset
+		return s.commit(prev)
+	}
+	return fmt.Errorf("%w: id %s", ErrUnknownTopic, id)
+}
+
+// RegisterBroker sets the address the only broker advertises (known only once its
+// listener is bound, e.g. on port 0 in tests).
+func (s *LocalStore) RegisterBroker(_ context.Context, b Broker) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.Self = b
+	s.publish()
+	return nil
+}
+
+// AllocateProducerID implements Store.
+func (s *LocalStore) AllocateProducerID(context.Context) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev := s.snapshotState()
+	id := s.state.NextProducerID
+	s.state.NextProducerID++
+	if err := s.commit(prev); err != nil {
+		return 0, err
+	}
+	return id, nil
+}

@@ -1,0 +1,161 @@
+// Package metadata defines the cluster metadata a broker serves from (brokers, topics,
+// partitions, configs, leader epochs, log start offsets) and the Store interface through
+// which it is read and changed.
+//
+// The single-node LocalStore in this package persists to one file; the Raft controller
+// implements the same interface for a cluster. Brokers never mutate a View: every change
+// goes through the Store, which publishes a new immutable View and closes the channel
+// returned by Changed.
+package metadata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors; the broker translates them to Kafka error codes at the protocol edge.
+var (
+	ErrTopicExists        = errors.New("metadata: topic already exists")
+	ErrUnknownTopic       = errors.New("metadata: unknown topic")
+	ErrInvalidTopic       = errors.New("metadata: invalid topic name")
+	ErrInvalidPartitions  = errors.New("metadata: invalid partition count")
+	ErrInvalidReplication = errors.New("metadata: invalid replication factor")
+	ErrInvalidConfig      = errors.New("metadata: invalid config")
+	ErrInvalidOffset      = errors.New("metadata: invalid offset")
+	ErrNotController      = errors.New("metadata: not available")
+)
+
+// TopicID is a topic's UUID. It changes when a topic is deleted and created again, so
+// WAL records of a deleted topic never leak into its successor.
+type TopicID [16]byte
+
+func (id TopicID) String() string {
+	return fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:16])
+}
+
+// IsZero reports whether id is the all-zero UUID Kafka uses for "no topic ID".
+func (id TopicID) IsZero() bool { return id == TopicID{} }
+
+// Broker is one broker as clients see it.
+type Broker struct {
+	ID   int32  `json:"id"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+	Rack string `json:"rack,omitempty"`
+}
+
+// Partition is the metadata of one partition.
+type Partition struct {
+	Index          int32 `json:"index"`
+	Leader         int32 `json:"leader"`
+	LeaderEpoch    int32 `json:"leader_epoch"`
+	LogStartOffset int64 `json:"log_start_offset"`
+}
+
+// Topic is the metadata of one topic. Configs holds only explicitly set keys; defaults
+// come from the config catalogue (TopicConfigs).
+type Topic struct {
+	Name       string            `json:"name"`
+	ID         TopicID           `json:"id"`
+	Partitions []Partition       `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+// Config returns the effective value of a topic config key and whether it was set
+// explicitly on the topic.
+func (t *Topic) Config(key string) (string, bool) {
+	if v, ok := t.Configs[key]; ok {
+		return v, true
+	}
+	if d, ok := TopicConfigs[key]; ok {
+		return d.Default, false
+	}
+	return "", false
+}
+
+// View is an immutable snapshot of the metadata. Version increases with every change.
+type View struct {
+	Version      uint64
+	ClusterID    string
+	ControllerID int32
+	Brokers      []Broker
+	Topics       map[string]*Topic
+	byID         map[TopicID]*Topic
+}
+
+// TopicByID finds a topic by its UUID.
+func (v *View) TopicByID(id TopicID) *Topic {
+	if v.byID == nil {
+		return nil
+	}
+	return v.byID[id]
+}
+
+// Broker finds a broker by ID.
+func (v *View) Broker(id int32) (Broker, bool) {
+	for _, b := range v.Brokers {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return Broker{}, false
+}
+
+func (v *View) index() {
+	v.byID = make(map[TopicID]*Topic, len(v.Topics))
+	for _, t := range v.Topics {
+		v.byID[t.ID] = t
+	}
+}
+
+// TopicSpec asks for a new topic.
+type TopicSpec struct {
+	Name              string
+	Partitions        int32 // -1: default
+	ReplicationFactor int16 // -1: default; any value other than -1 or 1 is accepted and ignored (storage is shared)
+	Configs           map[string]string
+}
+
+// ConfigOp is one IncrementalAlterConfigs operation.
+type ConfigOp struct {
+	Key   string
+	Op    ConfigOpType
+	Value string
+}
+
+// ConfigOpType mirrors Kafka's IncrementalAlterConfigs op types.
+type ConfigOpType int8
+
+const (
+	OpSet ConfigOpType = iota
+	OpDelete
+	OpAppend
+	OpSubtract
+)
+
+// Store reads and changes the metadata. Implementations must be safe for concurrent use.
+type Store interface {
+	// View returns the current snapshot; never nil once the store is open.
+	View() *View
+	// Changed returns a channel closed at the next change of View.
+	Changed() <-chan struct{}
+	// CreateTopic creates a topic; with validateOnly it only checks the spec.
+	CreateTopic(ctx context.Context, spec TopicSpec, validateOnly bool) (*Topic, error)
+	// DeleteTopic deletes a topic by name.
+	DeleteTopic(ctx context.Context, name string) (*Topic, error)
+	// CreatePartitions grows a topic to total partitions.
+	CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) error
+	// AlterTopicConfigs applies incremental config ops to a topic.
+	AlterTopicConfigs(ctx context.Context, name string, ops []ConfigOp, validateOnly bool) error
+	// SetLogStartOffset raises a partition's log start offset (DeleteRecords, retention).
+	SetLogStartOffset(ctx context.Context, id TopicID, partition int32, offset int64) error
+	// AllocateProducerID returns a producer ID never handed out before.
+	AllocateProducerID(ctx context.Context) (int64, error)
+}
+
+// Registrar is implemented by stores that learn brokers' addresses from the brokers
+// themselves: a broker registers once its listener is bound.
+type Registrar interface {
+	RegisterBroker(ctx context.Context, b Broker) error
+}

@@ -1,0 +1,138 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type ack struct {
+	partition int32
+	offset    int64
+}
+
+// TestKill9LosesNothingAcked produces under load with idempotent acks=all producers,
+// kills the broker with SIGKILL mid-stream, restarts it on the same data, and checks that
+// every acked record is at its acked offset and that offsets are dense.
+func TestKill9LosesNothingAcked(t *testing.T) {
+	dir := t.TempDir()
+	p := startWeir(t, dir, "")
+	const partitions = 8
+	adm, err := kgo.NewClient(kgo.SeedBrokers(p.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(adm).CreateTopic(ctxT(t, 30*time.Second), partitions, 1, nil, "crash"); err != nil {
+		t.Fatal(err)
+	}
+	adm.Close()
+
+	var mu sync.Mutex
+	acked := map[string]ack{}
+	var sent atomic.Int64
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.DefaultProduceTopic("crash"),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(2*time.Millisecond),
+			kgo.RecordRetries(3), kgo.RetryTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			defer cl.Close()
+			for i := 0; ctx.Err() == nil; i++ {
+				v := fmt.Sprintf("w%d-%08d", w, i)
+				sent.Add(1)
+				cl.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+					if err == nil {
+						mu.Lock()
+						acked[v] = ack{r.Partition, r.Offset}
+						mu.Unlock()
+					}
+				})
+				if i%2000 == 1999 {
+					time.Sleep(time.Millisecond) // keep the buffer from growing without bound
+				}
+			}
+		}(w)
+	}
+	// Let load build up, then kill mid-stream.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 20000 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.kill()
+	time.Sleep(200 * time.Millisecond) // in-flight callbacks fail now
+	stop()
+	wg.Wait()
+	mu.Lock()
+	snapshot := make(map[string]ack, len(acked))
+	for k, v := range acked {
+		snapshot[k] = v
+	}
+	mu.Unlock()
+	if len(snapshot) < 1000 {
+		t.Fatalf("only %d records acked before the kill; the test needs load", len(snapshot))
+	}
+	t.Logf("sent %d, acked %d before SIGKILL", sent.Load(), len(snapshot))
+
+	p2 := startWeir(t, dir, p.addr)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p2.addr), kgo.ConsumeTopics("crash"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctxT(t, 30*time.Second), "crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total < int64(len(snapshot)) {
+		t.Fatalf("log holds %d records, fewer than the %d acked", total, len(snapshot))
+	}
+	read := map[string]ack{}
+	next := map[int32]int64{}
+	rctx := ctxT(t, 120*time.Second)
+	for int64(len(read)) < total {
+		fs := cl.PollFetches(rctx)
+		if rctx.Err() != nil {
+			t.Fatalf("read %d of %d records before timing out", len(read), total)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatal(err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next[r.Partition] {
+				t.Fatalf("partition %d: offset %d after %d (gap or repeat)", r.Partition, r.Offset, next[r.Partition]-1)
+			}
+			next[r.Partition]++
+			if prev, dup := read[string(r.Value)]; dup {
+				t.Fatalf("%s stored twice: %v and %d/%d", r.Value, prev, r.Partition, r.Offset)
+			}
+			read[string(r.Value)] = ack{r.Partition, r.Offset}
+		})
+	}
+	for v, a := range snapshot {
+		got, ok := read[v]
+		if !ok {
+			t.Fatalf("acked record %s (%d/%d) lost", v, a.partition, a.offset)
+		}
+		if got != a {
+			t.Fatalf("acked record %s at %d/%d, read back at %d/%d", v, a.partition, a.offset, got.partition, got.offset)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+)
+
+// Sentinel errors. Errors returned or passed to Done wrap them (test with errors.Is).
+var (
+	// ErrClosed: the WAL is closed.
+	ErrClosed = errors.New("wal: closed")
+	// ErrNoSpace: the file system ran out of space (ENOSPC) while writing or
+	// allocating. The group failed; later groups may succeed once space is freed.
+	ErrNoSpace = errors.New("wal: no space left")
+	// ErrFailed: an fdatasync (or directory sync) failed; the WAL is failed for
+	// good. Failed syncs are never retried (PostgreSQL "fsyncgate"): the kernel
+	// may have dropped the dirty pages. Reads of synced data still work.
+	ErrFailed = errors.New("wal: failed")
+	// ErrCorrupt: a record or segment header has a bad checksum or an impossible field.
+	ErrCorrupt = errors.New("wal: corrupt record")
+	// ErrTorn: a record or segment header is cut short (a torn write).
+	ErrTorn = errors.New("wal: torn record")
+	// ErrTooLarge: the payload is larger than Config.MaxRecordSize.
+	ErrTooLarge = errors.New("wal: record too large")
+	// ErrNotReplayed: Append was called before Replay finished.
+	ErrNotReplayed = errors.New("wal: not replayed")
+	// ErrOutOfRange: ReadAt asked for bytes outside the synced records of one segment.
+	ErrOutOfRange = errors.New("wal: position out of range")
+)
+
+// ioError wraps an I/O error, adding ErrNoSpace for ENOSPC (and EDQUOT on Linux).
+func ioError(op string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) || isQuotaError(err) {
+		return fmt.Errorf("%w: %s: %w", ErrNoSpace, op, err)
+	}
+	return fmt.Errorf("wal: %s: %w", op, err)
+}

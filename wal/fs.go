@@ -1,0 +1,71 @@
+package wal
+
+import (
+	"io"
+	"os"
+)
+
+// FS is the file system the WAL uses. It is an interface so tests can inject
+// stalls, torn writes, ENOSPC and sync errors (see package waltest).
+type FS interface {
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	Remove(name string) error
+	// Rename atomically replaces newpath with oldpath (used to publish a
+	// preallocated segment under its final name).
+	Rename(oldpath, newpath string) error
+	ReadDir(dir string) ([]os.DirEntry, error)
+	MkdirAll(dir string, perm os.FileMode) error
+	// SyncDir makes creations, renames and removals in dir durable.
+	SyncDir(dir string) error
+}
+
+// File is an open file of an FS.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	// Sync makes the file's data durable (fdatasync in OSFS).
+	Sync() error
+	Truncate(size int64) error
+	// Allocate reserves disk space for the first size bytes of the file and
+	// extends it to at least size bytes (fallocate mode 0 in OSFS). It returns
+	// an error wrapping errors.ErrUnsupported where that is not possible.
+	Allocate(size int64) error
+	Stat() (os.FileInfo, error)
+}
+
+// OSFS returns the FS of the operating system.
+func OSFS() FS { return osFS{} }
+
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &osFile{File: f}, nil
+}
+
+func (osFS) Remove(name string) error                    { return os.Remove(name) }
+func (osFS) Rename(oldpath, newpath string) error        { return os.Rename(oldpath, newpath) }
+func (osFS) ReadDir(dir string) ([]os.DirEntry, error)   { return os.ReadDir(dir) }
+func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type osFile struct {
+	*os.File
+}
+
+func (f *osFile) Sync() error               { return fdatasync(f.File) }
+func (f *osFile) Allocate(size int64) error { return fallocate(f.File, size) }

@@ -1,0 +1,240 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// ReplayInfo describes what Replay found.
+type ReplayInfo struct {
+	// Records is the number of valid records passed to fn.
+	Records int
+	// End is the position just past the last valid record; appends continue
+	// in a new segment starting there.
+	End Pos
+	// Torn is set if replay stopped at a torn or corrupt record or segment
+	// header before the end of the last segment.
+	Torn bool
+	// TornAt is the position of the first byte of the bad record (or the base
+	// of the segment with the bad header); the log was cut there.
+	TornAt Pos
+	// TornSegment is the path of the segment file holding the bad record.
+	TornSegment string
+	// Reason says what was wrong; Err is the same as an error wrapping ErrTorn
+	// or ErrCorrupt.
+	Reason string
+	Err    error
+	// DroppedSegments are the paths of the segment files after the cut, which
+	// Replay removed.
+	DroppedSegments []string
+}
+
+// scanned is a segment file read by Replay.
+type scanned struct {
+	base Pos
+	path string
+	f    File // nil if never opened
+	size int64
+	end  int64 // offset just past the last valid record
+}
+
+// Replay reads all segments in order and calls fn for each valid record; the
+// payload is only valid during the call. It stops at the first torn or corrupt
+// record, reports it in ReplayInfo and cuts the log there: the rest of that
+// segment is truncated and later segments are removed. Appends then continue
+// in a new segment. Replay must succeed once before records can be appended;
+// fn may be nil. An error from fn stops Replay and is returned (wrapped) with
+// the log untouched. I/O errors are returned as they are, never treated as a
+// torn log. After a failed Replay the WAL should be closed.
+func (w *WAL) Replay(fn func(typ byte, payload []byte, pos Pos) error) (ReplayInfo, error) {
+	w.replayMu.Lock()
+	defer w.replayMu.Unlock()
+	if w.replayClosed {
+		return ReplayInfo{}, ErrClosed
+	}
+	if w.replayed {
+		return ReplayInfo{}, errors.New("wal: Replay called twice")
+	}
+	var info ReplayInfo
+	segs := make([]*scanned, len(w.found))
+	for i, base := range w.found {
+		segs[i] = &scanned{base: base, path: filepath.Join(w.cfg.Dir, segmentName(base))}
+	}
+	closeAll := func() {
+		for _, s := range segs {
+			if s.f != nil {
+				_ = s.f.Close()
+				s.f = nil
+			}
+		}
+	}
+	keep, err := w.scan(segs, fn, &info)
+	if err == nil {
+		err = w.cut(segs, keep, &info)
+	}
+	if err != nil {
+		closeAll()
+		return info, err
+	}
+	return info, nil
+}
+
+// scan reads the segments and returns how many of them to keep.
+func (w *WAL) scan(segs []*scanned, fn func(byte, []byte, Pos) error, info *ReplayInfo) (int, error) {
+	hdr := make([]byte, HeaderSize)
+	for i, s := range segs {
+		f, err := w.fs.OpenFile(s.path, os.O_RDWR, 0)
+		if err != nil {
+			return 0, fmt.Errorf("wal: opening %s: %w", s.path, err)
+		}
+		s.f = f
+		st, err := f.Stat()
+		if err != nil {
+			return 0, fmt.Errorf("wal: stat %s: %w", s.path, err)
+		}
+		s.size = st.Size()
+		last := i == len(segs)-1
+		limit := s.size // records may extend up to here
+		if !last {
+			limit = int64(segs[i+1].base - s.base)
+		}
+
+		n, err := f.ReadAt(hdr, 0)
+		if err != nil && err != io.EOF {
+			return 0, fmt.Errorf("wal: reading %s: %w", s.path, err)
+		}
+		base, herr := decodeSegmentHeader(hdr[:n])
+		switch {
+		case herr != nil:
+		case base != s.base:
+			herr = fmt.Errorf("%w: segment header says base %d, file name says %d", ErrCorrupt, base, s.base)
+		case limit < HeaderSize:
+			herr = fmt.Errorf("%w: next segment starts %d bytes after this one", ErrCorrupt, limit)
+		}
+		if herr != nil {
+			w.torn(info, s, s.base, herr)
+			return i, nil
+		}
+
+		r := NewReader(io.NewSectionReader(f, HeaderSize, limit-HeaderSize), limit-HeaderSize)
+		for {
+			off := HeaderSize + r.Offset()
+			typ, payload, err := r.Next()
+			if err == io.EOF {
+				s.end = off
+				if last || off == limit {
+					break
+				}
+				kind := ErrCorrupt
+				if off >= s.size {
+					kind = ErrTorn
+				}
+				w.torn(info, s, s.base+Pos(off), fmt.Errorf(
+					"%w: records end at offset %d but the next segment starts at offset %d", kind, off, limit))
+				return i + 1, nil
+			}
+			if errors.Is(err, ErrTorn) || errors.Is(err, ErrCorrupt) {
+				s.end = off
+				w.torn(info, s, s.base+Pos(off), err)
+				return i + 1, nil
+			}
+			if err != nil {
+				return 0, fmt.Errorf("wal: reading %s at %d: %w", s.path, off, err)
+			}
+			info.Records++
+			if fn != nil {
+				pos := s.base + Pos(off+RecordHeaderSize)
+				if err := fn(typ, payload, pos); err != nil {
+					return 0, fmt.Errorf("wal: replay callback at %d: %w", pos, err)
+				}
+			}
+		}
+	}
+	return len(segs), nil
+}
+
+func (w *WAL) torn(info *ReplayInfo, s *scanned, at Pos, err error) {
+	info.Torn, info.TornAt, info.TornSegment, info.Reason, info.Err = true, at, s.path, err.Error(), err
+	w.cfg.Logger.Warn("wal: replay stopped at a bad record; cutting the log there",
+		"segment", s.path, "offset", int64(at-s.base), "pos", int64(at), "reason", err.Error())
+}
+
+// cut applies the outcome of scan: it removes the segments after the kept
+// ones, truncates the last kept segment after its last record and starts a new
+// active segment there. Then the WAL is ready for appends.
+func (w *WAL) cut(segs []*scanned, keep int, info *ReplayInfo) error {
+	for _, s := range segs[keep:] {
+		if s.f != nil {
+			_ = s.f.Close()
+			s.f = nil
+		}
+		if err := w.fs.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("wal: removing %s: %w", s.path, err)
+		}
+		info.DroppedSegments = append(info.DroppedSegments, s.path)
+	}
+	if len(info.DroppedSegments) > 0 {
+		w.cfg.Logger.Warn("wal: removed segments after the cut", "segments", info.DroppedSegments)
+		if err := w.fs.SyncDir(w.cfg.Dir); err != nil {
+			return fmt.Errorf("wal: syncing directory %s: %w", w.cfg.Dir, err)
+		}
+	}
+	kept := segs[:keep]
+	w.found = w.found[:keep]
+
+	var base Pos
+	if len(segs) > 0 {
+		base = segs[0].base
+	}
+	if keep > 0 {
+		last := kept[keep-1]
+		base = last.base + Pos(last.end)
+		if last.size > last.end {
+			// Drop preallocated space and anything after the last record, so
+			// the file ends with its records.
+			if err := last.f.Truncate(last.end); err != nil {
+				return fmt.Errorf("wal: truncating %s: %w", last.path, err)
+			}
+			if err := last.f.Sync(); err != nil {
+				return fmt.Errorf("wal: syncing %s: %w", last.path, err)
+			}
+			last.size = last.end
+		}
+		if last.end == HeaderSize {
+			// No records: the new segment replaces it (same base, renamed over it).
+			base = last.base
+			_ = last.f.Close()
+			last.f = nil
+			kept = kept[:keep-1]
+		}
+	}
+	info.End = base
+
+	active, err := w.newSegment(base, w.cfg.SegmentSize)
+	if err != nil {
+		return err
+	}
+	live := make([]*segment, 0, len(kept)+1)
+	for _, s := range kept {
+		seg := &segment{base: s.base, path: s.path, f: s.f}
+		seg.end.Store(s.end)
+		live = append(live, seg)
+	}
+	live = append(live, active)
+
+	w.segMu.Lock()
+	w.segs = live
+	w.segMu.Unlock()
+	w.m.setSegments(len(live))
+	w.active, w.capacity, w.writeOff, w.mustRoll = active, w.cfg.SegmentSize, HeaderSize, false
+	w.end.Store(int64(base))
+	w.found = nil
+	w.replayed = true
+	w.qmu.Lock()
+	w.ready = true
+	w.qmu.Unlock()
+	return nil
+}

@@ -1,0 +1,324 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Pos is a logical byte position in the whole log. The position of a record
+// is the position of its payload's first byte: the base of its segment plus
+// the payload's offset in the segment file. Positions grow with log order.
+type Pos int64
+
+// Entry is one record to append.
+type Entry struct {
+	Type    byte
+	Payload []byte
+	// Prepare, if set, is called by the committer goroutine in log order just
+	// before the payload is copied into the group's write buffer. It may
+	// rewrite Payload in place (its length is fixed). If it returns an error
+	// the entry is dropped (not written) and Done gets that error. Prepare is
+	// not called for entries that fail before their group is written (WAL
+	// failed, segment roll failed, payload too large).
+	Prepare func(payload []byte) error
+	// Done is called exactly once, in log order, from the committer goroutine,
+	// after the entry's group is synced (err == nil, pos = payload position)
+	// or failed. It must not block. The caller must not modify Payload before
+	// Done. Exception: when the WAL is closed, Append calls Done(0, ErrClosed)
+	// itself before returning.
+	Done func(pos Pos, err error)
+}
+
+// WAL is a write-ahead log in one directory. See the package documentation.
+type WAL struct {
+	cfg   Config
+	fs    FS
+	m     *metrics
+	found []Pos // segment bases found by Open, consumed by Replay
+
+	// The queue of entries waiting for the committer.
+	qmu     sync.Mutex
+	notFull sync.Cond
+	queue   []Entry
+	closing bool
+	ready   bool          // Replay has succeeded
+	kick    chan struct{} // wakes the committer
+	done    chan struct{} // closed when the committer exits
+
+	// segs lists the live segments by base; the last is the active one.
+	segMu  sync.RWMutex
+	segs   []*segment
+	closed bool
+
+	end    atomic.Int64
+	tmpSeq atomic.Int64
+
+	errMu sync.Mutex
+	err   error // permanent failure, wraps ErrFailed
+
+	// Owned by the committer goroutine (set up by Replay before ready).
+	active     *segment
+	capacity   int64 // bytes the active segment may hold
+	writeOff   int64 // where the next group goes in the active segment
+	mustRoll   bool  // a write failed: never write after its bytes again
+	buf        []byte
+	results    []result
+	preRunning bool
+	preCh      chan preResult
+
+	replayMu     sync.Mutex
+	replayed     bool
+	replayClosed bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type result struct {
+	pos Pos
+	err error
+	// written: the entry's frame is in the group buffer.
+	written bool
+}
+
+// Open creates cfg.Dir if needed and finds the segments in it, removing
+// leftover temporary files. It does not read them: call Replay before Append.
+func Open(cfg Config) (*WAL, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.FS.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("wal: creating %s: %w", cfg.Dir, err)
+	}
+	entries, err := cfg.FS.ReadDir(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: listing %s: %w", cfg.Dir, err)
+	}
+	var found []Pos
+	for _, e := range entries {
+		name := e.Name()
+		if base, ok := parseSegmentName(name); ok && !e.IsDir() {
+			found = append(found, base)
+		} else if strings.HasSuffix(name, tmpSuffix) && !e.IsDir() {
+			// A segment that was being preallocated when we stopped.
+			if err := cfg.FS.Remove(filepath.Join(cfg.Dir, name)); err != nil {
+				return nil, fmt.Errorf("wal: removing leftover %s: %w", name, err)
+			}
+		}
+	}
+	slices.Sort(found)
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	w := &WAL{
+		cfg:   cfg,
+		fs:    cfg.FS,
+		m:     m,
+		found: found,
+		kick:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+		preCh: make(chan preResult, 1),
+	}
+	w.notFull.L = &w.qmu
+	go w.run()
+	return w, nil
+}
+
+// Append queues e. It blocks only while QueueDepth entries are queued. The
+// outcome is reported to e.Done.
+func (w *WAL) Append(e Entry) {
+	w.qmu.Lock()
+	for len(w.queue) >= w.cfg.QueueDepth && !w.closing {
+		w.notFull.Wait()
+	}
+	if w.closing {
+		w.qmu.Unlock()
+		w.m.done(ErrClosed)
+		if e.Done != nil {
+			e.Done(0, ErrClosed)
+		}
+		return
+	}
+	w.queue = append(w.queue, e)
+	w.qmu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// AppendSync appends one record and waits until it is durable. If ctx ends
+// before the committer took the record, the record is never written and
+// ctx's error is returned; once taken, AppendSync waits for the outcome.
+func (w *WAL) AppendSync(ctx context.Context, typ byte, payload []byte) (Pos, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	const queued, taken, abandoned = 0, 1, 2
+	var state atomic.Int32
+	ch := make(chan result, 1)
+	w.Append(Entry{
+		Type:    typ,
+		Payload: payload,
+		Prepare: func([]byte) error {
+			if !state.CompareAndSwap(queued, taken) {
+				return ctx.Err()
+			}
+			return nil
+		},
+		Done: func(pos Pos, err error) { ch <- result{pos: pos, err: err} },
+	})
+	select {
+	case r := <-ch:
+		return r.pos, r.err
+	case <-ctx.Done():
+		if state.CompareAndSwap(queued, abandoned) {
+			return 0, ctx.Err()
+		}
+		r := <-ch
+		return r.pos, r.err
+	}
+}
+
+// ReadAt reads len(p) payload bytes at pos. The bytes must lie within the
+// synced records of one segment. It is safe to call concurrently with appends,
+// and still works after the WAL failed.
+func (w *WAL) ReadAt(p []byte, pos Pos) error {
+	w.segMu.RLock()
+	defer w.segMu.RUnlock()
+	if w.closed {
+		return ErrClosed
+	}
+	i := sort.Search(len(w.segs), func(i int) bool { return w.segs[i].base > pos }) - 1
+	if i < 0 {
+		return fmt.Errorf("%w: %d is before the log start", ErrOutOfRange, pos)
+	}
+	s := w.segs[i]
+	off := int64(pos - s.base)
+	if end := s.end.Load(); off < HeaderSize || off+int64(len(p)) > end {
+		return fmt.Errorf("%w: [%d, %d) is not within the records of segment %s", ErrOutOfRange, pos, int64(pos)+int64(len(p)), filepath.Base(s.path))
+	}
+	n, err := s.f.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	return fmt.Errorf("wal: reading %s at %d: %w", s.path, off, err)
+}
+
+// End returns the position just past the last synced record (after Replay,
+// ReplayInfo.End). It only grows.
+func (w *WAL) End() Pos { return Pos(w.end.Load()) }
+
+// Start returns the base position of the oldest segment (0 before Replay).
+func (w *WAL) Start() Pos {
+	w.segMu.RLock()
+	defer w.segMu.RUnlock()
+	if len(w.segs) == 0 {
+		return 0
+	}
+	return w.segs[0].base
+}
+
+// Err returns nil, or an error wrapping ErrFailed once the WAL has failed for good.
+func (w *WAL) Err() error { return w.failErr() }
+
+func (w *WAL) failErr() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	return w.err
+}
+
+// fail makes the WAL permanently failed (the first cause wins) and returns the
+// failure error.
+func (w *WAL) fail(cause error) error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	if w.err == nil {
+		w.err = fmt.Errorf("%w: %w", ErrFailed, cause)
+		w.cfg.Logger.Error("wal: failed permanently; no more appends", "err", cause)
+	}
+	return w.err
+}
+
+// TrimBefore removes the oldest segments whose records all lie before pos
+// (e.g. uploaded to object storage). The active segment is never removed.
+// It returns the paths of the removed segment files.
+func (w *WAL) TrimBefore(pos Pos) ([]string, error) {
+	w.segMu.Lock()
+	defer w.segMu.Unlock()
+	if w.closed {
+		return nil, ErrClosed
+	}
+	var removed []string
+	var err error
+	for len(w.segs) > 1 && w.segs[1].base <= pos {
+		s := w.segs[0]
+		_ = s.f.Close()
+		if err = w.fs.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			err = fmt.Errorf("wal: removing %s: %w", s.path, err)
+			break
+		}
+		err = nil
+		removed = append(removed, s.path)
+		w.segs[0] = nil
+		w.segs = w.segs[1:]
+	}
+	w.m.setSegments(len(w.segs))
+	if len(removed) > 0 {
+		if serr := w.fs.SyncDir(w.cfg.Dir); serr != nil && err == nil {
+			err = fmt.Errorf("wal: syncing directory after trim: %w", serr)
+		}
+	}
+	return removed, err
+}
+
+// Close stops the WAL. Entries queued before Close are still written (their
+// Done reports the outcome); later Appends get ErrClosed. Close waits for a
+// stalled sync to return. It is idempotent and returns file close errors; see
+// Err for a permanent failure.
+func (w *WAL) Close() error {
+	w.closeOnce.Do(func() {
+		w.replayMu.Lock() // wait for a running Replay
+		w.replayClosed = true
+		w.replayMu.Unlock()
+
+		w.qmu.Lock()
+		w.closing = true
+		w.notFull.Broadcast()
+		w.qmu.Unlock()
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+		<-w.done
+
+		if w.preRunning {
+			if r := <-w.preCh; r.err == nil {
+				w.discardTmp(r.t)
+			}
+			w.preRunning = false
+		}
+		var errs []error
+		w.segMu.Lock()
+		w.closed = true
+		for _, s := range w.segs {
+			if err := s.f.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("wal: closing %s: %w", s.path, err))
+			}
+		}
+		w.segMu.Unlock()
+		w.m.unregister()
+		w.closeErr = errors.Join(errs...)
+	})
+	return w.closeErr
+}
