@@ -43,7 +43,13 @@ func runConsume(ctx context.Context, cfg *config, stdout, stderr io.Writer) erro
 	if cfg.warmup > 0 {
 		fmt.Fprintf(out, "warming up for %v ...\n", cfg.warmup)
 	}
+	if cfg.group != "" {
+		// Joining takes seconds (the broker's initial rebalance delay);
+		// that is not read throughput, so the clock starts after it.
+		waitAssigned(ctx, cr, len(parts), out)
+	}
 	begin := cr.start(ctx, time.Now().Add(cfg.warmup))
+	cr.track.touch() // the idle clock starts with polling
 	if target != nil {
 		cr.track.setTarget(target)
 	}
@@ -77,8 +83,8 @@ type consumerRun struct {
 	rec   *recorder
 	track *endTracker
 
-	assigned  atomic.Int64 // partitions currently assigned (group mode)
-	claimed   atomic.Int64 // measured records, against --records
+	assigned  []atomic.Int64 // partitions currently assigned per client (group mode)
+	claimed   atomic.Int64   // measured records, against --records
 	errsShown atomic.Int64
 
 	reached   chan struct{} // closed when --records is reached
@@ -100,17 +106,20 @@ func newConsumerRun(cfg *config, parts []int32, startOffs map[int32]int64, exact
 		if exact {
 			reset = kgo.NewOffset().AtEnd()
 		}
-		count := func(delta int64) func(context.Context, *kgo.Client, map[string][]int32) {
+		c.assigned = make([]atomic.Int64, cfg.consumers)
+		// Callbacks get only the partitions that changed (cooperative
+		// balancing), so keep a running count per client.
+		count := func(i int, sign int64) func(context.Context, *kgo.Client, map[string][]int32) {
 			return func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 				for _, ps := range m {
-					c.assigned.Add(delta * int64(len(ps)))
+					c.assigned[i].Add(sign * int64(len(ps)))
 				}
 			}
 		}
-		for range cfg.consumers {
+		for i := range cfg.consumers {
 			optSets = append(optSets, append(base[:len(base):len(base)],
 				kgo.ConsumerGroup(cfg.group), kgo.ConsumeTopics(cfg.topic), kgo.ConsumeResetOffset(reset),
-				kgo.OnPartitionsAssigned(count(1)), kgo.OnPartitionsRevoked(count(-1)), kgo.OnPartitionsLost(count(-1))))
+				kgo.OnPartitionsAssigned(count(i, 1)), kgo.OnPartitionsRevoked(count(i, -1)), kgo.OnPartitionsLost(count(i, -1))))
 		}
 	} else {
 		assign := make([]map[int32]kgo.Offset, cfg.consumers)
@@ -351,4 +360,29 @@ func (t *endTracker) reached() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.finished
+}
+
+// waitAssigned gives a consumer group up to 15 s to settle (every partition
+// assigned, every consumer that can have work has some), so that joins and
+// rebalances do not land in the measurement as latency spikes.
+func waitAssigned(ctx context.Context, cr *consumerRun, parts int, out io.Writer) {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		total, busy := int64(0), 0
+		for i := range cr.assigned {
+			n := cr.assigned[i].Load()
+			total += n
+			if n > 0 {
+				busy++
+			}
+		}
+		if total == int64(parts) && busy == min(len(cr.assigned), parts) {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			fmt.Fprintf(out, "warning: group assigned %d of %d partitions to %d consumers after 15s; starting anyway\n", total, parts, busy)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -49,7 +49,10 @@ type admin struct {
 }
 
 func newAdmin(cfg *config) (*admin, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds(cfg)...), kgo.ClientID(clientID))
+	// A short MetadataMinAge: kgo serves repeated metadata requests from a
+	// cache for that long (5 s by default), which would make waiting for
+	// a just-created topic take 5 s.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds(cfg)...), kgo.ClientID(clientID), kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
@@ -140,4 +143,15 @@ func (a *admin) offsets(ctx context.Context, topic string, end bool) (map[int32]
 		out[p] = o.Offset
 	}
 	return out, nil
+}
+
+// commit sets group's committed offsets for topic, so that its members start
+// exactly there whatever order they join and rebalance in. It only works
+// while the group has no members.
+func (a *admin) commit(ctx context.Context, group, topic string, offs map[int32]int64) error {
+	os := kadm.Offsets{}
+	for p, o := range offs {
+		os.Add(kadm.Offset{Topic: topic, Partition: p, At: o, LeaderEpoch: -1})
+	}
+	return a.adm.CommitAllOffsets(ctx, group, os)
 }

@@ -40,10 +40,10 @@ type latencySeries struct {
 
 func latencyStreams(res *Result) []latencySeries {
 	var out []latencySeries
-	if p := res.Produce; p != nil && p.Latency != nil {
+	if p := res.Produce; p != nil && p.Latency != nil && p.Latency.Count > 0 {
 		out = append(out, latencySeries{"ack", p.Latency.Count, p.Intervals, p.Distribution})
 	}
-	if c := res.Consume; c != nil && c.Latency != nil {
+	if c := res.Consume; c != nil && c.Latency != nil && c.Latency.Count > 0 {
 		out = append(out, latencySeries{"e2e", c.Latency.Count, c.Intervals, c.Distribution})
 	}
 	return out
@@ -82,7 +82,10 @@ func plotTitle(res *Result) string {
 	s := res.Settings
 	t := fmt.Sprintf("weir bench %s", res.Mode)
 	if topic := s["topic"]; topic != "" {
-		t += fmt.Sprintf(": %s, %s B records", topic, s["record-size"])
+		t += ": " + topic
+	}
+	if rs := s["record-size"]; rs != "" {
+		t += fmt.Sprintf(", %s B records", rs)
 	}
 	if r := s["rate"]; r != "" && r != "0" {
 		t += ", target " + r + " rec/s"
@@ -122,11 +125,18 @@ func latencyOverTime(streams []latencySeries) (*plot.Plot, error) {
 }
 
 // headroom raises the y axis so that the legend, drawn inside the plot at
-// the top, does not cover the lines.
+// the top, does not cover the lines. A plot without data (a run stopped
+// during warmup) gets plain 0..1 axes and says so.
 func headroom(p *plot.Plot) {
-	if p.Y.Max > p.Y.Min {
-		p.Y.Max += (p.Y.Max - p.Y.Min) * 0.25
+	if math.IsInf(p.Y.Max, 0) || p.Y.Max <= p.Y.Min {
+		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 1, 0, 1
+		if _, isLog := p.X.Scale.(plot.LogScale); isLog {
+			p.X.Min, p.X.Max = 1, 10 // a log axis cannot start at 0
+		}
+		p.Title.Text += " (no data)"
+		return
 	}
+	p.Y.Max += (p.Y.Max - p.Y.Min) * 0.25
 }
 
 // latencyDistribution plots latency against percentile on the classic
@@ -151,7 +161,8 @@ func latencyDistribution(streams []latencySeries) (*plot.Plot, error) {
 	if err := plotutil.AddLinePoints(p, args...); err != nil {
 		return nil, err
 	}
-	p.X.Min = 1
+	// The log axis needs a range above 0 even for very few samples.
+	p.X.Min, p.X.Max = 1, math.Max(p.X.Max, 10)
 	p.Legend.Top = true
 	p.Legend.Left = true
 	headroom(p)

@@ -157,10 +157,14 @@ func (p *producerRun) close() {
 // cancelled), then waits up to --drain-timeout for outstanding acks.
 func (p *producerRun) run(ctx context.Context, out io.Writer) {
 	// Records get a context that survives ctx: on Ctrl-C sending stops but
-	// what is buffered is still flushed and counted. abort fails them
-	// if the drain takes too long.
+	// what is buffered is still flushed and counted (kgo fails buffered
+	// records whose Produce context is cancelled). abort fails them if
+	// the drain takes too long, also unblocking a Produce call that waits
+	// for buffer space from a broker that no longer answers.
 	recCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	defer abort()
+	stopAbort := context.AfterFunc(ctx, func() { time.AfterFunc(p.cfg.drainTimeout, abort) })
+	defer stopAbort()
 	var wg sync.WaitGroup
 	for i, cl := range p.clients {
 		wg.Go(func() { p.sendLoop(ctx, recCtx, cl, i) })
@@ -237,11 +241,11 @@ func (p *producerRun) sendLoop(ctx, recCtx context.Context, cl *kgo.Client, idx 
 			}
 			p.sent.Add(1)
 		}
-		r := &kgo.Record{Value: make([]byte, size), Context: recCtx}
+		r := &kgo.Record{Value: make([]byte, size)}
 		copy(r.Value, p.payload[off:off+size])
 		off = (off + 4099) % (len(p.payload) - size + 1)
 		stampSendTime(r, due)
-		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+		cl.Produce(recCtx, r, func(r *kgo.Record, err error) {
 			if !measured {
 				return
 			}

@@ -3,38 +3,13 @@ package broker
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/weir-io/weir/internal/kafkatest"
 	"hash/crc32"
 	"testing"
 )
 
-// makeBatch builds an uncompressed record batch v2 the way a client would.
 func makeBatch(pid int64, epoch int16, seq int32, values ...[]byte) []byte {
-	var recs []byte
-	for i, v := range values {
-		var r []byte
-		r = append(r, 0)                          // attributes
-		r = binary.AppendVarint(r, 0)             // timestamp delta
-		r = binary.AppendVarint(r, int64(i))      // offset delta
-		r = binary.AppendVarint(r, -1)            // key: null
-		r = binary.AppendVarint(r, int64(len(v))) // value
-		r = append(r, v...)
-		r = binary.AppendVarint(r, 0) // headers
-		recs = binary.AppendVarint(recs, int64(len(r)))
-		recs = append(recs, r...)
-	}
-	b := make([]byte, batchHeaderLen, batchHeaderLen+len(recs))
-	binary.BigEndian.PutUint32(b[8:], uint32(batchHeaderLen-12+len(recs)))
-	b[16] = 2
-	binary.BigEndian.PutUint32(b[23:], uint32(len(values)-1))
-	binary.BigEndian.PutUint64(b[27:], 1700000000000)
-	binary.BigEndian.PutUint64(b[35:], 1700000000000)
-	binary.BigEndian.PutUint64(b[43:], uint64(pid))
-	binary.BigEndian.PutUint16(b[51:], uint16(epoch))
-	binary.BigEndian.PutUint32(b[53:], uint32(seq))
-	binary.BigEndian.PutUint32(b[57:], uint32(len(values)))
-	b = append(b, recs...)
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
-	return b
+	return kafkatest.Batch(pid, epoch, seq, values...)
 }
 
 func TestValidateProduceBatch(t *testing.T) {

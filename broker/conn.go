@@ -33,13 +33,14 @@ type conn struct {
 }
 
 type slot struct {
-	corr    int32
-	key     int16
-	flex    bool // response header carries tagged fields
-	start   time.Time
-	done    chan kmsg.Response // buffered 1; a nil response means "send nothing" (acks=0)
-	raw     []byte             // pre-encoded body, for requests kmsg cannot answer
-	closeIt bool               // close the connection after this slot
+	corr     int32
+	key      int16
+	clientID string
+	flex     bool // response header carries tagged fields
+	start    time.Time
+	done     chan kmsg.Response // buffered 1; a nil response means "send nothing" (acks=0)
+	raw      []byte             // pre-encoded body, for requests kmsg cannot answer
+	closeIt  bool               // close the connection after this slot
 }
 
 func newConn(b *Broker, nc net.Conn) *conn {
@@ -111,6 +112,7 @@ func (c *conn) readLoop() error {
 type reqHeader struct {
 	key, version int16
 	corr         int32
+	clientID     string
 }
 
 // errUnsupported marks a request whose key or version the broker does not serve.
@@ -122,7 +124,9 @@ var errUnsupported = errors.New("broker: unsupported API key or version")
 func parseRequest(body []byte) (reqHeader, kmsg.Request, error) {
 	rd := kbin.Reader{Src: body}
 	h := reqHeader{key: rd.Int16(), version: rd.Int16(), corr: rd.Int32()}
-	rd.NullableString() // client id
+	if cid := rd.NullableString(); cid != nil {
+		h.clientID = *cid
+	}
 	if !rd.Ok() {
 		return h, nil, errors.New("broker: truncated request header")
 	}
@@ -154,7 +158,7 @@ func (c *conn) parse(body []byte) (*slot, kmsg.Request, error) {
 	if err != nil && !errors.Is(err, errUnsupported) {
 		return nil, nil, err
 	}
-	s := &slot{corr: h.corr, key: h.key, start: time.Now(), done: make(chan kmsg.Response, 1)}
+	s := &slot{corr: h.corr, key: h.key, clientID: h.clientID, start: time.Now(), done: make(chan kmsg.Response, 1)}
 	if err != nil {
 		c.b.metrics.unsupported.Inc()
 		if h.key == 18 {

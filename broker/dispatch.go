@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"net"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -75,7 +76,8 @@ func (b *Broker) dispatch(c *conn, s *slot, req kmsg.Request) {
 		s.respond(b.handleDescribeCluster(r))
 	default:
 		// Group APIs: the coordinator answers, possibly after a rebalance.
-		b.groups.Handle(c.ctx, req, s.respond)
+		host, _, _ := net.SplitHostPort(c.nc.RemoteAddr().String())
+		b.groups.Handle(group.WithClientInfo(c.ctx, s.clientID, "/"+host), req, s.respond)
 	}
 }
 

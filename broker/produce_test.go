@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"github.com/weir-io/weir/internal/kafkatest"
 	"strconv"
 	"sync"
 	"testing"
@@ -147,20 +148,11 @@ func TestRestartRecoversRecordsAndOffsets(t *testing.T) {
 // rawProduce sends one batch to partition 0 of topic with acks=all.
 func rawProduce(t *testing.T, cl *kgo.Client, topic string, batch []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = -1
-	req.TimeoutMillis = 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = batch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(testCtx(t), cl)
+	resp, err := kafkatest.Produce(testCtx(t), cl, topic, 0, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.Topics[0].Partitions[0]
+	return resp
 }
 
 func TestIdempotentSequences(t *testing.T) {

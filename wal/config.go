@@ -37,9 +37,11 @@ type Config struct {
 	// Logger receives warnings (replay cuts, dropped segments) and debug
 	// messages; nil discards them.
 	Logger *slog.Logger
-
-	// noZeroFill makes preallocation use fallocate only (benchmarks).
-	noZeroFill bool
+	// NoZeroFill makes Preallocate use fallocate only, without writing zeros.
+	// Consider it on NFS, where zero-filling doubles the bytes sent to the
+	// server and there is no local journal for it to spare; measure with
+	// BenchmarkAppendParallel and BenchmarkSyncLatency.
+	NoZeroFill bool
 }
 
 // Defaults.

@@ -80,8 +80,9 @@
 // overwritten with zeros and fdatasync'ed. A roll then only writes and syncs
 // the 24-byte header, renames the file and syncs the directory. Appends
 // overwrite already-initialized blocks of a file whose size does not change,
-// so fdatasync only flushes data. Measured on the development machine (ext4
-// on a virtio disk, 2 cores), median WriteAt+fdatasync latency:
+// so fdatasync only flushes data. Median WriteAt+fdatasync latency measured on
+// the development machine (ext4 on a virtio disk, 2 cores, otherwise idle;
+// ranges over three runs of 400 writes):
 //
 //	write size   append to file   fallocate only   fallocate + zero-fill
 //	4 KiB        0.26-0.54 ms     0.26-0.51 ms     0.25-0.29 ms
@@ -91,10 +92,15 @@
 // Appending and fallocate-only both make fdatasync commit a journal
 // transaction (new size, or unwritten extents turning written); zero-filled
 // blocks do not. The cost is writing every segment twice (zero-filling 64 MiB
-// took 60-190 ms, off the append path) - cheap next to halving the latency of
-// every small group. Run BenchmarkSyncLatency to measure a file system. On
-// NFS (the production target) fallocate may be unsupported; preallocation
-// then zero-fills only.
+// took 60-300 ms, off the append path). While other builds loaded the machine
+// (load average 5-6) the three modes were within noise of each other (medians
+// 0.3-1 ms, p99 up to 20 ms), and BenchmarkAppendParallel (1 KiB records, 64
+// appenders, about 32 records per fdatasync) varied between runs from 18 to 65
+// MB/s in every mode. Run BenchmarkSyncLatency and BenchmarkAppendParallel to
+// measure a file system. On NFS (the production target) fallocate may be
+// unsupported (preallocation then only zero-fills) and zero-filling doubles
+// the bytes sent to the server: measure, and consider Config.NoZeroFill or
+// Preallocate false there.
 //
 // # Recovery
 //

@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weir-io/weir/wal"
-	"github.com/weir-io/weir/wal/waltest"
 )
 
 const testDir = "/wal"
@@ -105,4 +107,32 @@ func reopen(t testing.TB, w *wal.WAL, cfg wal.Config) (*wal.WAL, []record, wal.R
 	return openWAL(t, cfg)
 }
 
-var _ = waltest.NewMemFS
+func newRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
+
+// gather returns counter and gauge values, and histogram sample counts, by name.
+func gather(t testing.TB, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				out[mf.GetName()] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[mf.GetName()] = m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				out[mf.GetName()] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// waitABit returns a channel that fires after a short while. It is only used
+// to give a goroutine the chance to do something it must not do, never to
+// wait for something that must happen.
+func waitABit() <-chan time.Time { return time.After(20 * time.Millisecond) }

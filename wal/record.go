@@ -126,7 +126,11 @@ type Reader struct {
 // NewReader returns a Reader over r. size is the number of bytes r holds, or -1
 // if unknown; with a known size a corrupt length never causes a large allocation.
 func NewReader(r io.Reader, size int64) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, 256<<10), remain: size}
+	bufSize := 256 << 10
+	if size >= 0 && size < int64(bufSize) {
+		bufSize = int(size) // bufio enforces a small minimum
+	}
+	return &Reader{r: bufio.NewReaderSize(r, bufSize), remain: size}
 }
 
 // Offset returns the offset (from the start of the stream) of the next record,

@@ -63,7 +63,7 @@ func (w *WAL) createTmp(size int64) (*tmpFile, error) {
 	}
 	t := &tmpFile{path: path, f: f, size: size}
 	if w.cfg.Preallocate {
-		if err := preallocate(f, size, !w.cfg.noZeroFill); err != nil {
+		if err := preallocate(f, size, !w.cfg.NoZeroFill); err != nil {
 			w.discardTmp(t)
 			return nil, err
 		}

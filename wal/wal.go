@@ -31,8 +31,9 @@ type Entry struct {
 	Prepare func(payload []byte) error
 	// Done is called exactly once, in log order, from the committer goroutine,
 	// after the entry's group is synced (err == nil, pos = payload position)
-	// or failed. It must not block. The caller must not modify Payload before
-	// Done. Exception: when the WAL is closed, Append calls Done(0, ErrClosed)
+	// or failed. It must not block (so it must not call Append, which blocks
+	// when the queue is full). The caller must not modify Payload before Done.
+	// Exception: when the WAL is closed, Append calls Done(0, ErrClosed)
 	// itself before returning.
 	Done func(pos Pos, err error)
 }
@@ -192,27 +193,39 @@ func (w *WAL) AppendSync(ctx context.Context, typ byte, payload []byte) (Pos, er
 
 // ReadAt reads len(p) payload bytes at pos. The bytes must lie within the
 // synced records of one segment. It is safe to call concurrently with appends,
-// and still works after the WAL failed.
+// and still works after the WAL failed. A read racing with TrimBefore or Close
+// of its segment may fail.
 func (w *WAL) ReadAt(p []byte, pos Pos) error {
-	w.segMu.RLock()
-	defer w.segMu.RUnlock()
-	if w.closed {
-		return ErrClosed
+	s, off, err := w.locate(pos, len(p))
+	if err != nil {
+		return err
 	}
-	i := sort.Search(len(w.segs), func(i int) bool { return w.segs[i].base > pos }) - 1
-	if i < 0 {
-		return fmt.Errorf("%w: %d is before the log start", ErrOutOfRange, pos)
-	}
-	s := w.segs[i]
-	off := int64(pos - s.base)
-	if end := s.end.Load(); off < HeaderSize || off+int64(len(p)) > end {
-		return fmt.Errorf("%w: [%d, %d) is not within the records of segment %s", ErrOutOfRange, pos, int64(pos)+int64(len(p)), filepath.Base(s.path))
-	}
+	// Read without holding segMu, so a slow read never delays a roll.
 	n, err := s.f.ReadAt(p, off)
 	if n == len(p) {
 		return nil
 	}
 	return fmt.Errorf("wal: reading %s at %d: %w", s.path, off, err)
+}
+
+// locate finds the segment holding [pos, pos+n) and the file offset of pos.
+func (w *WAL) locate(pos Pos, n int) (*segment, int64, error) {
+	w.segMu.RLock()
+	defer w.segMu.RUnlock()
+	if w.closed {
+		return nil, 0, ErrClosed
+	}
+	i := sort.Search(len(w.segs), func(i int) bool { return w.segs[i].base > pos }) - 1
+	if i < 0 {
+		return nil, 0, fmt.Errorf("%w: %d is before the log start", ErrOutOfRange, pos)
+	}
+	s := w.segs[i]
+	off := int64(pos - s.base)
+	if end := s.end.Load(); off < HeaderSize || off+int64(n) > end {
+		return nil, 0, fmt.Errorf("%w: [%d, %d) is not within the records of segment %s",
+			ErrOutOfRange, pos, int64(pos)+int64(n), filepath.Base(s.path))
+	}
+	return s, off, nil
 }
 
 // End returns the position just past the last synced record (after Replay,

@@ -161,6 +161,9 @@ func (s *memStore) latest(group string) map[string]map[int32]Offset {
 		for _, o := range c.offsets {
 			if o.Delete {
 				delete(out[o.Topic], o.Partition)
+				if len(out[o.Topic]) == 0 {
+					delete(out, o.Topic)
+				}
 				continue
 			}
 			if out[o.Topic] == nil {
@@ -461,7 +464,7 @@ func (h *harness) stableGroup(ms ...*tmember) {
 	for i, m := range ms {
 		chs[i] = m.join()
 	}
-	h.clock.Advance(h.c.cfg.InitialRebalanceDelay)
+	h.clock.Advance(2 * h.c.cfg.InitialRebalanceDelay) // delay, extended once by the newcomers
 	var leader *tmember
 	for i, m := range ms {
 		resp := m.joined(chs[i])

@@ -1,4 +1,0 @@
-package wal
-
-// NoZeroFill makes preallocation use fallocate only (for benchmarks).
-func NoZeroFill(c *Config) { c.noZeroFill = true }
