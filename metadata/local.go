@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 )
@@ -357,7 +356,6 @@ func splitList(s string) []string {
 			out = append(out, p)
 		}
 	}
-	sort.Strings(out)
 	return out
 }
 

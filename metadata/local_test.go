@@ -58,7 +58,7 @@ func TestLocalStorePersistsAndValidates(t *testing.T) {
 	if a == nil || len(a.Partitions) != 5 || a.Partitions[1].LogStartOffset != 42 || a.ID != tp.ID || v.TopicByID(tp.ID) != a {
 		t.Fatalf("reopened topic: %+v", a)
 	}
-	if a.Configs["cleanup.policy"] != "compact,delete" || a.Configs["retention.ms"] != "" {
+	if a.Configs["cleanup.policy"] != "delete,compact" || a.Configs["retention.ms"] != "" {
 		t.Fatalf("configs: %v", a.Configs)
 	}
 	id3, _ := s2.AllocateProducerID(ctx)
