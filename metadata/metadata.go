@@ -37,13 +37,29 @@ func (id TopicID) String() string {
 // IsZero reports whether id is the all-zero UUID Kafka uses for "no topic ID".
 func (id TopicID) IsZero() bool { return id == TopicID{} }
 
-// Broker is one broker as clients see it.
+// Broker is one broker as clients see it, plus its liveness as the controller sees it.
 type Broker struct {
 	ID   int32  `json:"id"`
 	Host string `json:"host"`
 	Port int32  `json:"port"`
 	Rack string `json:"rack,omitempty"`
+	// Epoch is a new number each time the broker registers (each process start).
+	Epoch int64 `json:"epoch,omitempty"`
+	// State is BrokerActive, BrokerFenced or BrokerDraining; the empty string means active.
+	State BrokerState `json:"state,omitempty"`
 }
+
+// BrokerState is a broker's liveness state.
+type BrokerState string
+
+const (
+	BrokerActive   BrokerState = "active"
+	BrokerFenced   BrokerState = "fenced"
+	BrokerDraining BrokerState = "draining"
+)
+
+// Active reports whether clients should be sent to this broker.
+func (b Broker) Active() bool { return b.State == "" || b.State == BrokerActive }
 
 // Partition is the metadata of one partition.
 type Partition struct {
@@ -51,6 +67,22 @@ type Partition struct {
 	Leader         int32 `json:"leader"`
 	LeaderEpoch    int32 `json:"leader_epoch"`
 	LogStartOffset int64 `json:"log_start_offset"`
+	// Logs lists, oldest first, the WALs that hold this partition's data: the broker of
+	// each entry wrote the offsets from its StartOffset up to the next entry's. The last
+	// entry belongs to the current leader. A leadership move appends an entry; no data is
+	// copied, the new leader reads the old leader's WAL on the shared file system.
+	Logs []LogRange `json:"logs,omitempty"`
+	// MovingTo is the broker a graceful move hands the partition to, or -1 (also when 0
+	// and Logs is empty, for state written before moves existed: see Moving).
+	MovingTo int32 `json:"moving_to,omitempty"`
+	Moving   bool  `json:"moving,omitempty"`
+}
+
+// LogRange says that Broker's WAL holds a partition's offsets from StartOffset on (up to
+// the next range's StartOffset).
+type LogRange struct {
+	Broker      int32 `json:"broker"`
+	StartOffset int64 `json:"start_offset"`
 }
 
 // Topic is the metadata of one topic. Configs holds only explicitly set keys; defaults

@@ -113,15 +113,15 @@ type wireProxy struct {
 	target string
 	connID atomic.Int64
 
-	mu    sync.Mutex
-	out   io.Writer
-	seen  map[string]map[int16]int // API name -> version -> requests
+	mu   sync.Mutex
+	out  io.Writer
+	seen map[string]map[int16]int // API name -> version -> requests
 	// produce requests per acks value; partition batches with a producer ID
 	produceAcks       map[int16]int
 	idempotentBatches int
 	errs              map[string]int // distinct error responses -> count
-	conns []net.Conn
-	done  bool
+	conns             []net.Conn
+	done              bool
 }
 
 func (w *wireProxy) logf(format string, args ...any) {
