@@ -31,8 +31,12 @@ type Broker struct {
 	log     *slog.Logger
 	metrics *metrics
 
-	mu    sync.RWMutex
-	parts map[metadata.TopicID][]*partition
+	mu       sync.RWMutex
+	parts    map[metadata.TopicID]map[int32]*partition // partitions led here
+	starting bool                                      // replay in progress: New loads partitions itself
+
+	foreignMu sync.Mutex
+	foreign   []*wal.ReadOnly // other brokers' WALs holding data of partitions led here
 
 	ln      net.Listener
 	connsMu sync.Mutex
@@ -65,7 +69,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		cache:   newTailCache(cfg.TailCacheBytes),
 		log:     log.With("broker", cfg.NodeID),
 		metrics: newMetrics(cfg.Registerer),
-		parts:   map[metadata.TopicID][]*partition{},
+		parts:   map[metadata.TopicID]map[int32]*partition{},
 		conns:   map[*conn]struct{}{},
 		ctx:     ctx,
 		cancel:  cancel,
@@ -84,9 +88,16 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		return nil, fmt.Errorf("broker: open wal: %w", err)
 	}
 	b.wal = w
-	b.groups = group.New(cfg.Group, offsetStore{b}, topicChecker{b})
+	gcfg := cfg.Group
+	gcfg.Owns = b.ownsGroup
+	b.groups = group.New(gcfg, offsetStore{b}, topicChecker{b})
+	b.starting = true
 	b.syncPartitions(meta.View())
-	if err := b.replay(); err != nil {
+	err = b.replay()
+	b.mu.Lock()
+	b.starting = false
+	b.mu.Unlock()
+	if err != nil {
 		w.Close()
 		cancel()
 		return nil, err
@@ -154,6 +165,11 @@ func (b *Broker) Close() error {
 		b.wg.Wait()
 		b.groups.Close()
 		err = b.wal.Close()
+		b.foreignMu.Lock()
+		for _, ro := range b.foreign {
+			ro.Close()
+		}
+		b.foreignMu.Unlock()
 	})
 	return err
 }
@@ -214,48 +230,6 @@ func (b *Broker) watchMetadata() {
 			return
 		}
 	}
-}
-
-// syncPartitions creates logs for partitions this broker leads, drops deleted topics, and
-// applies leader epoch and log start offset changes.
-func (b *Broker) syncPartitions(v *metadata.View) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	seen := make(map[metadata.TopicID]bool, len(v.Topics))
-	for _, t := range v.Topics {
-		seen[t.ID] = true
-		ps := b.parts[t.ID]
-		for len(ps) < len(t.Partitions) {
-			mp := t.Partitions[len(ps)]
-			ps = append(ps, newPartition(t.Name, t.ID, mp.Index, mp.LeaderEpoch, mp.LogStartOffset))
-		}
-		for i, mp := range t.Partitions {
-			p := ps[i]
-			p.mu.Lock()
-			if mp.LeaderEpoch > p.leaderEpoch {
-				p.leaderEpoch = mp.LeaderEpoch
-			}
-			p.setLogStartLocked(mp.LogStartOffset)
-			p.mu.Unlock()
-		}
-		b.parts[t.ID] = ps
-	}
-	for id := range b.parts {
-		if !seen[id] {
-			delete(b.parts, id)
-		}
-	}
-}
-
-// partition returns the log of topic/partition, or nil.
-func (b *Broker) partition(id metadata.TopicID, index int32) *partition {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	ps := b.parts[id]
-	if index < 0 || int(index) >= len(ps) {
-		return nil
-	}
-	return ps[index]
 }
 
 // topicChecker tells the group coordinator which partitions exist.

@@ -24,8 +24,16 @@ type Config struct {
 	ListenAddr string
 	// AdvertisedAddr is what Metadata tells clients; defaults to the listener's address.
 	AdvertisedAddr string
-	// DataDir holds the WAL (DataDir/wal) and, for a single broker, the metadata file.
+	// DataDir holds the WAL (DataDir/wal, unless WALRoot is set) and, for a single
+	// broker, the metadata file.
 	DataDir string
+	// WALRoot is the shared WAL directory of a cluster (the FSx ONTAP NFS mount in
+	// production): each broker writes WALRoot/broker-<id> and reads the others' to take
+	// over partitions without copying data.
+	WALRoot string
+	// OffsetsTopicPartitions is the partition count of __consumer_offsets when the broker
+	// creates it (offsets.topic.num.partitions).
+	OffsetsTopicPartitions int32
 	// MaxRequestBytes bounds one request frame; larger frames close the connection
 	// before anything is allocated for them (Kafka: socket.request.max.bytes).
 	MaxRequestBytes int32
@@ -50,17 +58,18 @@ type Config struct {
 // DefaultConfig returns a single broker on 127.0.0.1:9092 with data under ./data.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:            0,
-		ListenAddr:        "127.0.0.1:9092",
-		DataDir:           "data",
-		MaxRequestBytes:   100 << 20,
-		AutoCreateTopics:  true,
-		DefaultPartitions: 1,
-		TailCacheBytes:    256 << 20,
-		MaxInFlight:       256,
-		IdleTimeout:       10 * time.Minute,
-		WAL:               wal.DefaultConfig(""),
-		Group:             group.DefaultConfig(),
+		NodeID:                 0,
+		ListenAddr:             "127.0.0.1:9092",
+		DataDir:                "data",
+		MaxRequestBytes:        100 << 20,
+		AutoCreateTopics:       true,
+		DefaultPartitions:      1,
+		OffsetsTopicPartitions: 16,
+		TailCacheBytes:         256 << 20,
+		MaxInFlight:            256,
+		IdleTimeout:            10 * time.Minute,
+		WAL:                    wal.DefaultConfig(""),
+		Group:                  group.DefaultConfig(),
 	}
 }
 
@@ -89,8 +98,14 @@ func (c *Config) Validate() error {
 	if c.MaxInFlight < 1 {
 		return fmt.Errorf("broker: max in-flight must be >= 1")
 	}
+	if c.OffsetsTopicPartitions < 1 {
+		return fmt.Errorf("broker: offsets topic partitions must be >= 1")
+	}
 	if c.WAL.Dir == "" {
 		c.WAL.Dir = filepath.Join(c.DataDir, "wal")
+		if c.WALRoot != "" {
+			c.WAL.Dir = filepath.Join(c.WALRoot, fmt.Sprintf("broker-%d", c.NodeID))
+		}
 	}
 	if err := c.WAL.Validate(); err != nil {
 		return err
@@ -109,6 +124,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ListenAddr, "listen", c.ListenAddr, "Kafka listener address host:port")
 	fs.StringVar(&c.AdvertisedAddr, "advertise", c.AdvertisedAddr, "address advertised to clients (default: the listener's)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the WAL and local state")
+	fs.StringVar(&c.WALRoot, "wal-root", c.WALRoot, "shared WAL directory of the cluster (e.g. the FSx ONTAP NFS mount); this broker writes <wal-root>/broker-<id>")
 	fs.Func("max-request-bytes", "largest request frame accepted; larger ones close the connection (default 104857600)", func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 32)
 		c.MaxRequestBytes = int32(n)

@@ -24,12 +24,9 @@ func (b *Broker) handleDeleteRecords(ctx context.Context, req *kmsg.DeleteRecord
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			var p *partition
-			if t != nil {
-				p = b.partition(t.ID, rp.Partition)
-			}
-			if p == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			p, err := b.lookup(t, rp.Partition, true)
+			if err != nil {
+				sp.ErrorCode = kafkaCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

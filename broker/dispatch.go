@@ -53,7 +53,7 @@ func (b *Broker) dispatch(c *conn, s *slot, req kmsg.Request) {
 	case *kmsg.MetadataRequest:
 		s.respond(b.handleMetadata(c.ctx, r))
 	case *kmsg.FindCoordinatorRequest:
-		s.respond(b.handleFindCoordinator(r))
+		s.respond(b.handleFindCoordinator(c.ctx, r))
 	case *kmsg.ApiVersionsRequest:
 		s.respond(apiVersionsResponse(r.Version))
 	case *kmsg.CreateTopicsRequest:

@@ -36,6 +36,8 @@ func kafkaCode(err error) int16 {
 		return kerr.InvalidProducerEpoch.Code
 	case errors.Is(err, errUnknownProducer):
 		return kerr.UnknownProducerID.Code
+	case errors.Is(err, errNotLeader):
+		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, errOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, errFencedEpoch):

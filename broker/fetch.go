@@ -51,15 +51,12 @@ func (b *Broker) handleFetch(c *conn, s *slot, req *kmsg.FetchRequest) {
 			*out = kmsg.NewFetchResponseTopicPartition()
 			out.Partition = rp.Partition
 			out.HighWatermark, out.LastStableOffset, out.LogStartOffset = -1, -1, -1
-			var p *partition
-			if t != nil {
-				p = b.partition(t.ID, rp.Partition)
-			}
+			p, err := b.lookup(t, rp.Partition, false)
 			switch {
 			case t == nil && req.Version >= 13:
 				out.ErrorCode = kerr.UnknownTopicID.Code
-			case p == nil:
-				out.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case err != nil:
+				out.ErrorCode = kafkaCode(err)
 			default:
 				targets = append(targets, fetchTarget{p: p, req: rp, out: out})
 			}
@@ -148,7 +145,7 @@ func (b *Broker) fillFetch(targets []fetchTarget, maxBytes int) (int, bool) {
 			}
 			start := len(buf)
 			buf = buf[:start+int(pc.size)]
-			if err := b.wal.ReadAt(buf[start:], pc.pos); err != nil {
+			if err := pc.src.ReadAt(buf[start:], pc.pos); err != nil {
 				// Return what was read so far; the consumer asks again from there.
 				buf = buf[:start]
 				if start == 0 {

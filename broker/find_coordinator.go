@@ -2,49 +2,53 @@ package broker
 
 // FindCoordinator (key 10), versions 0-6.
 //
-// Group coordination lives on this broker (with a controller quorum, the broker that leads
-// the group's offsets partition). Transactions are not supported, so transaction
-// coordinator lookups get COORDINATOR_NOT_AVAILABLE with a message saying so. v4+ batch
-// several keys in one request.
+// A group's coordinator is the leader of its __consumer_offsets partition (the topic is
+// created on first use). Transactions are not supported, so transaction coordinator
+// lookups get COORDINATOR_NOT_AVAILABLE with a message saying so. v4+ batch several keys
+// in one request.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/metadata"
 )
 
-func (b *Broker) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
+func (b *Broker) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	self := b.Advertised()
-	answer := func(key string) (int16, *string) {
-		switch req.CoordinatorType {
-		case 0:
-			if key == "" {
-				msg := "group id must not be empty"
-				return kerr.InvalidGroupID.Code, &msg
-			}
-			return 0, nil
-		default:
-			msg := "Weir does not support transactions"
-			return kerr.CoordinatorNotAvailable.Code, &msg
+	answer := func(key string) (metadata.Broker, int16, *string) {
+		fail := func(code int16, msg string) (metadata.Broker, int16, *string) {
+			return metadata.Broker{ID: -1, Port: -1}, code, &msg
 		}
+		if req.CoordinatorType != 0 {
+			return fail(kerr.CoordinatorNotAvailable.Code, "Weir does not support transactions")
+		}
+		if key == "" {
+			return fail(kerr.InvalidGroupID.Code, "group id must not be empty")
+		}
+		t, idx, err := b.coordinatorPartition(ctx, key, true)
+		if err != nil {
+			return fail(kerr.CoordinatorNotAvailable.Code, err.Error())
+		}
+		br, ok := b.meta.View().Broker(t.Partitions[idx].Leader)
+		if !ok || !br.Active() {
+			return fail(kerr.CoordinatorNotAvailable.Code, "the coordinator's broker is not available")
+		}
+		return br, 0, nil
 	}
 	if req.Version <= 3 {
-		code, msg := answer(req.CoordinatorKey)
+		br, code, msg := answer(req.CoordinatorKey)
 		resp.ErrorCode, resp.ErrorMessage = code, msg
-		resp.NodeID, resp.Host, resp.Port = -1, "", -1
-		if code == 0 {
-			resp.NodeID, resp.Host, resp.Port = self.ID, self.Host, self.Port
-		}
+		resp.NodeID, resp.Host, resp.Port = br.ID, br.Host, br.Port
 		return resp
 	}
 	for _, key := range req.CoordinatorKeys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		c.ErrorCode, c.ErrorMessage = answer(key)
-		c.NodeID, c.Host, c.Port = -1, "", -1
-		if c.ErrorCode == 0 {
-			c.NodeID, c.Host, c.Port = self.ID, self.Host, self.Port
-		}
+		var br metadata.Broker
+		br, c.ErrorCode, c.ErrorMessage = answer(key)
+		c.NodeID, c.Host, c.Port = br.ID, br.Host, br.Port
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp

@@ -25,17 +25,14 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) *kmsg.ListOffse
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
-			var p *partition
-			if t != nil {
-				p = b.partition(t.ID, rp.Partition)
-			}
-			if p == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			p, err := b.lookup(t, rp.Partition, false)
+			if err != nil {
+				sp.ErrorCode = kafkaCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
 			p.mu.Lock()
-			err := p.checkEpochLocked(rp.CurrentLeaderEpoch)
+			err = p.checkEpochLocked(rp.CurrentLeaderEpoch)
 			logStart, hw, epoch := p.logStart, p.hw, p.leaderEpoch
 			p.mu.Unlock()
 			if err != nil {

@@ -63,7 +63,12 @@ func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 		topics = append(topics, t)
 	}
 
+	active := map[int32]bool{}
 	for _, br := range view.Brokers {
+		if !br.Active() {
+			continue // fenced: clients must not be sent there
+		}
+		active[br.ID] = true
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = br.ID, br.Host, br.Port
 		if br.Rack != "" {
@@ -76,12 +81,15 @@ func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	resp.ClusterID = &cid
 	resp.ControllerID = view.ControllerID
 	for _, t := range topics {
-		resp.Topics = append(resp.Topics, metadataTopic(t))
+		resp.Topics = append(resp.Topics, metadataTopic(t, active))
 	}
 	return resp
 }
 
-func metadataTopic(t *metadata.Topic) kmsg.MetadataResponseTopic {
+// metadataTopic describes t; a partition whose leader is not an active broker is
+// reported without a leader (LEADER_NOT_AVAILABLE), so clients wait instead of
+// connecting to a fenced broker.
+func metadataTopic(t *metadata.Topic, active map[int32]bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -94,7 +102,8 @@ func metadataTopic(t *metadata.Topic) kmsg.MetadataResponseTopic {
 		mp.LeaderEpoch = p.LeaderEpoch
 		mp.Replicas = []int32{p.Leader}
 		mp.ISR = []int32{p.Leader}
-		if p.Leader < 0 {
+		if p.Leader < 0 || !active[p.Leader] {
+			mp.Leader = -1
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			mp.Replicas, mp.ISR = []int32{}, []int32{}
 		}

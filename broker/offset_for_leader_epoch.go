@@ -9,7 +9,6 @@ package broker
 // clients' validation logic is satisfied.
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -24,17 +23,14 @@ func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochReques
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			var p *partition
-			if t != nil {
-				p = b.partition(t.ID, rp.Partition)
-			}
-			if p == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			p, err := b.lookup(t, rp.Partition, false)
+			if err != nil {
+				sp.ErrorCode = kafkaCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
 			p.mu.Lock()
-			err := p.checkEpochLocked(rp.CurrentLeaderEpoch)
+			err = p.checkEpochLocked(rp.CurrentLeaderEpoch)
 			p.mu.Unlock()
 			if err != nil {
 				sp.ErrorCode = kafkaCode(err)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 
@@ -16,21 +17,31 @@ import (
 // (rollback) before any later batch is prepared, so offsets stay dense.
 
 var (
+	errNotLeader        = errors.New("broker: not the leader of this partition")
 	errOffsetOutOfRange = errors.New("broker: offset out of range")
 	errFencedEpoch      = errors.New("broker: fenced leader epoch")
 	errUnknownEpoch     = errors.New("broker: unknown leader epoch")
 )
 
+// logReader reads batch bytes from a WAL: this broker's own, or another broker's on the
+// shared file system for data written before a leadership move.
+type logReader interface {
+	ReadAt(p []byte, pos wal.Pos) error
+}
+
 type batchLoc struct {
 	base, last int64
 	epoch      int32
 	maxTS      int64
-	pos        wal.Pos // position of the batch bytes in the WAL (valid once synced)
+	src        logReader
+	pos        wal.Pos // position of the batch bytes in src (valid once synced)
 	size       int32
 	data       []byte // tail cache; nil once evicted
 	synced     bool
 	// producer fields kept for state rebuilding and rollback
-	pid int64
+	pid    int64
+	pepoch int16
+	pseq   int32
 }
 
 type epochStart struct {
@@ -38,12 +49,25 @@ type epochStart struct {
 	start int64
 }
 
+// partState is where a partition is in its life on this broker.
+type partState int
+
+const (
+	partLoading partState = iota // reading its data from the WALs of its log chain
+	partReady                    // leading: appends and reads served
+	partClosing                  // handing off to another broker: no new appends
+	partGone                     // no longer led here
+)
+
 type partition struct {
 	topic string
 	id    metadata.TopicID
 	index int32
 
 	mu          sync.Mutex
+	state       partState
+	chain       []logRange  // where this partition's data lives, oldest first
+	loaded      []*batchLoc // collected while loading, indexed by finishLoad
 	batches     []*batchLoc // ascending offsets; the tail may hold unsynced batches
 	logStart    int64
 	next        int64 // next offset to assign
@@ -55,7 +79,7 @@ type partition struct {
 }
 
 func newPartition(topic string, id metadata.TopicID, index int32, epoch int32, logStart int64) *partition {
-	return &partition{topic: topic, id: id, index: index, leaderEpoch: epoch, logStart: logStart, next: logStart, hw: logStart, producers: map[int64]*producerState{}}
+	return &partition{topic: topic, id: id, index: index, leaderEpoch: epoch, logStart: logStart, next: logStart, hw: logStart, producers: map[int64]*producerState{}, state: partLoading}
 }
 
 // prepareResult is what prepare decided about one batch.
@@ -69,6 +93,9 @@ type prepareResult struct {
 func (p *partition) prepare(h *batchHeader, batch []byte, logAppendTimeMs int64) (prepareResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.state != partReady {
+		return prepareResult{}, errNotLeader
+	}
 	var ps *producerState
 	if h.idempotent() {
 		ps = p.producers[h.ProducerID]
@@ -88,6 +115,7 @@ func (p *partition) prepare(h *batchHeader, batch []byte, logAppendTimeMs int64)
 		maxTS = logAppendTimeMs
 	}
 	loc := &batchLoc{base: base, last: base + int64(h.LastOffsetDelta), epoch: p.leaderEpoch, maxTS: maxTS, size: int32(len(batch)), data: batch, pid: -1}
+	// src is set at commit, when the position is known.
 	p.noteEpoch(p.leaderEpoch, base)
 	if h.idempotent() {
 		if ps == nil {
@@ -109,9 +137,9 @@ func (p *partition) noteEpoch(epoch int32, start int64) {
 }
 
 // commit makes a prepared batch readable once its WAL group is synced.
-func (p *partition) commit(loc *batchLoc, pos wal.Pos) {
+func (p *partition) commit(loc *batchLoc, src logReader, pos wal.Pos) {
 	p.mu.Lock()
-	loc.pos = pos
+	loc.src, loc.pos = src, pos
 	loc.synced = true
 	if loc.last+1 > p.hw {
 		p.hw = loc.last + 1
@@ -149,26 +177,52 @@ func (p *partition) rollback(base int64) {
 	}
 }
 
-// replay adds a batch found in the WAL at start-up; batch offsets were assigned before.
-func (p *partition) replay(h *batchHeader, pos wal.Pos, size int) {
-	if h.BaseOffset < p.next {
-		// Already covered: a duplicate of data the log holds (cannot happen with one writer,
-		// but never let it move offsets backwards).
-		return
-	}
-	loc := &batchLoc{base: h.BaseOffset, last: h.BaseOffset + int64(h.LastOffsetDelta), epoch: h.LeaderEpoch, maxTS: h.MaxTimestamp, pos: pos, size: int32(size), synced: true, pid: -1}
-	if h.Attributes&0x08 != 0 {
-		loc.maxTS = h.MaxTimestamp
-	}
-	p.noteEpoch(h.LeaderEpoch, loc.base)
+// collect records a batch found in a WAL while the partition loads; finishLoad indexes
+// the collected batches in offset order.
+func (p *partition) collect(h *batchHeader, src logReader, pos wal.Pos, size int) {
+	loc := &batchLoc{base: h.BaseOffset, last: h.BaseOffset + int64(h.LastOffsetDelta), epoch: h.LeaderEpoch, maxTS: h.MaxTimestamp, src: src, pos: pos, size: int32(size), synced: true, pid: -1}
 	if h.idempotent() {
-		ps := p.producers[h.ProducerID]
-		if ps == nil {
-			ps = &producerState{epoch: h.ProducerEpoch}
-			p.producers[h.ProducerID] = ps
-		}
-		ps.record(h, loc.base)
 		loc.pid = h.ProducerID
+		loc.pepoch, loc.pseq = h.ProducerEpoch, h.BaseSequence
+	}
+	p.mu.Lock()
+	p.loaded = append(p.loaded, loc)
+	p.mu.Unlock()
+}
+
+// finishLoad indexes the collected batches in offset order, rebuilds producer state and
+// epochs, and starts serving. It returns the gaps found (offsets no WAL had), which only
+// a lost or damaged WAL can cause.
+func (p *partition) finishLoad() (gaps []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sort.Slice(p.loaded, func(i, j int) bool { return p.loaded[i].base < p.loaded[j].base })
+	for _, loc := range p.loaded {
+		if loc.base < p.next {
+			continue // never let offsets move backwards
+		}
+		if loc.base > p.next && loc.base > p.logStart {
+			gaps = append(gaps, fmt.Sprintf("[%d, %d)", p.next, loc.base))
+		}
+		p.addLoc(loc)
+	}
+	p.loaded = nil
+	if p.state == partLoading {
+		p.state = partReady
+	}
+	return gaps
+}
+
+func (p *partition) addLoc(loc *batchLoc) {
+	p.noteEpoch(loc.epoch, loc.base)
+	if loc.pid >= 0 {
+		h := batchHeader{ProducerID: loc.pid, ProducerEpoch: loc.pepoch, BaseSequence: loc.pseq, LastOffsetDelta: int32(loc.last - loc.base)}
+		ps := p.producers[loc.pid]
+		if ps == nil {
+			ps = &producerState{epoch: loc.pepoch}
+			p.producers[loc.pid] = ps
+		}
+		ps.record(&h, loc.base)
 	}
 	if loc.last >= p.logStart {
 		p.batches = append(p.batches, loc)
@@ -227,7 +281,8 @@ func (p *partition) wait(c chan struct{}) {
 // readSpan collects the synced batches from offset on, up to maxBytes (but at least one
 // batch when minOne). It returns copies of cached data or locations to read from the WAL.
 type readPiece struct {
-	data []byte // cached bytes, or nil: read size bytes at pos from the WAL
+	data []byte // cached bytes, or nil: read size bytes at pos from src
+	src  logReader
 	pos  wal.Pos
 	size int32
 }
@@ -236,6 +291,9 @@ func (p *partition) read(offset int64, maxBytes int, minOne bool, current int32)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	hw, logStart = p.hw, p.logStart
+	if p.state == partLoading || p.state == partGone {
+		return nil, hw, logStart, errNotLeader
+	}
 	if err := p.checkEpochLocked(current); err != nil {
 		return nil, hw, logStart, err
 	}
@@ -252,7 +310,7 @@ func (p *partition) read(offset int64, maxBytes int, minOne bool, current int32)
 		if total+int(b.size) > maxBytes && !(minOne && total == 0) {
 			break
 		}
-		pieces = append(pieces, readPiece{data: b.data, pos: b.pos, size: b.size})
+		pieces = append(pieces, readPiece{data: b.data, src: b.src, pos: b.pos, size: b.size})
 		total += int(b.size)
 	}
 	return pieces, hw, logStart, nil

@@ -69,14 +69,14 @@ func (b *Broker) handleProduce(c *conn, s *slot, req *kmsg.ProduceRequest) {
 			out := &sp[i]
 			*out = kmsg.NewProduceResponseTopicPartition()
 			out.Partition = rp.Partition
-			var p *partition
-			if t != nil {
-				p = b.partition(t.ID, rp.Partition)
+			p, err := b.lookup(t, rp.Partition, true)
+			if err == nil && !b.leaseOK() {
+				err = errNotLeader
 			}
-			if p == nil {
-				out.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if err != nil {
+				out.ErrorCode = kafkaCode(err)
 				failed.Store(true)
-				b.metrics.produceErrs.WithLabelValues(kerr.UnknownTopicOrPartition.Message).Inc()
+				b.metrics.produceErrs.WithLabelValues(kerr.ErrorForCode(out.ErrorCode).Error()).Inc()
 				continue
 			}
 			maxBytes, _ := t.Config("max.message.bytes")
@@ -151,9 +151,15 @@ func (b *Broker) appendBatch(p *partition, h *batchHeader, batch []byte, logAppe
 				}
 				done(0, 0, -1, err)
 			default:
-				p.commit(res.loc, pos+batchRecHdr)
+				p.commit(res.loc, b.wal, pos+batchRecHdr)
 				b.cache.add(p, res.loc)
 				b.metrics.bytesIn.WithLabelValues(p.topic).Add(float64(len(batch)))
+				if !b.leaseOK() {
+					// Durable, but this broker may already be fenced: no ack. The client
+					// retries at the leader the metadata names.
+					done(0, 0, -1, errNotLeader)
+					return
+				}
 				logStart, _ := p.offsets()
 				done(res.loc.base, logStart, stamped, nil)
 			}

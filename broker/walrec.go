@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -43,27 +42,28 @@ func decodeBatchRec(p []byte) (metadata.TopicID, int32, []byte, error) {
 	return id, int32(binary.BigEndian.Uint32(p[16:])), p[batchRecHdr:], nil
 }
 
+// offsetsRec is a legacy record (type 2) of committed offsets, written before offsets
+// moved into __consumer_offsets; it is still replayed.
 type offsetsRec struct {
 	Group   string         `json:"g"`
 	Offsets []group.Offset `json:"o"`
 }
 
-// offsetStore makes committed offsets durable in the broker's WAL.
-type offsetStore struct{ b *Broker }
-
-func (s offsetStore) CommitOffsets(ctx context.Context, g string, offsets []group.Offset) error {
-	payload, err := json.Marshal(offsetsRec{Group: g, Offsets: offsets})
-	if err != nil {
-		return err
-	}
-	_, err = s.b.wal.AppendSync(ctx, recOffsets, payload)
-	return err
-}
-
-// replay rebuilds partitions, producer state and group offsets from the WAL.
+// replay rebuilds, from this broker's WAL, every partition it leads (the links of their
+// chains that are its own), then reads the other links from the other brokers' WALs.
 func (b *Broker) replay() error {
 	start := time.Now()
-	var batches, commits, skipped int
+	b.mu.RLock()
+	var parts []*partition
+	for _, ps := range b.parts {
+		for _, p := range ps {
+			parts = append(parts, p)
+		}
+	}
+	b.mu.RUnlock()
+	self := b.cfg.NodeID
+	var batches, skipped int
+	var legacy []offsetsRec
 	info, err := b.wal.Replay(func(typ byte, payload []byte, pos wal.Pos) error {
 		switch typ {
 		case recBatch:
@@ -71,26 +71,31 @@ func (b *Broker) replay() error {
 			if err != nil {
 				return err
 			}
-			p := b.partition(id, idx)
+			b.mu.RLock()
+			p := b.parts[id][idx]
+			b.mu.RUnlock()
 			if p == nil {
-				skipped++ // topic deleted since
+				skipped++ // deleted topic, or a partition led elsewhere now
 				return nil
 			}
 			h, err := parseBatchHeader(batch)
 			if err != nil {
 				return fmt.Errorf("broker: replay at %d: %w", pos, err)
 			}
-			p.replay(&h, pos+batchRecHdr, len(batch))
-			batches++
+			for _, r := range p.chain {
+				if r.broker == self && r.holds(h.BaseOffset) {
+					p.collect(&h, b.wal, pos+batchRecHdr, len(batch))
+					batches++
+					return nil
+				}
+			}
+			skipped++
 		case recOffsets:
 			var rec offsetsRec
 			if err := json.Unmarshal(payload, &rec); err != nil {
 				return fmt.Errorf("broker: replay offsets at %d: %w", pos, err)
 			}
-			for _, o := range rec.Offsets {
-				b.groups.Restore(rec.Group, o)
-			}
-			commits++
+			legacy = append(legacy, rec)
 		default:
 			return fmt.Errorf("broker: unknown WAL record type %d at %d", typ, pos)
 		}
@@ -100,7 +105,28 @@ func (b *Broker) replay() error {
 		return fmt.Errorf("broker: replay: %w", err)
 	}
 	b.replayInfo = info
-	attrs := []any{"batches", batches, "offset_commits", commits, "skipped_deleted", skipped, "end", info.End, "took", time.Since(start)}
+	for _, rec := range legacy {
+		for _, o := range rec.Offsets {
+			b.groups.Restore(rec.Group, o)
+		}
+	}
+	foreign := map[*partition][]logRange{}
+	for _, p := range parts {
+		for _, r := range p.chain {
+			if r.broker != self {
+				foreign[p] = append(foreign[p], r)
+			}
+		}
+	}
+	if len(foreign) > 0 {
+		if err := b.loadRanges(parts, foreign); err != nil {
+			return fmt.Errorf("broker: reading previous leaders' WALs: %w", err)
+		}
+	}
+	for _, p := range parts {
+		b.finishLoad(p)
+	}
+	attrs := []any{"partitions", len(parts), "batches", batches, "skipped", skipped, "from_other_wals", len(foreign), "end", info.End, "took", time.Since(start)}
 	if info.Torn {
 		b.log.Warn("WAL replay stopped at a torn or corrupt record; later bytes were discarded",
 			append(attrs, "segment", info.TornSegment, "at", info.TornAt, "reason", info.Reason)...)

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors; the broker translates them to Kafka error codes at the protocol edge.
@@ -24,6 +25,12 @@ var (
 	ErrInvalidConfig      = errors.New("metadata: invalid config")
 	ErrInvalidOffset      = errors.New("metadata: invalid offset")
 	ErrNotController      = errors.New("metadata: not available")
+	// ErrFenced: the broker's epoch is no longer current (its lease ran out, it was
+	// fenced or it registered again); it must stop acking and register again.
+	ErrFenced = errors.New("metadata: broker fenced")
+	// ErrMoveRefused: a partition move does not match the current state (the partition
+	// is not moving, the caller does not lead it, or the target is not an active broker).
+	ErrMoveRefused = errors.New("metadata: partition move refused")
 )
 
 // TopicID is a topic's UUID. It changes when a topic is deleted and created again, so
@@ -134,6 +141,17 @@ func (v *View) Broker(id int32) (Broker, bool) {
 	return Broker{}, false
 }
 
+// NewView returns a View with its topic-ID index built. The View takes ownership of
+// brokers and topics: neither may be modified afterwards.
+func NewView(version uint64, clusterID string, controllerID int32, brokers []Broker, topics map[string]*Topic) *View {
+	if topics == nil {
+		topics = map[string]*Topic{}
+	}
+	v := &View{Version: version, ClusterID: clusterID, ControllerID: controllerID, Brokers: brokers, Topics: topics}
+	v.index()
+	return v
+}
+
 func (v *View) index() {
 	v.byID = make(map[TopicID]*Topic, len(v.Topics))
 	for _, t := range v.Topics {
@@ -190,4 +208,29 @@ type Store interface {
 // themselves: a broker registers once its listener is bound.
 type Registrar interface {
 	RegisterBroker(ctx context.Context, b Broker) error
+}
+
+// Mover is implemented by stores that support graceful partition moves (the Raft
+// controller's client). The current leader of a partition completes a move to the target
+// the controller recorded, telling the offset where the new leader's log starts.
+type Mover interface {
+	// MovePartition starts moving a partition to target (an active broker).
+	MovePartition(ctx context.Context, id TopicID, partition int32, target int32) error
+	// CompleteMove hands the partition to the move's target: the target leads from
+	// endOffset on with the next leader epoch. Only the current leader may complete.
+	CompleteMove(ctx context.Context, id TopicID, partition int32, endOffset int64) error
+	// CancelMove abandons a started move; the leader stays.
+	CancelMove(ctx context.Context, id TopicID, partition int32) error
+}
+
+// Leaser is implemented by stores that hold a broker lease: a broker acks writes only
+// while LeaseValid, and reports peers its gossip suspects so they are fenced sooner.
+type Leaser interface {
+	// Epoch is the broker's current registration epoch (0 before it registered).
+	Epoch() int64
+	// LeaseValid reports whether the broker's lease, measured on its own clock from the
+	// send time of its last acknowledged heartbeat, still holds at now.
+	LeaseValid(now time.Time) bool
+	// ReportSuspect tells the controller that broker id looks dead.
+	ReportSuspect(ctx context.Context, id int32) error
 }

@@ -39,6 +39,11 @@ type Config struct {
 	OffsetMetadataMaxBytes int
 	// Clock is the time source for timestamps and timers. Default: real time.
 	Clock Clock
+	// Owns reports whether this coordinator is responsible for a group (in a cluster:
+	// whether this broker leads the group's __consumer_offsets partition). Requests for
+	// groups it does not own get NOT_COORDINATOR, so clients look the coordinator up
+	// again; ListGroups leaves them out. Nil means every group.
+	Owns func(group string) bool
 }
 
 // DefaultConfig returns Kafka's defaults.

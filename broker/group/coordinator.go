@@ -143,6 +143,10 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, respond func
 		respond(errorResponse(req, kerr.CoordinatorNotAvailable.Code))
 		return
 	}
+	if !c.ownsAll(req) {
+		respond(errorResponse(req, kerr.NotCoordinator.Code))
+		return
+	}
 	switch r := req.(type) {
 	case *kmsg.JoinGroupRequest:
 		c.handleJoinGroup(ctx, r, respond)
@@ -167,6 +171,48 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, respond func
 	default:
 		respond(errorResponse(req, kerr.InvalidRequest.Code))
 	}
+}
+
+// ownsAll reports whether every group named by req is this coordinator's. Clients send
+// batched group requests to one coordinator per batch, so one foreign group fails the
+// whole request with NOT_COORDINATOR and the client re-routes.
+func (c *Coordinator) ownsAll(req kmsg.Request) bool {
+	if c.cfg.Owns == nil {
+		return true
+	}
+	var groups []string
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		groups = []string{r.Group}
+	case *kmsg.SyncGroupRequest:
+		groups = []string{r.Group}
+	case *kmsg.HeartbeatRequest:
+		groups = []string{r.Group}
+	case *kmsg.LeaveGroupRequest:
+		groups = []string{r.Group}
+	case *kmsg.OffsetCommitRequest:
+		groups = []string{r.Group}
+	case *kmsg.OffsetDeleteRequest:
+		groups = []string{r.Group}
+	case *kmsg.OffsetFetchRequest:
+		if r.Version >= 8 {
+			for _, g := range r.Groups {
+				groups = append(groups, g.Group)
+			}
+		} else {
+			groups = []string{r.Group}
+		}
+	case *kmsg.DescribeGroupsRequest:
+		groups = r.Groups
+	case *kmsg.DeleteGroupsRequest:
+		groups = r.Groups
+	}
+	for _, g := range groups {
+		if !c.cfg.Owns(g) {
+			return false
+		}
+	}
+	return true
 }
 
 // Committed returns a copy of the committed offsets of a group

@@ -37,7 +37,7 @@ func (c *Coordinator) handleListGroups(r *kmsg.ListGroupsRequest, respond func(k
 		g.lock()
 		state, ptype, removed := g.state, g.protocolType, g.removed
 		g.unlock()
-		if removed || state == stateDead {
+		if removed || state == stateDead || (c.cfg.Owns != nil && !c.cfg.Owns(g.name)) {
 			continue
 		}
 		if states != nil && !states[strings.ToLower(state.String())] {

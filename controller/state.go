@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"encoding/json"
+	"sort"
+
+	"github.com/weir-io/weir/metadata"
+)
+
+// State is the replicated metadata. Apply changes it copy-on-write: a *metadata.Topic
+// stored in Topics is never modified after it was stored (a change stores a modified
+// clone), so published Views and snapshots share topics with the live state safely.
+type State struct {
+	// ClusterID is set once, by the first command the first leader proposes.
+	ClusterID string `json:"cluster_id"`
+	// Version is bumped by every applied command that changes the state.
+	Version uint64 `json:"version"`
+	// NextProducerID is the first producer ID not handed out yet.
+	NextProducerID int64                      `json:"next_producer_id"`
+	Brokers        map[int32]metadata.Broker  `json:"brokers"`
+	Topics         map[string]*metadata.Topic `json:"topics"`
+	// Objects is reserved for the object manifests of the S3 issue (per object: id, key,
+	// size, state prepared/committed/deleted, and the offset range of each partition in
+	// it). Nothing writes it yet; it is carried through snapshots untouched so a state
+	// written by a newer controller survives a round trip. Manifests grow with
+	// objects × partitions: compaction and a sparse index are planned (ARCHITECTURE.md).
+	Objects json.RawMessage `json:"objects,omitempty"`
+}
+
+func newState() State {
+	return State{Brokers: map[int32]metadata.Broker{}, Topics: map[string]*metadata.Topic{}}
+}
+
+// shallowCopy copies the maps (topics are immutable, brokers are values).
+func (s *State) shallowCopy() State {
+	c := *s
+	c.Brokers = make(map[int32]metadata.Broker, len(s.Brokers))
+	for k, v := range s.Brokers {
+		c.Brokers[k] = v
+	}
+	c.Topics = make(map[string]*metadata.Topic, len(s.Topics))
+	for k, v := range s.Topics {
+		c.Topics[k] = v
+	}
+	return c
+}
+
+// topicByID finds a topic by UUID (linear; callers with many lookups use the FSM index).
+func (s *State) topicByID(id metadata.TopicID) *metadata.Topic {
+	for _, t := range s.Topics {
+		if t.ID == id {
+			return t
+		}
+	}
+	return nil
+}
+
+// view builds the immutable View of the state. It shares the (immutable) topics.
+func (s *State) view() *metadata.View {
+	brokers := make([]metadata.Broker, 0, len(s.Brokers))
+	for _, b := range s.Brokers {
+		brokers = append(brokers, b)
+	}
+	sort.Slice(brokers, func(i, j int) bool { return brokers[i].ID < brokers[j].ID })
+	topics := make(map[string]*metadata.Topic, len(s.Topics))
+	for k, v := range s.Topics {
+		topics[k] = v
+	}
+	return metadata.NewView(s.Version, s.ClusterID, -1, brokers, topics)
+}
+
+// cloneTopic returns a deep copy of t that a command may modify before storing it.
+func cloneTopic(t *metadata.Topic) *metadata.Topic {
+	c := *t
+	c.Partitions = make([]metadata.Partition, len(t.Partitions))
+	for i, p := range t.Partitions {
+		p.Logs = append([]metadata.LogRange(nil), p.Logs...)
+		c.Partitions[i] = p
+	}
+	c.Configs = make(map[string]string, len(t.Configs))
+	for k, v := range t.Configs {
+		c.Configs[k] = v
+	}
+	return &c
+}
+
+// newPartition is a partition as it is born: led by leader from offset 0, epoch 0.
+func newPartition(index, leader int32) metadata.Partition {
+	return metadata.Partition{
+		Index:    index,
+		Leader:   leader,
+		Logs:     []metadata.LogRange{{Broker: leader, StartOffset: 0}},
+		MovingTo: -1,
+	}
+}

@@ -1,0 +1,232 @@
+package gossip
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults, tuned for fast failure detection on a LAN (one region, several zones). With
+// them a crashed broker is declared dead by its peers in about one second (see the
+// package doc for the arithmetic and the measured numbers).
+const (
+	DefaultBindAddr = "0.0.0.0:7946"
+	DefaultCluster  = "weir"
+
+	// DefaultProbeInterval is how often each member probes one other member
+	// (round robin). memberlist's LAN default is 1 s.
+	DefaultProbeInterval = 200 * time.Millisecond
+	// DefaultProbeTimeout is how long a direct probe waits for its ack before indirect
+	// probes through other members start. Must be well above the inter-zone RTT
+	// (typically < 2 ms). memberlist's LAN default is 500 ms.
+	DefaultProbeTimeout = 100 * time.Millisecond
+	// DefaultSuspicionMult sets the minimum suspicion timeout: SuspicionMult ×
+	// ProbeInterval × max(1, log10(members)) = 800 ms for up to 10 brokers.
+	DefaultSuspicionMult = 4
+	// DefaultSuspicionMaxTimeoutMult caps the suspicion timeout (Lifeguard) at this
+	// multiple of the minimum while no other member confirms the suspicion.
+	DefaultSuspicionMaxTimeoutMult = 3
+	// DefaultGossipInterval is how often queued broadcasts (alive, suspect, dead) are
+	// sent to GossipNodes random members.
+	DefaultGossipInterval = 100 * time.Millisecond
+	// DefaultGossipNodes is the gossip fan-out.
+	DefaultGossipNodes = 3
+	// DefaultPushPullInterval is the period of full state syncs over TCP (anti-entropy).
+	// Broker clusters are small, so a sync is cheap; a short period heals missed
+	// broadcasts, e.g. a broker restarted at a new address before its old self was
+	// declared dead.
+	DefaultPushPullInterval = 5 * time.Second
+	// DefaultJoinRetryInterval is the first delay between attempts to join the seeds;
+	// it doubles up to DefaultJoinRetryMax.
+	DefaultJoinRetryInterval = 250 * time.Millisecond
+	DefaultJoinRetryMax      = 5 * time.Second
+)
+
+// Config configures one broker's gossip member.
+type Config struct {
+	// Identity announced to the other members in the node metadata.
+	BrokerID  int32  // the broker's id, ≥ 0; unique in the cluster
+	Zone      string // availability zone (Kafka rack); may be empty
+	KafkaAddr string // the advertised Kafka listener, host:port
+	Epoch     int64  // broker epoch from the controller (0 before registration)
+
+	// Cluster names the gossip cluster. It is sent as memberlist's label on every
+	// packet, so members of different clusters that reach each other do not merge.
+	// Empty means no label. Default "weir".
+	Cluster string
+
+	// BindAddr is the gossip address, ip:port or hostname:port, for both TCP and
+	// UDP. Port 0 picks a free port (tests); the advertised port is then the picked one.
+	BindAddr string
+	// AdvertiseAddr is the address other members use to reach this one (NAT,
+	// containers). Optional: by default the bind address, or the first private IP when
+	// binding to 0.0.0.0.
+	AdvertiseAddr string
+	// Seeds are other members' gossip addresses. Start joins them in the background
+	// and keeps retrying (with backoff) while this member knows no live peer, so
+	// start-up order does not matter and an isolated member rejoins. An entry equal to
+	// this member's own address is skipped, so every broker can get the same list.
+	Seeds []string
+
+	// Failure detector tuning; zero means the default above.
+	ProbeInterval           time.Duration
+	ProbeTimeout            time.Duration
+	SuspicionMult           int
+	SuspicionMaxTimeoutMult int
+	GossipInterval          time.Duration
+	GossipNodes             int
+	PushPullInterval        time.Duration
+
+	// JoinRetryInterval and JoinRetryMax bound the backoff between join attempts;
+	// zero means the default.
+	JoinRetryInterval time.Duration
+	JoinRetryMax      time.Duration
+
+	// SecretKey, if set (16, 24 or 32 bytes), encrypts gossip with AES-GCM. All
+	// members must share it.
+	SecretKey []byte
+
+	// Logger receives this package's and memberlist's log output (memberlist's
+	// [DEBUG]/[INFO]/[WARN]/[ERR] map to slog levels). Nil discards it.
+	Logger *slog.Logger
+	// Registerer, if set, gets the package's metrics (weir_gossip_*). They are
+	// registered by Start and unregistered by Leave/Close.
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns a Config with the documented defaults. The broker identity
+// (BrokerID, Zone, KafkaAddr, Epoch) must still be filled in.
+func DefaultConfig() Config {
+	return Config{
+		Cluster:                 DefaultCluster,
+		BindAddr:                DefaultBindAddr,
+		ProbeInterval:           DefaultProbeInterval,
+		ProbeTimeout:            DefaultProbeTimeout,
+		SuspicionMult:           DefaultSuspicionMult,
+		SuspicionMaxTimeoutMult: DefaultSuspicionMaxTimeoutMult,
+		GossipInterval:          DefaultGossipInterval,
+		GossipNodes:             DefaultGossipNodes,
+		PushPullInterval:        DefaultPushPullInterval,
+		JoinRetryInterval:       DefaultJoinRetryInterval,
+		JoinRetryMax:            DefaultJoinRetryMax,
+	}
+}
+
+// withDefaults returns c with zero tuning fields replaced by the defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = d.ProbeInterval
+	}
+	if c.ProbeTimeout == 0 {
+		c.ProbeTimeout = d.ProbeTimeout
+	}
+	if c.SuspicionMult == 0 {
+		c.SuspicionMult = d.SuspicionMult
+	}
+	if c.SuspicionMaxTimeoutMult == 0 {
+		c.SuspicionMaxTimeoutMult = d.SuspicionMaxTimeoutMult
+	}
+	if c.GossipInterval == 0 {
+		c.GossipInterval = d.GossipInterval
+	}
+	if c.GossipNodes == 0 {
+		c.GossipNodes = d.GossipNodes
+	}
+	if c.PushPullInterval == 0 {
+		c.PushPullInterval = d.PushPullInterval
+	}
+	if c.JoinRetryInterval == 0 {
+		c.JoinRetryInterval = d.JoinRetryInterval
+	}
+	if c.JoinRetryMax == 0 {
+		c.JoinRetryMax = d.JoinRetryMax
+	}
+	return c
+}
+
+// Validate reports every problem with c (zero tuning fields count as defaults).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf("gossip: "+format, args...)) }
+
+	if err := checkMember(Member{BrokerID: c.BrokerID, Zone: c.Zone, KafkaAddr: c.KafkaAddr, Epoch: c.Epoch}); err != nil {
+		errs = append(errs, err)
+	}
+	if len(c.Cluster) > 255 {
+		add("cluster name is longer than 255 bytes")
+	}
+	if err := checkHostPort(c.BindAddr, true); err != nil {
+		add("bind address: %v", err)
+	}
+	if c.AdvertiseAddr != "" {
+		if err := checkHostPort(c.AdvertiseAddr, true); err != nil {
+			add("advertise address: %v", err)
+		}
+	}
+	for _, s := range c.Seeds {
+		if err := checkHostPort(s, false); err != nil {
+			add("seed: %v", err)
+		}
+	}
+	if c.ProbeInterval < 0 || c.ProbeTimeout < 0 || c.GossipInterval < 0 || c.PushPullInterval < 0 ||
+		c.JoinRetryInterval < 0 || c.JoinRetryMax < 0 {
+		add("durations must not be negative")
+	}
+	if c.ProbeTimeout >= c.ProbeInterval {
+		add("probe timeout %v must be shorter than the probe interval %v", c.ProbeTimeout, c.ProbeInterval)
+	}
+	if c.SuspicionMult < 1 {
+		add("suspicion multiplier %d must be ≥ 1", c.SuspicionMult)
+	}
+	if c.SuspicionMaxTimeoutMult < 1 {
+		add("suspicion max timeout multiplier %d must be ≥ 1", c.SuspicionMaxTimeoutMult)
+	}
+	if c.GossipNodes < 1 {
+		add("gossip fan-out %d must be ≥ 1", c.GossipNodes)
+	}
+	if c.JoinRetryMax < c.JoinRetryInterval {
+		add("join retry max %v is below the join retry interval %v", c.JoinRetryMax, c.JoinRetryInterval)
+	}
+	switch len(c.SecretKey) {
+	case 0, 16, 24, 32:
+	default:
+		add("secret key must be 16, 24 or 32 bytes, not %d", len(c.SecretKey))
+	}
+	return errors.Join(errs...)
+}
+
+// BindFlags registers the gossip command-line flags on fs, with c's current values as
+// defaults: --gossip-addr, --gossip-advertise-addr and --gossip-seeds (comma list).
+func (c *Config) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.BindAddr, "gossip-addr", c.BindAddr, "gossip bind address host:port (TCP and UDP)")
+	fs.StringVar(&c.AdvertiseAddr, "gossip-advertise-addr", c.AdvertiseAddr, "gossip address other brokers use to reach this one (default: the bind address)")
+	fs.Var((*seedList)(&c.Seeds), "gossip-seeds", "comma-separated gossip addresses of other brokers to join")
+}
+
+// seedList is a flag.Value for a comma-separated address list.
+type seedList []string
+
+func (s *seedList) String() string {
+	if s == nil {
+		return ""
+	}
+	return strings.Join(*s, ",")
+}
+
+func (s *seedList) Set(v string) error {
+	var out []string
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	*s = out
+	return nil
+}
