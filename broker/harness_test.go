@@ -32,10 +32,7 @@ func startBroker(t testing.TB, dir string, mod func(*Config)) *testBroker {
 	cfg.Group.InitialRebalanceDelay = 50 * time.Millisecond
 	reg := prometheus.NewRegistry()
 	cfg.Registerer = reg
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
+	cfg.Logger = discardLogger()
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -86,4 +83,23 @@ func createTopic(t testing.TB, adm *kadm.Client, name string, partitions int32, 
 	if err := resp[name].Err; err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
+}
+
+// discardLogger keeps test output readable; -v shows the brokers' logs.
+func discardLogger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// clientFor is a client bootstrapped at b only.
+func clientFor(t testing.TB, b *Broker, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addr().String()), kgo.RetryTimeout(20 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
