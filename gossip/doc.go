@@ -1,0 +1,52 @@
+// Package gossip is the brokers' membership layer: brokers of one Weir cluster gossip
+// among themselves with hashicorp/memberlist (SWIM with Lifeguard) to learn who is
+// alive, in which zone, at which Kafka endpoint and with which broker epoch, and to
+// suspect quickly that a broker has failed.
+//
+// Gossip decides nothing. When memberlist declares a peer dead (or the peer leaves
+// gracefully), Events.OnLeave fires and the broker reports the peer as suspect to the
+// Raft controller, which decides about fencing (leases, fence tokens). Members and
+// Lookup give the live view for routing.
+//
+// # Identity and metadata
+//
+// A broker's memberlist node name is "broker-<id>", so the broker id is unique in the
+// cluster: a restarted broker takes over its name (memberlist refutes the old
+// incarnation, or reclaims the name at a new address once the old one is dead), and
+// two processes claiming one id are reported as conflicts. The node metadata is a
+// compact binary record (magic 'W', version, broker id, epoch, zone, Kafka address;
+// about 40 bytes, at most 404, below memberlist.MetaMaxSize = 512). A peer whose
+// metadata does not decode, or whose name does not match the id in it, is dropped by
+// memberlist's Alive delegate: it never enters the view, is never probed or reported,
+// and is logged and counted (weir_gossip_malformed_meta_total) once per distinct
+// metadata. A known peer that later announces malformed metadata keeps its last valid
+// view. Nothing received from a peer can panic this package.
+//
+// # Failure detection time
+//
+// With the defaults (ProbeInterval 200 ms, ProbeTimeout 100 ms, SuspicionMult 4,
+// SuspicionMaxTimeoutMult 3, GossipInterval 100 ms) a crashed broker is declared
+// dead after
+//
+//	time until some peer probes it (≤ one probe round) +
+//	one failed probe period (direct, indirect and TCP probes: ProbeInterval) +
+//	suspicion timeout (SuspicionMult × ProbeInterval × max(1, log10 n) = 800 ms for
+//	n ≤ 10, up to 3× that while no other peer confirms the suspicion) +
+//	gossip of the dead message (~GossipInterval)
+//
+// Measured on loopback (TestCrashDetection, Close() to OnLeave on every survivor):
+// 3 brokers ~1.2 s (1.18–1.6 s), 5 brokers 1.0–1.6 s, 10 brokers 1.1–1.3 s. A
+// graceful Leave is seen in about 0.1 s.
+//
+// # Restarts
+//
+// A broker restarted at the same gossip address takes over its identity at once (the
+// peers see OnUpdate with the new epoch, or OnJoin if the old one was already
+// declared dead). Restarted at a new address after its old incarnation was declared
+// dead, it rejoins at once (OnJoin). Restarted at a new address before that, its
+// alive messages conflict with the old incarnation until the old one is declared dead
+// (~1 s); it then joins through its refutation or the next push/pull sync (at most
+// PushPullInterval, 5 s). In that case OnLeave still fires for the old incarnation,
+// carrying the old epoch, shortly before OnJoin for the new one: the suspect report
+// should name the epoch so the controller does not fence the new incarnation.
+package gossip

@@ -1,0 +1,200 @@
+package gossip
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Deadlines are generous (the race detector on 2 cores is slow); tests poll and never
+// assert on elapsed wall-clock time.
+const (
+	convergeTimeout = 20 * time.Second
+	detectTimeout   = 20 * time.Second
+)
+
+// testLogger discards logs unless WEIR_GOSSIP_TEST_LOG is set (memberlist goroutines
+// may log after a test ends, so t.Log cannot be used).
+func testLogger() *slog.Logger {
+	if os.Getenv("WEIR_GOSSIP_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type recEvent struct {
+	kind string
+	m    Member
+	at   time.Time
+}
+
+// recorder collects the events a member's callbacks receive.
+type recorder struct {
+	mu     sync.Mutex
+	events []recEvent
+}
+
+func (r *recorder) add(kind string, m Member) {
+	r.mu.Lock()
+	r.events = append(r.events, recEvent{kind: kind, m: m, at: time.Now()})
+	r.mu.Unlock()
+}
+
+func (r *recorder) callbacks() Events {
+	return Events{
+		OnJoin:   func(m Member) { r.add("join", m) },
+		OnUpdate: func(m Member) { r.add("update", m) },
+		OnLeave:  func(m Member) { r.add("leave", m) },
+	}
+}
+
+// find returns the first event of one of kinds that matches pred.
+func (r *recorder) find(pred func(Member) bool, kinds ...string) (recEvent, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.events {
+		for _, k := range kinds {
+			if e.kind == k && pred(e.m) {
+				return e, true
+			}
+		}
+	}
+	return recEvent{}, false
+}
+
+func (r *recorder) all() []recEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]recEvent(nil), r.events...)
+}
+
+func byID(id int32) func(Member) bool { return func(m Member) bool { return m.BrokerID == id } }
+
+func byIDEpoch(id int32, epoch int64) func(Member) bool {
+	return func(m Member) bool { return m.BrokerID == id && m.Epoch == epoch }
+}
+
+type testNode struct {
+	g   *Gossip
+	rec *recorder
+	reg *prometheus.Registry
+	cfg Config
+}
+
+func testConfig(id int32, epoch int64, bind string, seeds ...string) Config {
+	cfg := DefaultConfig()
+	cfg.BrokerID = id
+	cfg.Zone = fmt.Sprintf("zone-%c", 'a'+rune(id%3))
+	cfg.KafkaAddr = "127.0.0.1:" + strconv.Itoa(19090+int(id))
+	cfg.Epoch = epoch
+	cfg.BindAddr = bind
+	cfg.Seeds = seeds
+	cfg.Logger = testLogger()
+	return cfg
+}
+
+// startNode starts a member on loopback; it is closed when the test ends.
+func startNode(t testing.TB, cfg Config) *testNode {
+	t.Helper()
+	n := &testNode{rec: &recorder{}, reg: prometheus.NewRegistry(), cfg: cfg}
+	cfg.Registerer = n.reg
+	g, err := New(cfg, n.rec.callbacks())
+	if err != nil {
+		t.Fatalf("New(broker %d): %v", cfg.BrokerID, err)
+	}
+	if err := g.Start(); err != nil {
+		t.Fatalf("Start(broker %d): %v", cfg.BrokerID, err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	n.g = g
+	return n
+}
+
+// startCluster starts n members (ids 1..n, epoch 1) chained by seeds and waits until
+// every member sees all of them.
+func startCluster(t testing.TB, n int) []*testNode {
+	t.Helper()
+	nodes := make([]*testNode, 0, n)
+	for i := 1; i <= n; i++ {
+		var seeds []string
+		if i > 1 {
+			seeds = []string{nodes[i-2].g.Addr()}
+		}
+		nodes = append(nodes, startNode(t, testConfig(int32(i), 1, "127.0.0.1:0", seeds...)))
+	}
+	waitConverged(t, nodes, n)
+	return nodes
+}
+
+func waitConverged(t testing.TB, nodes []*testNode, want int) {
+	t.Helper()
+	waitFor(t, convergeTimeout, fmt.Sprintf("%d members see each other", want), func() bool {
+		for _, n := range nodes {
+			if len(n.g.Members()) != want {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for: %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// metricValue reads a counter or gauge from reg (0 if absent).
+func metricValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// freeAddr returns a loopback address whose port was free for TCP and UDP a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err == nil {
+			u.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port for TCP and UDP")
+	return ""
+}
