@@ -1,0 +1,286 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weir-io/weir/broker"
+	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/gossip"
+)
+
+// Config describes a whole cluster in one process.
+type Config struct {
+	// Dir holds everything: controller-<id>/, broker-<id>/ (local state), wal/ (the shared
+	// WAL root) and objects/ (the object store directory).
+	Dir         string
+	Controllers int      // 3 or 5 (1 works for quick experiments)
+	Brokers     int      // brokers get IDs 1..n
+	Zones       []string // broker i is in Zones[i % len]; default a, b, c
+	// KafkaAddrs, GossipAddrs, RaftAddrs and APIAddrs fix listen addresses; missing
+	// entries get a free loopback port.
+	KafkaAddrs, GossipAddrs, RaftAddrs, APIAddrs []string
+	// NoGossip runs without memberlist (liveness by leases only).
+	NoGossip bool
+	// ControllerConfig and BrokerConfig adjust each node's configuration.
+	ControllerConfig func(*controller.Config)
+	BrokerConfig     func(*broker.Config)
+	ClientConfig     func(*controller.ClientConfig)
+	Logger           *slog.Logger
+	// Registerer receives every node's metrics, labelled by node (nil: none shared).
+	Registerer prometheus.Registerer
+}
+
+// Cluster is a running in-process cluster.
+type Cluster struct {
+	cfg   Config
+	peers controller.Peers
+	log   *slog.Logger
+
+	mu          sync.Mutex
+	controllers []*controller.Controller // nil while stopped
+	brokers     []*BrokerNode            // nil while stopped
+	kafka       []string
+	gossipAddrs []string
+}
+
+// Start starts the controllers, waits for a Raft leader, then starts the brokers.
+func Start(cfg Config) (*Cluster, error) {
+	if cfg.Controllers < 1 || cfg.Brokers < 1 {
+		return nil, errors.New("cluster: need at least one controller and one broker")
+	}
+	if len(cfg.Zones) == 0 {
+		cfg.Zones = []string{"a", "b", "c"}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Logger, controllers: make([]*controller.Controller, cfg.Controllers), brokers: make([]*BrokerNode, cfg.Brokers)}
+	for _, d := range []string{"wal", "objects"} {
+		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < cfg.Controllers; i++ {
+		raftAddr, err := addrAt(cfg.RaftAddrs, i)
+		if err != nil {
+			return nil, err
+		}
+		apiAddr, err := addrAt(cfg.APIAddrs, i)
+		if err != nil {
+			return nil, err
+		}
+		c.peers = append(c.peers, controller.Peer{ID: int32(i + 1), RaftAddr: raftAddr, APIAddr: apiAddr})
+	}
+	for i := 0; i < cfg.Brokers; i++ {
+		k, err := addrAt(cfg.KafkaAddrs, i)
+		if err != nil {
+			return nil, err
+		}
+		c.kafka = append(c.kafka, k)
+		g := ""
+		if !cfg.NoGossip {
+			if g, err = addrAt(cfg.GossipAddrs, i); err != nil {
+				return nil, err
+			}
+		}
+		c.gossipAddrs = append(c.gossipAddrs, g)
+	}
+	for i := range c.controllers {
+		if err := c.StartController(i); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	for i := range c.brokers {
+		if err := c.StartBroker(i); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// addrAt returns addrs[i] or a free loopback address.
+func addrAt(addrs []string, i int) (string, error) {
+	if i < len(addrs) && addrs[i] != "" {
+		return addrs[i], nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// StartController starts (or restarts, from its data directory) controller i.
+func (c *Cluster) StartController(i int) error {
+	cfg := controller.DefaultConfig()
+	cfg.NodeID = c.peers[i].ID
+	cfg.DataDir = filepath.Join(c.cfg.Dir, fmt.Sprintf("controller-%d", cfg.NodeID))
+	cfg.Peers = c.peers
+	cfg.Logger = c.log.With("controller", cfg.NodeID)
+	if c.cfg.Registerer != nil {
+		cfg.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"node": fmt.Sprintf("controller-%d", cfg.NodeID)}, c.cfg.Registerer)
+	}
+	if c.cfg.ControllerConfig != nil {
+		c.cfg.ControllerConfig(&cfg)
+	}
+	ctl, err := controller.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := ctl.Start(); err != nil {
+		ctl.Close()
+		return err
+	}
+	c.mu.Lock()
+	c.controllers[i] = ctl
+	c.mu.Unlock()
+	return nil
+}
+
+// StopController shuts controller i down (a crash, as far as Raft is concerned).
+func (c *Cluster) StopController(i int) error {
+	c.mu.Lock()
+	ctl := c.controllers[i]
+	c.controllers[i] = nil
+	c.mu.Unlock()
+	if ctl == nil {
+		return nil
+	}
+	return ctl.Close()
+}
+
+// Controller returns controller i, or nil while it is stopped.
+func (c *Cluster) Controller(i int) *controller.Controller {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.controllers[i]
+}
+
+// LeaderIndex returns the index of the controller that is Raft leader, or -1.
+func (c *Cluster) LeaderIndex() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, ctl := range c.controllers {
+		if ctl != nil && ctl.IsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
+// APIAddrs are the controllers' API addresses.
+func (c *Cluster) APIAddrs() []string {
+	out := make([]string, len(c.peers))
+	for i, p := range c.peers {
+		out[i] = p.APIAddr
+	}
+	return out
+}
+
+// StartBroker starts (or restarts) broker i (ID i+1, zone Zones[i mod len]).
+func (c *Cluster) StartBroker(i int) error {
+	id := int32(i + 1)
+	bcfg := broker.DefaultConfig()
+	bcfg.NodeID = id
+	bcfg.Rack = c.cfg.Zones[i%len(c.cfg.Zones)]
+	bcfg.ListenAddr = c.kafka[i]
+	bcfg.DataDir = filepath.Join(c.cfg.Dir, fmt.Sprintf("broker-%d", id))
+	bcfg.WALRoot = filepath.Join(c.cfg.Dir, "wal")
+	if c.cfg.BrokerConfig != nil {
+		c.cfg.BrokerConfig(&bcfg)
+	}
+	ccfg := controller.DefaultClientConfig()
+	ccfg.Controllers = c.APIAddrs()
+	if c.cfg.ClientConfig != nil {
+		c.cfg.ClientConfig(&ccfg)
+	}
+	gcfg := gossip.DefaultConfig()
+	gcfg.BindAddr = c.gossipAddrs[i]
+	for j, a := range c.gossipAddrs {
+		if j != i && a != "" {
+			gcfg.Seeds = append(gcfg.Seeds, a)
+		}
+	}
+	var reg prometheus.Registerer
+	if c.cfg.Registerer != nil {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"node": fmt.Sprintf("broker-%d", id)}, c.cfg.Registerer)
+	}
+	n, err := StartBroker(BrokerOptions{Broker: bcfg, Client: ccfg, Gossip: gcfg, Logger: c.log.With("broker", id, "zone", bcfg.Rack), Registerer: reg})
+	if err != nil {
+		return fmt.Errorf("broker %d: %w", id, err)
+	}
+	c.mu.Lock()
+	c.brokers[i] = n
+	c.mu.Unlock()
+	return nil
+}
+
+// StopBroker stops broker i gracefully; KillBroker as in a crash (no gossip leave).
+func (c *Cluster) StopBroker(i int) error { return c.stopBroker(i, false) }
+
+// KillBroker stops broker i without a graceful leave.
+func (c *Cluster) KillBroker(i int) error { return c.stopBroker(i, true) }
+
+func (c *Cluster) stopBroker(i int, kill bool) error {
+	c.mu.Lock()
+	n := c.brokers[i]
+	c.brokers[i] = nil
+	c.mu.Unlock()
+	if n == nil {
+		return nil
+	}
+	if kill {
+		n.Kill()
+		return nil
+	}
+	return n.Close()
+}
+
+// Broker returns broker i, or nil while it is stopped.
+func (c *Cluster) Broker(i int) *BrokerNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.brokers[i]
+}
+
+// Bootstrap is a comma-separated list of the brokers' Kafka addresses.
+func (c *Cluster) Bootstrap() string { return strings.Join(c.kafka, ",") }
+
+// KafkaAddrs are the brokers' Kafka addresses.
+func (c *Cluster) KafkaAddrs() []string { return append([]string(nil), c.kafka...) }
+
+// Close stops every broker, then every controller.
+func (c *Cluster) Close() error {
+	var errs []error
+	for i := range c.brokers {
+		errs = append(errs, c.StopBroker(i))
+	}
+	for i := range c.controllers {
+		errs = append(errs, c.StopController(i))
+	}
+	return errors.Join(errs...)
+}
+
+// WaitLeader waits until a controller is Raft leader.
+func (c *Cluster) WaitLeader(timeout time.Duration) (int, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if i := c.LeaderIndex(); i >= 0 {
+			return i, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return -1, errors.New("cluster: no controller leader")
+}

@@ -1,0 +1,264 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/metadata"
+)
+
+func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Killing the Raft leader while clients produce and create topics: a new leader takes
+// over, produce never stops acking for long, every topic whose creation was acked still
+// exists, and a restart of all three controllers keeps the metadata.
+func TestControllerLeaderFailoverAndFullRestart(t *testing.T) {
+	c := startCluster(t, nil)
+	cl := newClient(t, c)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 6, 1, nil, "load"); err != nil {
+		t.Fatal(err)
+	}
+	// Produce load through the whole test.
+	ctx, stop := context.WithCancel(context.Background())
+	var acked, failed atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			err := cl.ProduceSync(ctx, &kgo.Record{Topic: "load", Value: []byte(fmt.Sprint(i))}).FirstErr()
+			if err == nil {
+				acked.Add(1)
+			} else if ctx.Err() == nil {
+				failed.Add(1)
+			}
+		}
+	}()
+	var created []string
+	create := func(n int) {
+		for i := 0; i < n; i++ {
+			name := fmt.Sprintf("meta-%d", len(created))
+			resp, err := adm.CreateTopic(ctxFor(t, 60*time.Second), 2, 1, nil, name)
+			if err != nil || resp.Err != nil {
+				t.Fatalf("create %s: %v %v", name, err, resp.Err)
+			}
+			created = append(created, name)
+		}
+	}
+	create(5)
+	leader, err := c.WaitLeader(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := acked.Load()
+	if err := c.StopController(leader); err != nil {
+		t.Fatal(err)
+	}
+	create(5) // through the new leader, after at most a retry inside the client
+	if nl, err := c.WaitLeader(10 * time.Second); err != nil || nl == leader {
+		t.Fatalf("new leader %d, err %v", nl, err)
+	}
+	eventually(t, "produce keeps acking", 30*time.Second, func() bool { return acked.Load() > before+50 })
+	if err := c.StartController(leader); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	wg.Wait()
+	t.Logf("acked %d, failed %d during the leader change", acked.Load(), failed.Load())
+	if failed.Load() != 0 {
+		t.Fatalf("%d produce requests failed while the controller leader changed", failed.Load())
+	}
+
+	snapshot := c.Broker(0).Client.View()
+	for i := range c.controllers {
+		c.StopController(i)
+	}
+	for i := range c.controllers {
+		if err := c.StartController(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.WaitLeader(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "controllers serve the restored metadata", 30*time.Second, func() bool {
+		v := c.Controller(0).View()
+		return v.Topics["load"] != nil && v.Topics[created[len(created)-1]] != nil
+	})
+	after := c.Controller(0).View()
+	for _, name := range append(created, "load") {
+		a, b := snapshot.Topics[name], after.Topics[name]
+		if b == nil || a.ID != b.ID || len(a.Partitions) != len(b.Partitions) {
+			t.Fatalf("topic %s after restarting every controller: %+v, before %+v", name, b, a)
+		}
+	}
+	// And the cluster still works.
+	if _, err := adm.CreateTopic(ctxFor(t, 60*time.Second), 1, 1, nil, "after-restart"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A graceful move through the controller: the partition changes broker with a new
+// leader epoch and its log chain extended; producers keep going and every acked record
+// reads back in order; the group coordinator's offsets move with __consumer_offsets.
+func TestMovePartitionKeepsData(t *testing.T) {
+	c := startCluster(t, nil)
+	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "mv"); err != nil {
+		t.Fatal(err)
+	}
+	first := produceValues(t, cl, "mv", 3, 200, "before")
+	view := c.Broker(0).Client.View()
+	for view.Topics["mv"] == nil {
+		time.Sleep(10 * time.Millisecond)
+		view = c.Broker(0).Client.View()
+	}
+	t0 := view.Topics["mv"]
+	from := t0.Partitions[0].Leader
+	to := from%3 + 1
+	start := time.Now()
+	if err := c.Broker(0).Client.MovePartition(ctxFor(t, 30*time.Second), t0.ID, 0, to); err != nil {
+		t.Fatal(err)
+	}
+	var moved metadata.Partition
+	eventually(t, "the move completes", 30*time.Second, func() bool {
+		moved = c.Broker(0).Client.View().Topics["mv"].Partitions[0]
+		return moved.Leader == to && !moved.Moving
+	})
+	t.Logf("move of a partition with 200 records took %v", time.Since(start))
+	if moved.LeaderEpoch != t0.Partitions[0].LeaderEpoch+1 || len(moved.Logs) != 2 || moved.Logs[1].StartOffset != 200 {
+		t.Fatalf("after the move: %+v", moved)
+	}
+	second := produceValues(t, cl, "mv", 3, 100, "after")
+	for v, off := range second {
+		first[v] = off
+	}
+	got := consumeAll(t, c, "mv", len(first))
+	for v, off := range first {
+		if r := got[v]; r == nil || r.Offset != off {
+			t.Fatalf("%s acked at %d, read %v", v, off, r)
+		}
+	}
+	if second["after-p0-00000"] != 200 {
+		t.Fatalf("first record after the move at offset %d, want 200", second["after-p0-00000"])
+	}
+}
+
+// A broker that stops heartbeating is fenced: Metadata stops naming it and its
+// partitions have no leader. When it comes back it registers with a new epoch, is
+// unfenced, and serves every record it had acked.
+func TestFencedBrokerComesBack(t *testing.T) {
+	c := startCluster(t, func(cfg *Config) { cfg.NoGossip = true })
+	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "f"); err != nil {
+		t.Fatal(err)
+	}
+	acked := produceValues(t, cl, "f", 3, 50, "x")
+	epoch := c.Broker(2).Client.Epoch()
+	c.KillBroker(2)
+	eventually(t, "broker 3 fenced", 30*time.Second, func() bool {
+		b, _ := c.Broker(0).Client.View().Broker(3)
+		return !b.Active()
+	})
+	var md kadm.Metadata
+	eventually(t, "Metadata stops listing the fenced broker", 30*time.Second, func() bool {
+		var err error
+		if md, err = adm.Metadata(ctxFor(t, 30*time.Second), "f"); err != nil {
+			return false
+		}
+		for _, b := range md.Brokers {
+			if b.NodeID == 3 {
+				return false // another broker's view may lag by a watch round trip
+			}
+		}
+		return true
+	})
+	for _, p := range md.Topics["f"].Partitions {
+		if p.Leader == 3 || (p.Leader == -1) != (p.Err == kerr.LeaderNotAvailable) {
+			t.Fatalf("partition %d: leader %d err %v", p.Partition, p.Leader, p.Err)
+		}
+	}
+	if err := c.StartBroker(2); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.Broker(2).Client.Epoch(); e <= epoch {
+		t.Fatalf("epoch after restart %d, before %d", e, epoch)
+	}
+	eventually(t, "broker 3 active again", 30*time.Second, func() bool {
+		b, _ := c.Broker(0).Client.View().Broker(3)
+		return b.Active()
+	})
+	got := consumeAll(t, c, "f", len(acked))
+	for v, off := range acked {
+		if r := got[v]; r == nil || r.Offset != off {
+			t.Fatalf("%s acked at %d, read %v", v, off, r)
+		}
+	}
+}
+
+// Consumer groups in a cluster: the coordinator is the leader of the group's offsets
+// partition; commits survive a restart of that broker.
+func TestGroupCommitsSurviveCoordinatorRestart(t *testing.T) {
+	c := startCluster(t, nil)
+	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "g"); err != nil {
+		t.Fatal(err)
+	}
+	produceValues(t, cl, "g", 3, 20, "r")
+	cons := newClient(t, c, kgo.ConsumerGroup("grp"), kgo.ConsumeTopics("g"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	n := 0
+	ctx := ctxFor(t, 60*time.Second)
+	for n < 60 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d", n)
+		}
+		n += fs.NumRecords()
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons.Close()
+	coord := adm.FindGroupCoordinators(ctxFor(t, 30*time.Second), "grp")
+	if coord["grp"].Err != nil {
+		t.Fatal(coord["grp"].Err)
+	}
+	id := coord["grp"].NodeID
+	var err error
+	if err := c.StopBroker(int(id - 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartBroker(int(id - 1)); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.OffsetResponses
+	eventually(t, "offsets readable after the coordinator restarted", 60*time.Second, func() bool {
+		offs, err = adm.FetchOffsets(ctxFor(t, 10*time.Second), "grp")
+		return err == nil
+	})
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	if sum != 60 {
+		t.Fatalf("committed offsets sum to %d after the coordinator restarted, want 60", sum)
+	}
+}
