@@ -299,8 +299,9 @@ func (g *Gossip) joinLoop(seeds []string, stop <-chan struct{}, done chan<- stru
 		if err == nil {
 			err = errors.New("seeds answered but no live peer is known")
 		}
-		// Log the first failure and then every doubling, to keep a long wait quiet.
-		if failures&(failures-1) == 0 {
+		// Peers starting at the same time miss each other at first: stay quiet for a few
+		// attempts, then log every doubling to keep a long wait readable.
+		if failures >= 4 && failures&(failures-1) == 0 {
 			g.log.Warn("gossip join failed, retrying", "seeds", seeds, "attempts", failures, "err", err)
 		} else {
 			g.log.Debug("gossip join failed, retrying", "seeds", seeds, "attempts", failures, "err", err)

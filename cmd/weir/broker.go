@@ -7,38 +7,35 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
+	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/weir-io/weir/broker"
+	"github.com/weir-io/weir/cluster"
+	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/gossip"
 	"github.com/weir-io/weir/metadata"
 )
 
-// runBroker runs one broker with a single-node metadata store. dev mode prints how to
-// connect; it becomes the multi-zone local cluster once the controller lands.
-func runBroker(ctx context.Context, args []string, dev bool) error {
-	name := "broker"
-	if dev {
-		name = "dev"
-	}
-	fs := flag.NewFlagSet("weir "+name, flag.ContinueOnError)
+// runBroker runs one broker: with --controllers it joins a cluster (metadata from the Raft
+// controllers, WAL under --wal-root, gossip); without, it runs alone with its metadata in
+// a local file.
+func runBroker(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("weir broker", flag.ContinueOnError)
 	cfg := broker.DefaultConfig()
 	cfg.BindFlags(fs)
+	gcfg := gossip.DefaultConfig()
+	gcfg.BindAddr = ""
+	gcfg.BindFlags(fs)
+	controllers := fs.String("controllers", "", "comma-separated controller API addresses; empty runs a standalone broker with local metadata")
 	metricsAddr := fs.String("metrics", "127.0.0.1:9644", "address for /metrics, /healthz and /readyz (empty: off)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: weir %s [flags]\n\n", name)
-		if dev {
-			fmt.Fprint(fs.Output(), "Runs a local Weir on the embedded defaults: data under ./data, Kafka on 127.0.0.1:9092.\n\n")
-		} else {
-			fmt.Fprint(fs.Output(), "Runs one Weir broker. Every acked record is fdatasync'ed to the broker's WAL first.\n\n")
-		}
+		fmt.Fprint(fs.Output(), "Usage: weir broker [flags]\n\nRuns one Weir broker. Every acked record is fdatasync'ed to the broker's WAL first.\n"+
+			"Standalone (no --controllers): metadata in <data-dir>/metadata.json, WAL in <data-dir>/wal.\n"+
+			"Cluster: --controllers, --node-id, --rack and --wal-root (the shared file system); --gossip-addr enables gossip.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -47,66 +44,70 @@ func runBroker(ctx context.Context, args []string, dev bool) error {
 		}
 		return err
 	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cfg.Registerer = reg
-	cfg.Logger = logger
-	if err := cfg.Validate(); err != nil {
+	logger, err := newLogger(*logLevel)
+	if err != nil {
 		return err
 	}
+	reg := newRegistry()
+	var ready atomic.Bool
+	stopMetrics, err := serveMetrics(*metricsAddr, reg, &ready)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	cfg.Logger, cfg.Registerer = logger, reg
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err
 	}
-	meta, err := metadata.OpenLocal(metadata.LocalConfig{
-		Path:              filepath.Join(cfg.DataDir, "metadata.json"),
-		Self:              metadata.Broker{ID: cfg.NodeID, Rack: cfg.Rack},
-		DefaultPartitions: cfg.DefaultPartitions,
-	})
-	if err != nil {
-		return err
-	}
-	b, err := broker.New(cfg, meta)
-	if err != nil {
-		return err
-	}
-	if err := b.Start(); err != nil {
-		b.Close()
-		return err
-	}
-	var ready = true
-	if *metricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-			if !ready {
-				http.Error(w, "shutting down", http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(w, "ready")
-		})
-		ln, err := net.Listen("tcp", *metricsAddr)
-		if err != nil {
-			b.Close()
-			return fmt.Errorf("metrics listener: %w", err)
+
+	var b *broker.Broker
+	var closeAll func() error
+	if *controllers == "" {
+		if err := cfg.Validate(); err != nil {
+			return err
 		}
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
-		defer srv.Close()
+		meta, err := metadata.OpenLocal(metadata.LocalConfig{
+			Path:              filepath.Join(cfg.DataDir, "metadata.json"),
+			Self:              metadata.Broker{ID: cfg.NodeID, Rack: cfg.Rack},
+			DefaultPartitions: cfg.DefaultPartitions,
+		})
+		if err != nil {
+			return err
+		}
+		if b, err = broker.New(cfg, meta); err != nil {
+			return err
+		}
+		if err := b.Start(); err != nil {
+			b.Close()
+			return err
+		}
+		closeAll = b.Close
+	} else {
+		if cfg.WALRoot == "" {
+			return errors.New("--wal-root is required with --controllers: brokers read each other's WALs there")
+		}
+		ccfg := controller.DefaultClientConfig()
+		ccfg.Controllers = strings.Split(*controllers, ",")
+		n, err := cluster.StartBroker(cluster.BrokerOptions{Broker: cfg, Client: ccfg, Gossip: gcfg, Logger: logger, Registerer: reg})
+		if err != nil {
+			return err
+		}
+		b, closeAll = n.Broker, n.Close
 	}
+	ready.Store(true)
 	addr := b.Advertised()
 	bootstrap := net.JoinHostPort(addr.Host, fmt.Sprint(addr.Port))
-	fmt.Printf("weir is ready: Kafka bootstrap %s  (try: kcat -b %s -L)\n", bootstrap, bootstrap)
-	if dev {
-		fmt.Printf("data in %s; metrics on http://%s/metrics; Ctrl-C stops\n", strings.TrimSuffix(cfg.DataDir, "/"), *metricsAddr)
-	}
+	fmt.Printf("weir broker %d is ready: Kafka bootstrap %s  (try: kcat -b %s -L)\n", cfg.NodeID, bootstrap, bootstrap)
 	<-ctx.Done()
-	ready = false
+	ready.Store(false)
 	logger.Info("shutting down")
-	return b.Close()
+	return closeAll()
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), nil
 }

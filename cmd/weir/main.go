@@ -12,8 +12,10 @@ import (
 const usage = `weir: a Kafka-compatible broker whose data lives in a shared write-ahead log.
 
 Usage:
-  weir broker [flags]     run one broker (see weir broker --help)
-  weir dev [flags]        run a local cluster on the embedded defaults, data under ./data
+  weir dev [flags]        run a local cluster (3 controllers, 3 brokers in zones a, b, c), data under ./data
+  weir controller [flags] run one controller of the Raft quorum
+  weir broker [flags]     run one broker, in a cluster (--controllers) or standalone
+  weir admin <command>    cluster status, describe, partition moves (see weir admin --help)
   weir bench <kind> ...   benchmarks: produce, consume, e2e, disk (see weir bench --help)
   weir version            print the version
 
@@ -32,9 +34,13 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "broker":
-		err = runBroker(ctx, os.Args[2:], false)
+		err = runBroker(ctx, os.Args[2:])
+	case "controller":
+		err = runController(ctx, os.Args[2:])
 	case "dev":
-		err = runBroker(ctx, os.Args[2:], true)
+		err = runDev(ctx, os.Args[2:])
+	case "admin":
+		err = runAdmin(ctx, os.Args[2:])
 	case "bench":
 		err = runBench(ctx, os.Args[2:])
 	case "version", "--version":

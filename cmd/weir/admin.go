@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/weir-io/weir/controller"
+)
+
+const adminUsage = `Usage: weir admin <command> [flags]
+
+Commands:
+  status     each controller's Raft state, leader, term and indexes
+  describe   brokers (zone, epoch, state) and partitions (leader, epoch, log chain)
+  move       move a partition's leadership to another broker, without copying data
+
+Every command takes --controllers (default 127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403,
+what weir dev runs). Run a command with --help for its flags.
+`
+
+func runAdmin(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" || args[0] == "help" {
+		fmt.Print(adminUsage)
+		return nil
+	}
+	fs := flag.NewFlagSet("weir admin "+args[0], flag.ContinueOnError)
+	controllers := fs.String("controllers", "127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403", "comma-separated controller API addresses")
+	topic := fs.String("topic", "", "move: the topic")
+	partition := fs.Int("partition", -1, "move: the partition")
+	to := fs.Int("to", -1, "move: the broker ID that will lead the partition")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	ccfg := controller.DefaultClientConfig()
+	ccfg.Controllers = strings.Split(*controllers, ",")
+	ccfg.StartTimeout = *timeout
+	cl, err := controller.NewClient(ccfg)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	defer w.Flush()
+	switch args[0] {
+	case "status":
+		fmt.Fprintln(w, "CONTROLLER\tSTATE\tLEADER\tTERM\tCOMMIT\tAPPLIED")
+		for i, addr := range ccfg.Controllers {
+			st, err := cl.Status(ctx, i)
+			if err != nil {
+				fmt.Fprintf(w, "%s\tunreachable: %v\n", addr, err)
+				continue
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\n", addr, st.State, st.LeaderID, st.Term, st.CommitIndex, st.AppliedIndex)
+		}
+	case "describe":
+		v := cl.View()
+		fmt.Fprintln(w, "BROKER\tZONE\tADDRESS\tEPOCH\tSTATE")
+		for _, b := range v.Brokers {
+			fmt.Fprintf(w, "%d\t%s\t%s:%d\t%d\t%s\n", b.ID, b.Rack, b.Host, b.Port, b.Epoch, b.State)
+		}
+		fmt.Fprintln(w, "\nTOPIC\tPARTITION\tLEADER\tEPOCH\tLOG START\tLOG CHAIN (broker@start)")
+		names := make([]string, 0, len(v.Topics))
+		for n := range v.Topics {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			for _, p := range v.Topics[n].Partitions {
+				var chain []string
+				for _, l := range p.Logs {
+					chain = append(chain, fmt.Sprintf("%d@%d", l.Broker, l.StartOffset))
+				}
+				moving := ""
+				if p.Moving {
+					moving = fmt.Sprintf(" (moving to %d)", p.MovingTo)
+				}
+				fmt.Fprintf(w, "%s\t%d\t%d%s\t%d\t%d\t%s\n", n, p.Index, p.Leader, moving, p.LeaderEpoch, p.LogStartOffset, strings.Join(chain, " "))
+			}
+		}
+	case "move":
+		t := cl.View().Topics[*topic]
+		if t == nil || *partition < 0 || *partition >= len(t.Partitions) || *to < 0 {
+			return fmt.Errorf("move needs an existing --topic, a --partition of it and --to broker")
+		}
+		start := time.Now()
+		if err := cl.MovePartition(ctx, t.ID, int32(*partition), int32(*to)); err != nil {
+			return err
+		}
+		for {
+			p := cl.View().Topics[*topic].Partitions[*partition]
+			if p.Leader == int32(*to) && !p.Moving {
+				fmt.Fprintf(w, "%s/%d now led by broker %d (leader epoch %d) after %v\n", *topic, *partition, p.Leader, p.LeaderEpoch, time.Since(start).Round(time.Millisecond))
+				return nil
+			}
+			select {
+			case <-cl.Changed():
+			case <-ctx.Done():
+				return fmt.Errorf("move did not complete within %v (is the current leader up?)", *timeout)
+			}
+		}
+	default:
+		return fmt.Errorf("unknown admin command %q\n\n%s", args[0], adminUsage)
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/weir-io/weir/controller"
+)
+
+// runController runs one member of the Raft controller quorum.
+func runController(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("weir controller", flag.ContinueOnError)
+	cfg := controller.DefaultConfig()
+	cfg.BindFlags(fs)
+	metricsAddr := fs.String("metrics", "", "address for /metrics, /healthz and /readyz (empty: off)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: weir controller [flags]\n\nRuns one controller of the Raft quorum that owns Weir's metadata. Start every\n"+
+			"controller with the same --peers; a controller with no Raft state bootstraps the quorum from it.\n"+
+			"Example: weir controller --node-id 1 --data-dir /var/lib/weir/c1 \\\n"+
+			"  --peers 1=10.0.1.1:9301/10.0.1.1:9401,2=10.0.2.1:9301/10.0.2.1:9401,3=10.0.3.1:9301/10.0.3.1:9401\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	logger, err := newLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	reg := newRegistry()
+	var ready atomic.Bool
+	stop, err := serveMetrics(*metricsAddr, reg, &ready)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	cfg.Logger, cfg.Registerer = logger, reg
+	c, err := controller.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := c.Start(); err != nil {
+		c.Close()
+		return err
+	}
+	ready.Store(true)
+	fmt.Printf("weir controller %d: raft %s, API %s\n", cfg.NodeID, c.RaftAddr(), c.Addr())
+	<-ctx.Done()
+	ready.Store(false)
+	return c.Close()
+}
