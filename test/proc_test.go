@@ -57,11 +57,18 @@ func startWeir(t testing.TB, dir, addr string, extra ...string) *proc {
 	if addr == "" {
 		addr = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	}
-	logf, err := os.OpenFile(filepath.Join(dir, "weir.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	args := append([]string{"broker", "--data-dir", dir, "--listen", addr, "--metrics", ""}, extra...)
+	return startProc(t, dir, "weir.log", addr, args...)
+}
+
+// startProc runs weir with args, logging to dir/logName, and waits until addr accepts
+// connections.
+func startProc(t testing.TB, dir, logName, addr string, args ...string) *proc {
+	t.Helper()
+	logf, err := os.OpenFile(filepath.Join(dir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"broker", "--data-dir", dir, "--listen", addr, "--metrics", ""}, extra...)
 	cmd := exec.Command(weirBin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -77,7 +84,7 @@ func startWeir(t testing.TB, dir, addr string, extra ...string) *proc {
 			return p
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "weir.log"))
+			b, _ := os.ReadFile(filepath.Join(dir, logName))
 			t.Fatalf("weir did not start on %s: %v\n%s", addr, err, b)
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -1,0 +1,154 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// procCluster runs 3 `weir controller` and 3 `weir broker --controllers` processes that
+// share a WAL root, as separate hosts would share the FSx mount.
+type procCluster struct {
+	dir         string
+	controllers []*proc
+	brokers     []*proc
+	brokerArgs  [][]string
+	kafka       []string
+}
+
+func startProcCluster(t *testing.T) *procCluster {
+	t.Helper()
+	pc := &procCluster{dir: t.TempDir()}
+	var peers, apis []string
+	for i := 1; i <= 3; i++ {
+		raft := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		api := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		peers = append(peers, fmt.Sprintf("%d=%s/%s", i, raft, api))
+		apis = append(apis, api)
+	}
+	for i := 1; i <= 3; i++ {
+		p := startProc(t, pc.dir, fmt.Sprintf("controller-%d.log", i), apis[i-1], "controller",
+			"--node-id", fmt.Sprint(i), "--data-dir", filepath.Join(pc.dir, fmt.Sprintf("controller-%d", i)),
+			"--peers", strings.Join(peers, ","))
+		pc.controllers = append(pc.controllers, p)
+	}
+	var gossip []string
+	for i := 1; i <= 3; i++ {
+		gossip = append(gossip, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	}
+	for i := 1; i <= 3; i++ {
+		kafka := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		pc.kafka = append(pc.kafka, kafka)
+		args := []string{"broker", "--node-id", fmt.Sprint(i), "--rack", string(rune('a' + i - 1)),
+			"--listen", kafka, "--metrics", "", "--controllers", strings.Join(apis, ","),
+			"--data-dir", filepath.Join(pc.dir, fmt.Sprintf("broker-%d", i)), "--wal-root", filepath.Join(pc.dir, "wal"),
+			"--gossip-addr", gossip[i-1], "--gossip-seeds", strings.Join(gossip, ","), "--wal-segment-bytes", "8388608"}
+		pc.brokerArgs = append(pc.brokerArgs, args)
+		pc.brokers = append(pc.brokers, startProc(t, pc.dir, fmt.Sprintf("broker-%d.log", i), kafka, args...))
+	}
+	return pc
+}
+
+func (pc *procCluster) restartBroker(t *testing.T, i int) {
+	pc.brokers[i] = startProc(t, pc.dir, fmt.Sprintf("broker-%d.log", i+1), pc.kafka[i], pc.brokerArgs[i]...)
+}
+
+// A broker of a 3-zone cluster killed with SIGKILL under produce load comes back with
+// every record it acked at its acked offset; offsets stay dense across the restart.
+func TestClusterBrokerKill9(t *testing.T) {
+	pc := startProcCluster(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(pc.kafka...), kgo.DefaultProduceTopic("k9"),
+		kgo.RecordRetries(3), kgo.RecordDeliveryTimeout(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctxT(t, 60*time.Second), 6, 1, nil, "k9"); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	acked := map[string]ack{}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			v := fmt.Sprintf("v%08d", i)
+			cl.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+				if err == nil {
+					mu.Lock()
+					acked[v] = ack{r.Partition, r.Offset}
+					mu.Unlock()
+				}
+			})
+			if i%1000 == 999 {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	for deadline := time.Now().Add(60 * time.Second); count() < 5000 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	pc.brokers[1].kill()
+	time.Sleep(500 * time.Millisecond)
+	pc.restartBroker(t, 1)
+	n := count()
+	for deadline := time.Now().Add(60 * time.Second); count() < n+5000 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	cl.Flush(context.Background())
+	mu.Lock()
+	snapshot := make(map[string]ack, len(acked))
+	for k, v := range acked {
+		snapshot[k] = v
+	}
+	mu.Unlock()
+	if len(snapshot) < n+1000 {
+		t.Fatalf("only %d records acked after the restart (%d before)", len(snapshot)-n, n)
+	}
+	t.Logf("%d records acked, %d of them before the SIGKILL", len(snapshot), n)
+
+	cons, err := kgo.NewClient(kgo.SeedBrokers(pc.kafka...), kgo.ConsumeTopics("k9"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ends, err := kadm.NewClient(cons).ListEndOffsets(ctxT(t, 30*time.Second), "k9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	read := map[string]ack{}
+	next := map[int32]int64{}
+	rctx := ctxT(t, 120*time.Second)
+	for int64(len(read)) < total {
+		fs := cons.PollFetches(rctx)
+		if rctx.Err() != nil {
+			t.Fatalf("read %d of %d records", len(read), total)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next[r.Partition] {
+				t.Fatalf("partition %d: offset %d after %d", r.Partition, r.Offset, next[r.Partition]-1)
+			}
+			next[r.Partition]++
+			read[string(r.Value)] = ack{r.Partition, r.Offset}
+		})
+	}
+	for v, a := range snapshot {
+		if got, ok := read[v]; !ok || got != a {
+			t.Fatalf("acked %s at %d/%d, read back %v (found %v)", v, a.partition, a.offset, got, ok)
+		}
+	}
+}
