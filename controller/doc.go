@@ -3,21 +3,49 @@
 // hashicorp/raft, keeps broker leases in the leader's memory and fences brokers whose
 // lease ran out, and serves brokers over an HTTP/JSON API.
 //
-// Files:
+// # Files
 //
 //   - state.go, fsm.go: the replicated State and the deterministic state machine (Apply,
 //     Snapshot, Restore), publishing an immutable metadata.View after every change.
-//   - commands.go, cmd_*.go: the Raft log entries, one type byte + a JSON body, applied by
-//     domain (cluster, brokers, topics, partitions, moves, producer IDs).
-//   - raft.go: hashicorp/raft wiring (raft-boltdb/v2 log+stable store, file snapshots, TCP
-//     transport, static bootstrap), hclog → slog.
-//   - controller.go, config.go: the Controller life cycle and its Config.
-//   - api*.go: the HTTP API; writes reaching a follower are proxied to the leader.
-//   - placement.go: where new partitions go.
-//   - leases.go: broker leases and the fencing loop (leader only).
+//   - commands.go, cmd_*.go: the Raft log entries, applied by domain (cluster, brokers,
+//     topics, moves, producer IDs).
+//   - raft.go: hashicorp/raft wiring (raft-boltdb/v2 log+stable store in raft.db, file
+//     snapshots, TCP transport, static bootstrap) and hclog → slog.
+//   - controller.go, config.go, metrics.go: the Controller life cycle, Config, metrics.
+//   - api*.go, wire.go, errors.go: the HTTP API (route table in api.go), its JSON bodies
+//     and error codes; writes reaching a follower are proxied to the leader.
+//   - placement.go: where new partitions go. leases.go: broker leases (leader only).
 //   - client*.go: what a broker uses: metadata.Store, metadata.Registrar,
 //     metadata.Mover and metadata.Leaser over the API, with a long-poll watch.
 //
-// Anything random or time-based (topic UUIDs, cluster ID, placement) is decided by the
-// leader before it proposes a command, so Apply is a pure function of the log.
+// # Formats
+//
+// Raft log entry (LogCommand): one type byte (commands.go; never renumbered) followed by
+// the command's JSON. Types: 1 InitCluster, 2 RegisterBroker, 3 FenceBroker,
+// 4 CreateTopic, 5 DeleteTopic, 6 CreatePartitions, 7 AlterTopicConfigs,
+// 8 SetLogStartOffset, 9 AllocateProducerIDs, 10 BeginMove, 11 CompleteMove,
+// 12 CancelMove. An entry that does not decode is refused alike by every replica.
+//
+// Snapshot: the JSON of State: {"cluster_id", "version", "next_producer_id",
+// "brokers": {"<id>": metadata.Broker}, "topics": {"<name>": metadata.Topic},
+// "objects" (reserved for the S3 object manifests)}. Restore replaces the state.
+//
+// Data dir: raft.db (bolt, log + stable store), snapshots/ (raft file snapshots, 2 kept).
+//
+// # Determinism
+//
+// Anything random or time-based (cluster ID, topic UUIDs, placement) is decided by the
+// leader before it proposes, so Apply is a pure function of the log; Version counts the
+// commands that changed the state and is therefore equal on every replica at the same
+// log index. Commands re-check their preconditions when applied (a topic created
+// meanwhile, a stale partition plan, a stale epoch) and refuse without changing anything.
+// Topic administration is serialised on the leader (adminMu) so plans start from the
+// previous result; partition and producer-ID commands validate entirely in Apply.
+//
+// # Locks
+//
+// Controller.adminMu → FSM.mu (via propose, which waits for Apply); FSM.mu, leaseTable.mu
+// and the Client's mutexes are leaves, except Client.regMu → Client.leaseMu and
+// Client.pidMu held across an RPC. No lock is held while waiting on the network except
+// regMu (registration) and pidMu (producer-ID block).
 package controller

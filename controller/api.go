@@ -1,0 +1,245 @@
+package controller
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// The controller API: HTTP/1.1 + JSON on its own listener; keep-alive connections are
+// the brokers' persistent connections. Any controller accepts any request: reads of the
+// metadata are served from the local state machine, everything else is handled by the
+// Raft leader, a follower proxying it there (waiting for an election to finish if need
+// be). Errors are APIError bodies whose codes map 1:1 to the metadata sentinels
+// (errors.go).
+//
+//	POST   /v1/brokers/register          RegisterRequest         -> LeaseResponse
+//	POST   /v1/brokers/heartbeat         HeartbeatRequest        -> LeaseResponse | 409 fenced
+//	POST   /v1/brokers/suspect           SuspectRequest          -> VersionResponse
+//	POST   /v1/topics                    CreateTopicRequest      -> TopicResponse
+//	DELETE /v1/topics/{name}                                     -> TopicResponse
+//	POST   /v1/topics/{name}/partitions  CreatePartitionsRequest -> VersionResponse
+//	POST   /v1/topics/{name}/configs     AlterConfigsRequest     -> VersionResponse
+//	POST   /v1/partitions/log-start      LogStartRequest         -> VersionResponse
+//	POST   /v1/partitions/move           MoveRequest             -> VersionResponse
+//	POST   /v1/partitions/complete-move  CompleteMoveRequest     -> VersionResponse
+//	POST   /v1/partitions/cancel-move    MoveRequest             -> VersionResponse
+//	POST   /v1/producer-ids              ProducerIDsRequest      -> ProducerIDsResponse
+//	GET    /v1/metadata?after=V&wait=D   long poll               -> ViewJSON | 204 (no change in D)
+//	GET    /v1/metadata?consistent=1     leader, after a barrier -> ViewJSON
+//	GET    /v1/status                                            -> Status
+
+// forwardedHeader marks a request a follower proxied; it is never proxied again.
+const forwardedHeader = "X-Weir-Forwarded-By"
+
+func (c *Controller) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/brokers/register", c.write(c.handleRegister))
+	mux.HandleFunc("POST /v1/brokers/heartbeat", c.write(c.handleHeartbeat))
+	mux.HandleFunc("POST /v1/brokers/suspect", c.write(c.handleSuspect))
+	mux.HandleFunc("POST /v1/topics", c.write(c.handleCreateTopic))
+	mux.HandleFunc("DELETE /v1/topics/{name}", c.write(c.handleDeleteTopic))
+	mux.HandleFunc("POST /v1/topics/{name}/partitions", c.write(c.handleCreatePartitions))
+	mux.HandleFunc("POST /v1/topics/{name}/configs", c.write(c.handleAlterConfigs))
+	mux.HandleFunc("POST /v1/partitions/log-start", c.write(c.handleLogStart))
+	mux.HandleFunc("POST /v1/partitions/move", c.write(c.handleMove))
+	mux.HandleFunc("POST /v1/partitions/complete-move", c.write(c.handleCompleteMove))
+	mux.HandleFunc("POST /v1/partitions/cancel-move", c.write(c.handleCancelMove))
+	mux.HandleFunc("POST /v1/producer-ids", c.write(c.handleProducerIDs))
+	mux.HandleFunc("GET /v1/metadata", c.handleMetadata)
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Status()) })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fmt.Errorf("%w: %s %s", errNotFound, r.Method, r.URL.Path))
+	})
+	return c.instrument(mux)
+}
+
+// statusRecorder remembers the answer's status for the metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// instrument counts requests by route and status and turns a handler panic into a 500
+// (bad input must never take a controller down).
+func (c *Controller) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				c.log.Error("controller API handler panicked", "path", r.URL.Path, "panic", p)
+				if rec.status == 0 {
+					writeError(rec, fmt.Errorf("%w: %v", errInternal, p))
+				}
+			}
+			path := r.Pattern
+			if path == "" || path == "/" {
+				path = "other"
+			}
+			c.metrics.apiRequests.WithLabelValues(path, strconv.Itoa(rec.status)).Inc()
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// writeHandler handles a request on the leader; its value is sent as JSON.
+type writeHandler func(r *http.Request, body []byte) (any, error)
+
+// write wraps a leader-only handler: bounded body, then local handling on the leader,
+// proxying on a follower.
+func (c *Controller) write(h writeHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := readBody(w, r, c.cfg.MaxBodyBytes)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		local := func() {
+			v, err := h(r, body)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		}
+		if c.IsLeader() {
+			local()
+			return
+		}
+		c.forward(w, r, body, local)
+	}
+}
+
+// forward proxies a request to the leader. While no leader is known, or the known one
+// cannot be dialled (it just died), it waits up to LeaderWaitTimeout for an election,
+// so a change of leader costs the client a slow answer rather than an error. If this
+// controller becomes the leader meanwhile it calls local.
+func (c *Controller) forward(w http.ResponseWriter, r *http.Request, body []byte, local func()) {
+	if r.Header.Get(forwardedHeader) != "" {
+		writeError(w, fmt.Errorf("%w: request forwarded by %s, but controller %d is not the leader", ErrNotLeader, r.Header.Get(forwardedHeader), c.cfg.NodeID))
+		return
+	}
+	deadline := time.Now().Add(c.cfg.LeaderWaitTimeout)
+	failed := ""
+	for {
+		if c.IsLeader() {
+			local()
+			return
+		}
+		if _, api, ok := c.leader(); ok && api != failed {
+			resp, err := c.forwardOnce(r, api, body)
+			if err == nil {
+				defer resp.Body.Close()
+				if ct := resp.Header.Get("Content-Type"); ct != "" {
+					w.Header().Set("Content-Type", ct)
+				}
+				w.WriteHeader(resp.StatusCode)
+				io.Copy(w, resp.Body)
+				return
+			}
+			if !isDialError(err) {
+				// The leader may have acted on it: the client must decide (retry is safe).
+				writeError(w, fmt.Errorf("%w: forwarding to the leader at %s: %v", ErrUnavailable, api, err))
+				return
+			}
+			failed = api
+		}
+		if time.Now().After(deadline) {
+			writeError(w, fmt.Errorf("%w: controller %d knows no reachable leader", ErrNotLeader, c.cfg.NodeID))
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-c.ctx.Done():
+			writeError(w, fmt.Errorf("%w: controller shutting down", ErrUnavailable))
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Controller) forwardOnce(r *http.Request, api string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+api+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(forwardedHeader, strconv.Itoa(int(c.cfg.NodeID)))
+	// Every write is safe to replay (see the client): let the transport retry a request
+	// that died on a stale keep-alive connection.
+	req.Header.Set("Idempotency-Key", "weir")
+	c.metrics.forwarded.Inc()
+	return c.fwd.Do(req)
+}
+
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// readBody reads the whole body, at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, fmt.Errorf("%w: body larger than %d bytes", ErrBadRequest, limit)
+		}
+		return nil, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err)
+	}
+	return b, nil
+}
+
+// decode parses a JSON body into v; anything malformed is a bad request.
+func decode(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return fmt.Errorf("%w: empty body", ErrBadRequest)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(APIError{Code: "internal", Message: err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	code, status := errorCode(err)
+	writeJSON(w, status, APIError{Code: code, Message: err.Error()})
+}

@@ -1,0 +1,100 @@
+package controller
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// handleMetadata serves GET /v1/metadata. With after=V it is a long poll: the answer
+// comes as soon as the local state's version exceeds V, or 204 after wait (default 0:
+// answer at once). Served from this controller's state machine, which may lag the
+// leader by a few entries. With consistent=1 it is served by the leader after a Raft
+// barrier, so it reflects every write acknowledged before it (a broker uses it once at
+// start-up, before replaying its WAL).
+func (c *Controller) handleMetadata(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if b, _ := strconv.ParseBool(q.Get("consistent")); b {
+		local := func() { c.serveConsistent(w) }
+		if c.IsLeader() {
+			local()
+		} else {
+			c.forward(w, r, nil, local)
+		}
+		return
+	}
+	var after uint64
+	hasAfter := q.Has("after")
+	if hasAfter {
+		var err error
+		if after, err = strconv.ParseUint(q.Get("after"), 10, 64); err != nil {
+			writeError(w, fmt.Errorf("%w: after=%q", ErrBadRequest, q.Get("after")))
+			return
+		}
+	}
+	var wait time.Duration
+	if s := q.Get("wait"); s != "" {
+		var err error
+		if wait, err = time.ParseDuration(s); err != nil || wait < 0 {
+			writeError(w, fmt.Errorf("%w: wait=%q", ErrBadRequest, s))
+			return
+		}
+		wait = min(wait, c.cfg.MaxWatchWait)
+	}
+	var timeout <-chan time.Time
+	for {
+		changed := c.fsm.Changed() // before reading the view: no change slips between
+		p := c.fsm.published()
+		if !hasAfter || p.view.Version > after {
+			writeView(w, p)
+			return
+		}
+		if wait <= 0 {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if timeout == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case <-r.Context().Done():
+			return
+		case <-c.ctx.Done():
+			writeError(w, fmt.Errorf("%w: controller shutting down", ErrUnavailable))
+			return
+		}
+	}
+}
+
+func (c *Controller) serveConsistent(w http.ResponseWriter) {
+	r := c.r.Load()
+	if r == nil {
+		writeError(w, ErrUnavailable)
+		return
+	}
+	if err := r.Barrier(c.cfg.ApplyTimeout).Error(); err != nil {
+		writeError(w, fmt.Errorf("%w: barrier: %v", ErrUnavailable, err))
+		return
+	}
+	if c.fsm.View().ClusterID == "" {
+		if err := c.ensureClusterID(); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	writeView(w, c.fsm.published())
+}
+
+func writeView(w http.ResponseWriter, p *published) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Weir-Version", strconv.FormatUint(p.view.Version, 10))
+	w.WriteHeader(http.StatusOK)
+	w.Write(p.json())
+}

@@ -1,0 +1,71 @@
+package controller
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Partition and producer-ID writes: the commands validate against the state when
+// applied, so these need no admin lock.
+
+func (c *Controller) proposeVersion(cmd command) (any, error) {
+	res, err := c.propose(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return VersionResponse{Version: res.Version}, nil
+}
+
+func (c *Controller) handleLogStart(r *http.Request, body []byte) (any, error) {
+	var req LogStartRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return c.proposeVersion(&setLogStartOffsetCmd{TopicID: req.TopicID, Partition: req.Partition, Offset: req.Offset})
+}
+
+func (c *Controller) handleMove(r *http.Request, body []byte) (any, error) {
+	var req MoveRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return c.proposeVersion(&beginMoveCmd{TopicID: req.TopicID, Partition: req.Partition, Target: req.Target})
+}
+
+func (c *Controller) handleCompleteMove(r *http.Request, body []byte) (any, error) {
+	var req CompleteMoveRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return c.proposeVersion(&completeMoveCmd{TopicID: req.TopicID, Partition: req.Partition, From: req.From, FromEpoch: req.FromEpoch, EndOffset: req.EndOffset})
+}
+
+func (c *Controller) handleCancelMove(r *http.Request, body []byte) (any, error) {
+	var req MoveRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return c.proposeVersion(&cancelMoveCmd{TopicID: req.TopicID, Partition: req.Partition})
+}
+
+// DefaultProducerIDBlock is the block a client fetches when it runs out of IDs.
+const DefaultProducerIDBlock = 1000
+
+func (c *Controller) handleProducerIDs(r *http.Request, body []byte) (any, error) {
+	var req ProducerIDsRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if req.Count == 0 {
+		req.Count = DefaultProducerIDBlock
+	}
+	if req.Count < 0 || req.Count > maxProducerIDBlock {
+		return nil, fmt.Errorf("%w: count %d (must be 1..%d)", ErrBadRequest, req.Count, maxProducerIDBlock)
+	}
+	res, err := c.propose(&allocateProducerIDsCmd{Count: req.Count})
+	if err != nil {
+		return nil, err
+	}
+	first, _ := res.Value.(int64)
+	return ProducerIDsResponse{First: first, Count: req.Count, Version: res.Version}, nil
+}

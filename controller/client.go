@@ -1,0 +1,477 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-io/weir/metadata"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Controllers are the controllers' API addresses (host:port); any of them will do.
+	Controllers []string
+	// BrokerID, Rack, Host and Port are the broker's identity; RegisterBroker's argument
+	// replaces them. BrokerID < 0 means the client is not a broker (admin tools): it
+	// never registers or heartbeats. A broker client's Views carry its own ID as
+	// ControllerID: every broker accepts admin requests and forwards them here.
+	BrokerID int32
+	Rack     string
+	Host     string
+	Port     int32
+	// HeartbeatInterval is how often a registered broker heartbeats.
+	HeartbeatInterval time.Duration
+	// LeaseTimeout is the lease assumed until a controller answers with its own.
+	LeaseTimeout time.Duration
+	// RequestTimeout bounds one HTTP attempt; RetryTimeout bounds a write's retries
+	// across controllers (after it the write fails with metadata.ErrNotController).
+	RequestTimeout time.Duration
+	RetryTimeout   time.Duration
+	// WatchWait is the long-poll wait of the metadata watch.
+	WatchWait time.Duration
+	// StartTimeout bounds NewClient's wait for a first, consistent View (taken from the
+	// leader after a Raft barrier). Negative: start with an empty View and do not wait.
+	StartTimeout time.Duration
+	// ProducerIDBlock is how many producer IDs one Raft round trip reserves.
+	ProducerIDBlock int64
+	// DefaultPartitions replaces -1 partitions in CreateTopic (0: the controller's).
+	DefaultPartitions int32
+	// Logger receives the client's logs (nil: discarded).
+	Logger *slog.Logger
+	// OnEpochChange, if set, is called after the broker registered again with a new
+	// epoch because the controller had fenced it.
+	OnEpochChange func(oldEpoch, newEpoch int64)
+}
+
+// DefaultClientConfig returns the defaults (BrokerID -1: set it for a broker).
+func DefaultClientConfig() ClientConfig {
+	return ClientConfig{
+		BrokerID:          -1,
+		HeartbeatInterval: 500 * time.Millisecond,
+		LeaseTimeout:      3 * time.Second,
+		RequestTimeout:    15 * time.Second,
+		RetryTimeout:      30 * time.Second,
+		WatchWait:         30 * time.Second,
+		StartTimeout:      30 * time.Second,
+		ProducerIDBlock:   DefaultProducerIDBlock,
+	}
+}
+
+func (cfg *ClientConfig) fill() error {
+	if len(cfg.Controllers) == 0 {
+		return errors.New("controller client: no controller addresses")
+	}
+	d := DefaultClientConfig()
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if cfg.LeaseTimeout <= 0 {
+		cfg.LeaseTimeout = d.LeaseTimeout
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = d.RequestTimeout
+	}
+	if cfg.RetryTimeout <= 0 {
+		cfg.RetryTimeout = d.RetryTimeout
+	}
+	if cfg.WatchWait <= 0 {
+		cfg.WatchWait = d.WatchWait
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = d.StartTimeout
+	}
+	if cfg.ProducerIDBlock <= 0 || cfg.ProducerIDBlock > maxProducerIDBlock {
+		cfg.ProducerIDBlock = d.ProducerIDBlock
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// maxResponseBytes bounds an answer (a View of a very large cluster included).
+const maxResponseBytes = 256 << 20
+
+// Client is what a broker uses to reach the controllers. It implements
+// metadata.Store, metadata.Registrar, metadata.Mover and metadata.Leaser.
+//
+// Reads come from a View kept current by a long-poll watch on any reachable controller.
+// Writes go to any controller (followers forward them to the leader), are retried on
+// another controller after a connection error or not_leader/unavailable, and return only
+// once the local View has caught up with the write, so a broker reads its own writes.
+type Client struct {
+	cfg ClientConfig
+	log *slog.Logger
+	hc  *http.Client
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex // guards view, changed, pollCancel
+	view    *metadata.View
+	changed chan struct{}
+	// pollCancel aborts the watch's current long poll; watchNext (if >= 0) is the
+	// controller to watch next.
+	pollCancel context.CancelFunc
+	watchNext  atomic.Int32
+
+	hint    atomic.Int32 // index of the controller that answered the last write
+	retries atomic.Int64 // attempts that failed and were retried (tests, debugging)
+
+	regMu    sync.Mutex // serialises registration
+	selfID   atomic.Int32
+	self     metadata.Broker
+	epoch    atomic.Int64
+	hbOnce   sync.Once
+	hbPaused atomic.Bool // tests: stop heartbeating, as a hung broker would
+
+	leaseMu  sync.Mutex
+	lastAck  time.Time // send time of the last acknowledged heartbeat (or registration)
+	leaseDur time.Duration
+
+	pidMu           sync.Mutex
+	pidNext, pidEnd int64
+	closeOnce       sync.Once
+}
+
+var (
+	_ metadata.Store     = (*Client)(nil)
+	_ metadata.Registrar = (*Client)(nil)
+	_ metadata.Mover     = (*Client)(nil)
+	_ metadata.Leaser    = (*Client)(nil)
+)
+
+// NewClient connects to the controllers: it waits (up to StartTimeout) for a consistent
+// View and starts the metadata watch.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		cfg:      cfg,
+		log:      cfg.Logger.With("controller_client", cfg.BrokerID),
+		ctx:      ctx,
+		cancel:   cancel,
+		changed:  make(chan struct{}),
+		leaseDur: cfg.LeaseTimeout,
+		self:     metadata.Broker{ID: cfg.BrokerID, Host: cfg.Host, Port: cfg.Port, Rack: cfg.Rack},
+		hc: &http.Client{Transport: &http.Transport{
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     90 * time.Second,
+		}},
+	}
+	c.selfID.Store(cfg.BrokerID)
+	c.watchNext.Store(-1)
+	start := 0
+	if cfg.BrokerID > 0 {
+		start = int(cfg.BrokerID) % len(cfg.Controllers)
+	}
+	c.hint.Store(int32(start))
+	c.view = metadata.NewView(0, "", cfg.BrokerID, nil, nil)
+	if cfg.StartTimeout > 0 {
+		sctx, scancel := context.WithTimeout(ctx, cfg.StartTimeout)
+		err := c.refreshConsistent(sctx)
+		scancel()
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("controller client: no consistent metadata within %v: %w", cfg.StartTimeout, err)
+		}
+	}
+	c.wg.Add(1)
+	go c.watchLoop(start)
+	return c, nil
+}
+
+// Close stops the watch and heartbeats. It does not deregister the broker: its lease
+// simply runs out.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.wg.Wait()
+		c.hc.CloseIdleConnections()
+	})
+	return nil
+}
+
+// View implements metadata.Store.
+func (c *Client) View() *metadata.View {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.view
+}
+
+// Changed implements metadata.Store.
+func (c *Client) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// publish installs a newer View (older or equal versions are ignored: every replica
+// reaches the same version with the same state).
+func (c *Client) publish(vj *ViewJSON) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.view != nil && vj.Version <= c.view.Version {
+		return false
+	}
+	id := vj.ControllerID
+	if self := c.selfID.Load(); self >= 0 {
+		id = self
+	}
+	c.view = metadata.NewView(vj.Version, vj.ClusterID, id, vj.Brokers, vj.Topics)
+	close(c.changed)
+	c.changed = make(chan struct{})
+	return true
+}
+
+// attempt sends one request to one controller; it returns the status and body.
+func (c *Client) attempt(ctx context.Context, addr, method, path string, body []byte, timeout time.Duration) (int, []byte, error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(rctx, method, "http://"+addr+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Idempotency-Key", "weir") // every call is safe to replay
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, b, nil
+}
+
+// callInfo tells a caller how a call went, for the retry-after-ambiguity checks.
+type callInfo struct {
+	// ambiguous: an earlier attempt may have been applied although it failed.
+	ambiguous bool
+	retries   int
+}
+
+// call performs an API call with retries across controllers on connection errors and
+// not_leader/unavailable answers; other errors come back as their metadata sentinel.
+// When the retry budget runs out the error wraps metadata.ErrNotController.
+func (c *Client) call(ctx context.Context, method, path string, in, out any) (callInfo, error) {
+	var info callInfo
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return info, fmt.Errorf("%w: %v", ErrBadRequest, err)
+		}
+	}
+	if c.ctx.Err() != nil {
+		return info, ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RetryTimeout)
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+	n := len(c.cfg.Controllers)
+	first := int(c.hint.Load())
+	backoff := 25 * time.Millisecond
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		idx := (first + attempt) % n
+		status, resp, err := c.attempt(ctx, c.cfg.Controllers[idx], method, path, body, c.cfg.RequestTimeout)
+		switch {
+		case err != nil:
+			lastErr = err
+			if !isDialError(err) {
+				info.ambiguous = true
+			}
+		case status/100 == 2:
+			c.hint.Store(int32(idx))
+			if out != nil && status != http.StatusNoContent {
+				if err := json.Unmarshal(resp, out); err != nil {
+					return info, fmt.Errorf("%w: undecodable answer from %s: %v", ErrUnavailable, c.cfg.Controllers[idx], err)
+				}
+			}
+			return info, nil
+		default:
+			var ae APIError
+			if json.Unmarshal(resp, &ae) != nil || ae.Code == "" {
+				ae = APIError{Code: "internal", Message: fmt.Sprintf("HTTP %d: %.200s", status, resp)}
+			}
+			if !retriable(ae.Code) {
+				return info, fmt.Errorf("%w (%s)", codeError(ae.Code), ae.Message)
+			}
+			if ae.Code == "unavailable" {
+				info.ambiguous = true
+			}
+			lastErr = &ae
+		}
+		if ctx.Err() != nil {
+			if c.ctx.Err() != nil {
+				return info, ErrClosed
+			}
+			return info, fmt.Errorf("%w: no controller answered %s %s: %v", metadata.ErrNotController, method, path, lastErr)
+		}
+		info.retries++
+		c.retries.Add(1)
+		c.log.Debug("controller call failed, retrying", "path", path, "controller", c.cfg.Controllers[idx], "err", lastErr)
+		if (attempt+1)%n == 0 { // tried them all: wait a little (an election, a restart)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+}
+
+// fetchView GETs a View from one controller; nil, nil on 204 (no change).
+func (c *Client) fetchView(ctx context.Context, addr, path string, timeout time.Duration) (*ViewJSON, error) {
+	status, body, err := c.attempt(ctx, addr, http.MethodGet, path, nil, timeout)
+	if err != nil {
+		return nil, err
+	}
+	switch status {
+	case http.StatusOK:
+		var vj ViewJSON
+		if err := json.Unmarshal(body, &vj); err != nil {
+			return nil, fmt.Errorf("controller client: undecodable view from %s: %w", addr, err)
+		}
+		return &vj, nil
+	case http.StatusNoContent:
+		return nil, nil
+	default:
+		var ae APIError
+		if json.Unmarshal(body, &ae) != nil || ae.Code == "" {
+			ae = APIError{Code: "internal", Message: fmt.Sprintf("HTTP %d", status)}
+		}
+		return nil, &ae
+	}
+}
+
+// refreshConsistent fetches the leader's View after a barrier, trying every controller
+// until ctx ends.
+func (c *Client) refreshConsistent(ctx context.Context) error {
+	n := len(c.cfg.Controllers)
+	first := int(c.hint.Load())
+	backoff := 25 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		addr := c.cfg.Controllers[(first+attempt)%n]
+		vj, err := c.fetchView(ctx, addr, "/v1/metadata?consistent=1", c.cfg.RequestTimeout)
+		if err == nil && vj != nil {
+			c.publish(vj)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %v", metadata.ErrNotController, err)
+		}
+		if (attempt+1)%n == 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+}
+
+// watchLoop long-polls one controller at a time for newer Views, moving to the next
+// controller on errors (or when waitVersion finds the watched one lagging).
+func (c *Client) watchLoop(idx int) {
+	defer c.wg.Done()
+	n := len(c.cfg.Controllers)
+	backoff := 50 * time.Millisecond
+	for c.ctx.Err() == nil {
+		if next := c.watchNext.Swap(-1); next >= 0 {
+			idx = int(next) % n
+		}
+		pctx, cancel := context.WithCancel(c.ctx)
+		c.mu.Lock()
+		c.pollCancel = cancel
+		after := c.view.Version
+		c.mu.Unlock()
+		path := fmt.Sprintf("/v1/metadata?after=%d&wait=%s", after, c.cfg.WatchWait)
+		vj, err := c.fetchView(pctx, c.cfg.Controllers[idx], path, c.cfg.WatchWait+c.cfg.RequestTimeout)
+		kicked := pctx.Err() != nil
+		cancel()
+		if c.ctx.Err() != nil {
+			return
+		}
+		if kicked {
+			continue
+		}
+		if err != nil {
+			c.log.Debug("metadata watch failed", "controller", c.cfg.Controllers[idx], "err", err)
+			idx = (idx + 1) % n
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		if vj != nil {
+			c.publish(vj)
+		}
+	}
+}
+
+// kickWatch makes the watch poll controller idx right away.
+func (c *Client) kickWatch(idx int) {
+	c.watchNext.Store(int32(idx))
+	c.mu.Lock()
+	if c.pollCancel != nil {
+		c.pollCancel()
+	}
+	c.mu.Unlock()
+}
+
+// waitVersion waits until the local View has reached version v (read your writes). If
+// the watched controller seems to lag, the watch moves to the one that answered the
+// write. The write already happened: running out of time is only logged.
+func (c *Client) waitVersion(ctx context.Context, v uint64) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RetryTimeout)
+	defer cancel()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	for {
+		ch := c.Changed()
+		if c.View().Version >= v {
+			return
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			c.kickWatch(int(c.hint.Load()))
+			t.Reset(time.Second)
+		case <-ctx.Done():
+			if c.ctx.Err() == nil {
+				c.log.Warn("metadata view did not catch up with a write", "want", v, "have", c.View().Version)
+			}
+			return
+		}
+	}
+}

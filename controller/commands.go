@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/weir-io/weir/metadata"
+)
+
+// cmdType is the first byte of every Raft log entry; the rest is the command's JSON.
+// Values are part of the on-disk format: never renumber, only add.
+type cmdType byte
+
+const (
+	cmdInitCluster         cmdType = 1
+	cmdRegisterBroker      cmdType = 2
+	cmdFenceBroker         cmdType = 3
+	cmdCreateTopic         cmdType = 4
+	cmdDeleteTopic         cmdType = 5
+	cmdCreatePartitions    cmdType = 6
+	cmdAlterTopicConfigs   cmdType = 7
+	cmdSetLogStartOffset   cmdType = 8
+	cmdAllocateProducerIDs cmdType = 9
+	cmdBeginMove           cmdType = 10
+	cmdCompleteMove        cmdType = 11
+	cmdCancelMove          cmdType = 12
+)
+
+// command is one replicated change. apply must be deterministic: it may read and change
+// only the machine, never the clock, randomness or anything outside. It returns a value
+// for the proposer, whether the state changed (which bumps Version), or an error that
+// leaves the state untouched.
+type command interface {
+	kind() cmdType
+	apply(m *machine) (value any, changed bool, err error)
+}
+
+var commandDecoders = map[cmdType]func() command{
+	cmdInitCluster:         func() command { return &initClusterCmd{} },
+	cmdRegisterBroker:      func() command { return &registerBrokerCmd{} },
+	cmdFenceBroker:         func() command { return &fenceBrokerCmd{} },
+	cmdCreateTopic:         func() command { return &createTopicCmd{} },
+	cmdDeleteTopic:         func() command { return &deleteTopicCmd{} },
+	cmdCreatePartitions:    func() command { return &createPartitionsCmd{} },
+	cmdAlterTopicConfigs:   func() command { return &alterTopicConfigsCmd{} },
+	cmdSetLogStartOffset:   func() command { return &setLogStartOffsetCmd{} },
+	cmdAllocateProducerIDs: func() command { return &allocateProducerIDsCmd{} },
+	cmdBeginMove:           func() command { return &beginMoveCmd{} },
+	cmdCompleteMove:        func() command { return &completeMoveCmd{} },
+	cmdCancelMove:          func() command { return &cancelMoveCmd{} },
+}
+
+var errBadCommand = errors.New("controller: undecodable command")
+
+func encodeCommand(c command) ([]byte, error) {
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("controller: encode command %d: %w", c.kind(), err)
+	}
+	return append([]byte{byte(c.kind())}, body...), nil
+}
+
+func decodeCommand(data []byte) (command, error) {
+	if len(data) < 1 {
+		return nil, fmt.Errorf("%w: empty entry", errBadCommand)
+	}
+	mk, ok := commandDecoders[cmdType(data[0])]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown type %d", errBadCommand, data[0])
+	}
+	c := mk()
+	if err := json.Unmarshal(data[1:], c); err != nil {
+		return nil, fmt.Errorf("%w: type %d: %v", errBadCommand, data[0], err)
+	}
+	return c, nil
+}
+
+// machine is the state plus derived indexes; only the FSM's apply goroutine changes it.
+type machine struct {
+	st   State
+	byID map[metadata.TopicID]string
+}
+
+func newMachine(st State) *machine {
+	if st.Brokers == nil {
+		st.Brokers = map[int32]metadata.Broker{}
+	}
+	if st.Topics == nil {
+		st.Topics = map[string]*metadata.Topic{}
+	}
+	m := &machine{st: st, byID: make(map[metadata.TopicID]string, len(st.Topics))}
+	for name, t := range st.Topics {
+		m.byID[t.ID] = name
+	}
+	return m
+}
+
+func (m *machine) topicByID(id metadata.TopicID) *metadata.Topic {
+	name, ok := m.byID[id]
+	if !ok {
+		return nil
+	}
+	return m.st.Topics[name]
+}
+
+func (m *machine) putTopic(t *metadata.Topic) {
+	m.st.Topics[t.Name] = t
+	m.byID[t.ID] = t.Name
+}
+
+func (m *machine) removeTopic(t *metadata.Topic) {
+	delete(m.st.Topics, t.Name)
+	delete(m.byID, t.ID)
+}
+
+// partition returns a modifiable clone of the topic and the index of the partition.
+func (m *machine) partitionForUpdate(id metadata.TopicID, partition int32) (*metadata.Topic, *metadata.Partition, error) {
+	t := m.topicByID(id)
+	if t == nil {
+		return nil, nil, fmt.Errorf("%w: id %s", metadata.ErrUnknownTopic, id)
+	}
+	if partition < 0 || int(partition) >= len(t.Partitions) {
+		return nil, nil, fmt.Errorf("%w: partition %d of %q", metadata.ErrUnknownTopic, partition, t.Name)
+	}
+	c := cloneTopic(t)
+	return c, &c.Partitions[partition], nil
+}

@@ -1,0 +1,277 @@
+package controller
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Peer is one controller of the static quorum: its Raft address and its API address.
+type Peer struct {
+	ID       int32  `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	APIAddr  string `json:"api_addr"`
+}
+
+// Peers is the static peer list; as a flag.Value it parses
+// "1=raftHost:port/apiHost:port,2=raftHost:port/apiHost:port,...".
+type Peers []Peer
+
+// ParsePeers parses "1=raftHost:port/apiHost:port,2=...".
+func ParsePeers(s string) (Peers, error) {
+	var ps Peers
+	if err := ps.Set(s); err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+// String implements flag.Value.
+func (p *Peers) String() string {
+	if p == nil {
+		return ""
+	}
+	parts := make([]string, len(*p))
+	for i, x := range *p {
+		parts[i] = fmt.Sprintf("%d=%s/%s", x.ID, x.RaftAddr, x.APIAddr)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set implements flag.Value.
+func (p *Peers) Set(s string) error {
+	var out Peers
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		idStr, addrs, ok := strings.Cut(item, "=")
+		if !ok {
+			return fmt.Errorf("peer %q: want id=raftHost:port/apiHost:port", item)
+		}
+		id, err := strconv.ParseInt(strings.TrimSpace(idStr), 10, 32)
+		if err != nil || id < 0 {
+			return fmt.Errorf("peer %q: bad id", item)
+		}
+		raftAddr, apiAddr, ok := strings.Cut(addrs, "/")
+		if !ok {
+			return fmt.Errorf("peer %q: want id=raftHost:port/apiHost:port", item)
+		}
+		for _, a := range []string{raftAddr, apiAddr} {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return fmt.Errorf("peer %q: address %q: %v", item, a, err)
+			}
+		}
+		out = append(out, Peer{ID: int32(id), RaftAddr: raftAddr, APIAddr: apiAddr})
+	}
+	*p = out
+	return nil
+}
+
+// Config configures one controller.
+type Config struct {
+	// NodeID is this controller's ID; it must appear in Peers.
+	NodeID int32
+	// RaftAddr and APIAddr are the bind addresses; empty means this node's Peers entry.
+	// The Peers entry is what the others dial (the advertised address).
+	RaftAddr string
+	APIAddr  string
+	// DataDir holds raft.db (bolt: log and stable store) and snapshots/.
+	DataDir string
+	// Peers is the static quorum (3 or 5 voters), identical on every controller. A
+	// controller without Raft state bootstraps the cluster with it; one with state ignores it
+	// for Raft membership and uses it only to find the others' API addresses.
+	Peers Peers
+
+	// Raft timing: fast defaults for a LAN.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// SnapshotThreshold is how many log entries since the last snapshot trigger the next
+	// one (checked every SnapshotInterval); TrailingLogs stay in the log after it.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// ApplyTimeout bounds how long a proposal may wait to be enqueued.
+	ApplyTimeout time.Duration
+
+	// LeaseTimeout is a broker's lease: the leader fences a broker whose last heartbeat is
+	// older than LeaseTimeout+LeaseGrace. SuspectTimeout replaces LeaseTimeout+LeaseGrace
+	// for a broker another broker reported (gossip suspicion).
+	LeaseTimeout   time.Duration
+	LeaseGrace     time.Duration
+	SuspectTimeout time.Duration
+	// LeaseCheckInterval is how often the leader looks for expired leases.
+	LeaseCheckInterval time.Duration
+	// LeaderWaitTimeout is how long a follower holds a write while no leader is known
+	// (during an election) before answering not_leader.
+	LeaderWaitTimeout time.Duration
+
+	// DefaultPartitions is used for CreateTopics with -1 partitions; MaxPartitions bounds
+	// a topic.
+	DefaultPartitions int32
+	MaxPartitions     int32
+	// MaxBodyBytes bounds a request body; MaxWatchWait bounds a metadata long poll.
+	MaxBodyBytes int64
+	MaxWatchWait time.Duration
+
+	// Logger receives the controller's and raft's logs (nil: discarded).
+	Logger *slog.Logger
+	// Registerer receives the metrics, labelled controller=<NodeID> (nil: a private
+	// registry; never the global one).
+	Registerer prometheus.Registerer
+
+	// RaftListener and APIListener, when set, are used instead of binding RaftAddr and
+	// APIAddr (tests and embedders bind port 0 first, then build Peers). The Controller
+	// owns and closes them.
+	RaftListener net.Listener
+	APIListener  net.Listener
+}
+
+// DefaultConfig returns a configuration with the defaults; NodeID, DataDir and Peers
+// must still be set.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:             1,
+		DataDir:            "data/controller",
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		CommitTimeout:      10 * time.Millisecond,
+		SnapshotThreshold:  8192,
+		SnapshotInterval:   30 * time.Second,
+		TrailingLogs:       10240,
+		ApplyTimeout:       5 * time.Second,
+		LeaseTimeout:       3 * time.Second,
+		LeaseGrace:         500 * time.Millisecond,
+		SuspectTimeout:     time.Second,
+		LeaseCheckInterval: 100 * time.Millisecond,
+		LeaderWaitTimeout:  5 * time.Second,
+		DefaultPartitions:  1,
+		MaxPartitions:      100000,
+		MaxBodyBytes:       4 << 20,
+		MaxWatchWait:       60 * time.Second,
+	}
+}
+
+// BindFlags registers the controller's flags on fs.
+func (c *Config) BindFlags(fs *flag.FlagSet) {
+	fs.Func("node-id", "this controller's ID (must appear in --peers)", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil || n < 0 {
+			return fmt.Errorf("bad node id %q", s)
+		}
+		c.NodeID = int32(n)
+		return nil
+	})
+	fs.StringVar(&c.RaftAddr, "raft-addr", c.RaftAddr, "Raft bind address (default: this node's --peers entry)")
+	fs.StringVar(&c.APIAddr, "api-addr", c.APIAddr, "controller API bind address (default: this node's --peers entry)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the Raft log (raft.db) and snapshots")
+	fs.Var(&c.Peers, "peers", `static quorum, the same on every controller: "1=raftHost:port/apiHost:port,2=..."`)
+	fs.DurationVar(&c.HeartbeatTimeout, "raft-heartbeat-timeout", c.HeartbeatTimeout, "Raft follower timeout before an election")
+	fs.DurationVar(&c.ElectionTimeout, "raft-election-timeout", c.ElectionTimeout, "Raft candidate timeout")
+	fs.DurationVar(&c.LeaderLeaseTimeout, "raft-leader-lease-timeout", c.LeaderLeaseTimeout, "Raft leader steps down after this long without a quorum")
+	fs.DurationVar(&c.CommitTimeout, "raft-commit-timeout", c.CommitTimeout, "longest a follower waits to learn a commit when the leader is idle")
+	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", c.SnapshotThreshold, "log entries between snapshots")
+	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often to check the snapshot threshold")
+	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", c.TrailingLogs, "log entries kept after a snapshot")
+	fs.DurationVar(&c.LeaseTimeout, "lease-timeout", c.LeaseTimeout, "broker lease; a broker silent this long (+grace) is fenced")
+	fs.DurationVar(&c.LeaseGrace, "lease-grace", c.LeaseGrace, "extra time before the controller fences a broker whose lease ran out")
+	fs.DurationVar(&c.SuspectTimeout, "suspect-timeout", c.SuspectTimeout, "a broker reported by gossip is fenced when silent this long")
+	fs.Func("default-partitions", "partitions for topics created with -1", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil {
+			return err
+		}
+		c.DefaultPartitions = int32(n)
+		return nil
+	})
+	fs.Func("max-partitions", "most partitions one topic may have", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil {
+			return err
+		}
+		c.MaxPartitions = int32(n)
+		return nil
+	})
+}
+
+// Validate checks the configuration and fills RaftAddr/APIAddr from Peers.
+func (c *Config) Validate() error {
+	if len(c.Peers) == 0 {
+		return errors.New("controller: no peers")
+	}
+	c.Peers = append(Peers(nil), c.Peers...) // sorted below; never touch the caller's slice
+	seen := map[int32]bool{}
+	var self *Peer
+	for i := range c.Peers {
+		p := &c.Peers[i]
+		if seen[p.ID] {
+			return fmt.Errorf("controller: peer %d listed twice", p.ID)
+		}
+		seen[p.ID] = true
+		if p.RaftAddr == "" || p.APIAddr == "" {
+			return fmt.Errorf("controller: peer %d needs a raft and an API address", p.ID)
+		}
+		if p.ID == c.NodeID {
+			self = p
+		}
+	}
+	sort.Slice(c.Peers, func(i, j int) bool { return c.Peers[i].ID < c.Peers[j].ID })
+	if self == nil {
+		return fmt.Errorf("controller: node id %d is not in the peer list", c.NodeID)
+	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = c.peer(c.NodeID).RaftAddr
+	}
+	if c.APIAddr == "" {
+		c.APIAddr = c.peer(c.NodeID).APIAddr
+	}
+	if c.DataDir == "" {
+		return errors.New("controller: no data dir")
+	}
+	if c.HeartbeatTimeout < 5*time.Millisecond || c.ElectionTimeout < c.HeartbeatTimeout {
+		return errors.New("controller: need heartbeat timeout >= 5ms and election timeout >= heartbeat timeout")
+	}
+	if c.LeaderLeaseTimeout < 5*time.Millisecond || c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		return errors.New("controller: need 5ms <= leader lease timeout <= heartbeat timeout")
+	}
+	if c.CommitTimeout < time.Millisecond {
+		return errors.New("controller: commit timeout below 1ms")
+	}
+	if c.SnapshotThreshold == 0 || c.SnapshotInterval < 5*time.Millisecond {
+		return errors.New("controller: need snapshot threshold > 0 and snapshot interval >= 5ms")
+	}
+	if c.ApplyTimeout <= 0 || c.LeaseTimeout <= 0 || c.LeaseGrace < 0 || c.SuspectTimeout <= 0 || c.LeaseCheckInterval <= 0 || c.LeaderWaitTimeout < 0 {
+		return errors.New("controller: apply/lease/suspect timeouts and the lease check interval must be positive")
+	}
+	if c.MaxPartitions <= 0 {
+		return errors.New("controller: max partitions must be positive")
+	}
+	if c.DefaultPartitions <= 0 || c.DefaultPartitions > c.MaxPartitions {
+		return fmt.Errorf("controller: default partitions must be 1..%d", c.MaxPartitions)
+	}
+	if c.MaxBodyBytes <= 0 || c.MaxWatchWait <= 0 {
+		return errors.New("controller: max body bytes and max watch wait must be positive")
+	}
+	return nil
+}
+
+func (c *Config) peer(id int32) *Peer {
+	for i := range c.Peers {
+		if c.Peers[i].ID == id {
+			return &c.Peers[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package controller
+
+import (
+	"flag"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/weir-io/weir/metadata"
+)
+
+func TestConfigFlagsAndValidate(t *testing.T) {
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("weir controller", flag.ContinueOnError)
+	cfg.BindFlags(fs)
+	err := fs.Parse([]string{
+		"--node-id", "2", "--data-dir", "/tmp/x",
+		"--peers", "1=10.0.0.1:7000/10.0.0.1:7001, 2=10.0.0.2:7000/10.0.0.2:7001,3=h3:7000/h3:7001",
+		"--lease-timeout", "4s", "--raft-election-timeout", "800ms", "--default-partitions", "3",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeID != 2 || len(cfg.Peers) != 3 || cfg.RaftAddr != "10.0.0.2:7000" || cfg.APIAddr != "10.0.0.2:7001" ||
+		cfg.LeaseTimeout != 4*time.Second || cfg.ElectionTimeout != 800*time.Millisecond || cfg.DefaultPartitions != 3 {
+		t.Fatalf("parsed %+v", cfg)
+	}
+	if s := cfg.Peers.String(); !strings.HasPrefix(s, "1=10.0.0.1:7000/10.0.0.1:7001,2=") {
+		t.Fatalf("peers round trip %q", s)
+	}
+	for _, bad := range []string{"1=a:1", "x=a:1/b:2", "1=a/b:2", "1=a:1/b:2,1=c:3/d:4"} {
+		c := DefaultConfig()
+		ps, err := ParsePeers(bad)
+		if err == nil {
+			c.Peers = ps
+			err = c.Validate()
+		}
+		if err == nil {
+			t.Errorf("peers %q accepted", bad)
+		}
+	}
+	c := DefaultConfig()
+	c.Peers, _ = ParsePeers("5=a:1/a:2")
+	if err := c.Validate(); err == nil {
+		t.Error("a node missing from its peer list was accepted")
+	}
+	c.NodeID = 5
+	c.LeaderLeaseTimeout = time.Second
+	if err := c.Validate(); err == nil {
+		t.Error("leader lease above the heartbeat timeout was accepted")
+	}
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestSingleControllerOwnListeners runs the production path: the controller binds its
+// own addresses (raft.NewTCPTransport), bootstraps, restarts from its data dir, and
+// exports its metrics on the injected registry.
+func TestSingleControllerOwnListeners(t *testing.T) {
+	dir := t.TempDir()
+	raftAddr, apiAddr := freePort(t), freePort(t)
+	reg := prometheus.NewRegistry()
+	start := func() *Controller {
+		cfg := DefaultConfig()
+		cfg.NodeID = 1
+		cfg.DataDir = dir
+		cfg.Peers = Peers{{ID: 1, RaftAddr: raftAddr, APIAddr: apiAddr}}
+		cfg.Registerer = reg
+		cfg.Logger = testLogger()
+		var c *Controller
+		var err error
+		for i := 0; i < 100; i++ { // the previous instance's sockets may linger briefly
+			if c, err = New(cfg); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Addr().String() != apiAddr || c.RaftAddr().String() != raftAddr {
+			t.Fatalf("bound %s / %s, want %s / %s", c.Addr(), c.RaftAddr(), apiAddr, raftAddr)
+		}
+		return c
+	}
+	c := start()
+	ctx := ctxT(t)
+	cl, err := NewClient(ClientConfig{Controllers: []string{apiAddr}, BrokerID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.RegisterBroker(ctx, brokerFor(7, "z")); err != nil {
+		t.Fatal(err)
+	}
+	top, err := cl.CreateTopic(ctx, metadata.TopicSpec{Name: "solo", Partitions: 2, ReplicationFactor: -1}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := gather(t, reg)
+	if h := fams["weir_controller_apply_duration_seconds"]; len(h) != 1 || h[0].GetHistogram().GetSampleCount() < 2 {
+		t.Fatalf("apply histogram %v", h)
+	}
+	if len(fams["weir_controller_raft_state"]) != 4 {
+		t.Fatalf("raft state series: %v", fams["weir_controller_raft_state"])
+	}
+	found := false
+	for _, m := range fams["weir_controller_api_requests_total"] {
+		if labels(m)["path"] == "POST /v1/topics" && labels(m)["code"] == "200" && labels(m)["controller"] == "1" && m.GetCounter().GetValue() >= 1 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("api request counter: %v", fams["weir_controller_api_requests_total"])
+	}
+	for _, m := range fams["weir_controller_brokers"] {
+		if want := map[string]float64{"active": 1, "fenced": 0}[labels(m)["state"]]; m.GetGauge().GetValue() != want {
+			t.Fatalf("brokers gauge %v", m)
+		}
+	}
+	cl.Close()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = start() // same registry: Close unregistered the metrics
+	defer c.Close()
+	waitFor(t, 20*time.Second, "the restarted controller to replay", func() bool {
+		tt := c.View().Topics["solo"]
+		return tt != nil && tt.ID == top.ID && c.IsLeader()
+	})
+	if b, _ := c.View().Broker(7); b.Epoch != 1 {
+		t.Fatalf("broker after restart: %+v", b)
+	}
+
+}
+
+func gather(t *testing.T, reg *prometheus.Registry) map[string][]*dto.Metric {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]*dto.Metric{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf.GetMetric()
+	}
+	return out
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}

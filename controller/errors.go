@@ -1,0 +1,81 @@
+package controller
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/weir-io/weir/metadata"
+)
+
+// Errors of the controller itself; the metadata sentinels cover the rest.
+var (
+	// ErrNotLeader: this controller is not the Raft leader and could not forward the
+	// request (or it was already forwarded once). Retry, possibly on another controller.
+	ErrNotLeader = errors.New("controller: not the leader")
+	// ErrUnavailable: the outcome is unknown (leadership lost while applying, shutdown,
+	// the leader unreachable mid-request). Retry; writes are safe to retry.
+	ErrUnavailable = errors.New("controller: unavailable")
+	// ErrBadRequest: malformed JSON, oversized body, or an invalid argument that has
+	// no metadata sentinel.
+	ErrBadRequest = errors.New("controller: bad request")
+	// ErrClosed is returned by a closed Controller or Client.
+	ErrClosed = errors.New("controller: closed")
+
+	errInvalidRequest = ErrBadRequest
+	errNotFound       = errors.New("controller: no such endpoint")
+	errInternal       = errors.New("controller: internal error")
+)
+
+// errorCodes maps errors to the API's error codes and HTTP statuses, 1:1 in both
+// directions. The client turns a code back into the same sentinel.
+var errorCodes = []struct {
+	code   string
+	err    error
+	status int
+}{
+	{"topic_exists", metadata.ErrTopicExists, http.StatusConflict},
+	{"unknown_topic", metadata.ErrUnknownTopic, http.StatusNotFound},
+	{"invalid_topic", metadata.ErrInvalidTopic, http.StatusBadRequest},
+	{"invalid_partitions", metadata.ErrInvalidPartitions, http.StatusBadRequest},
+	{"invalid_replication", metadata.ErrInvalidReplication, http.StatusBadRequest},
+	{"invalid_config", metadata.ErrInvalidConfig, http.StatusBadRequest},
+	{"invalid_offset", metadata.ErrInvalidOffset, http.StatusBadRequest},
+	{"not_available", metadata.ErrNotController, http.StatusServiceUnavailable},
+	{"fenced", metadata.ErrFenced, http.StatusConflict},
+	{"move_refused", metadata.ErrMoveRefused, http.StatusConflict},
+	{"not_leader", ErrNotLeader, http.StatusServiceUnavailable},
+	{"unavailable", ErrUnavailable, http.StatusServiceUnavailable},
+	{"bad_request", ErrBadRequest, http.StatusBadRequest},
+	{"not_found", errNotFound, http.StatusNotFound},
+	{"internal", errInternal, http.StatusInternalServerError},
+}
+
+// APIError is the body of every non-2xx answer.
+type APIError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string { return e.Code + ": " + e.Message }
+
+func errorCode(err error) (string, int) {
+	for _, c := range errorCodes {
+		if errors.Is(err, c.err) {
+			return c.code, c.status
+		}
+	}
+	return "internal", http.StatusInternalServerError
+}
+
+// codeError turns an API error code back into its sentinel (wrapping the message).
+func codeError(code string) error {
+	for _, c := range errorCodes {
+		if c.code == code {
+			return c.err
+		}
+	}
+	return errInternal
+}
+
+// retriable reports whether a client should try again (another controller, later).
+func retriable(code string) bool { return code == "not_leader" || code == "unavailable" }

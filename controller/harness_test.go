@@ -1,0 +1,196 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// testCluster is an in-process quorum on loopback, each controller with its own
+// t.TempDir() data dir and registry.
+type testCluster struct {
+	t      testing.TB
+	peers  Peers
+	dirs   []string
+	ctrls  []*Controller // nil while stopped
+	mutate func(*Config)
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("WEIR_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return nil
+}
+
+func listenLoopback(t testing.TB, addr string) net.Listener {
+	t.Helper()
+	var err error
+	for i := 0; i < 100; i++ { // a restart may race the old socket's teardown
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			return ln
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("listen %s: %v", addr, err)
+	return nil
+}
+
+func newTestCluster(t testing.TB, n int, mutate func(*Config)) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, mutate: mutate, ctrls: make([]*Controller, n)}
+	raftLns := make([]net.Listener, n)
+	apiLns := make([]net.Listener, n)
+	for i := 0; i < n; i++ {
+		raftLns[i] = listenLoopback(t, "127.0.0.1:0")
+		apiLns[i] = listenLoopback(t, "127.0.0.1:0")
+		tc.peers = append(tc.peers, Peer{ID: int32(i + 1), RaftAddr: raftLns[i].Addr().String(), APIAddr: apiLns[i].Addr().String()})
+		tc.dirs = append(tc.dirs, t.TempDir())
+	}
+	t.Cleanup(tc.stopAll)
+	for i := 0; i < n; i++ {
+		tc.startWith(i, raftLns[i], apiLns[i])
+	}
+	return tc
+}
+
+func (tc *testCluster) config(i int) Config {
+	cfg := DefaultConfig()
+	cfg.NodeID = int32(i + 1)
+	cfg.DataDir = tc.dirs[i]
+	cfg.Peers = append(Peers(nil), tc.peers...)
+	cfg.Logger = testLogger()
+	cfg.Registerer = prometheus.NewRegistry()
+	if tc.mutate != nil {
+		tc.mutate(&cfg)
+	}
+	return cfg
+}
+
+func (tc *testCluster) startWith(i int, raftLn, apiLn net.Listener) {
+	tc.t.Helper()
+	cfg := tc.config(i)
+	cfg.RaftListener, cfg.APIListener = raftLn, apiLn
+	c, err := New(cfg)
+	if err != nil {
+		tc.t.Fatalf("controller %d: New: %v", i+1, err)
+	}
+	if err := c.Start(); err != nil {
+		c.Close()
+		tc.t.Fatalf("controller %d: Start: %v", i+1, err)
+	}
+	tc.ctrls[i] = c
+}
+
+// restart starts a stopped controller again from its data dir, on its old addresses.
+func (tc *testCluster) restart(i int) {
+	tc.t.Helper()
+	tc.startWith(i, listenLoopback(tc.t, tc.peers[i].RaftAddr), listenLoopback(tc.t, tc.peers[i].APIAddr))
+}
+
+func (tc *testCluster) stop(i int) {
+	if c := tc.ctrls[i]; c != nil {
+		c.Close()
+		tc.ctrls[i] = nil
+	}
+}
+
+func (tc *testCluster) stopAll() {
+	for i := range tc.ctrls {
+		tc.stop(i)
+	}
+}
+
+func (tc *testCluster) apiAddrs() []string {
+	var out []string
+	for _, p := range tc.peers {
+		out = append(out, p.APIAddr)
+	}
+	return out
+}
+
+// waitLeader returns the index of the running leader once it has a cluster ID.
+func (tc *testCluster) waitLeader() int {
+	tc.t.Helper()
+	leader := -1
+	waitFor(tc.t, 30*time.Second, "a leader with a cluster ID", func() bool {
+		for i, c := range tc.ctrls {
+			if c != nil && c.IsLeader() && c.View().ClusterID != "" {
+				leader = i
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+func (tc *testCluster) follower(leader int) int {
+	for i := 1; i < len(tc.ctrls); i++ {
+		if j := (leader + i) % len(tc.ctrls); tc.ctrls[j] != nil {
+			return j
+		}
+	}
+	tc.t.Fatal("no running follower")
+	return -1
+}
+
+// client connects a client to the given controllers (all if none).
+func (tc *testCluster) client(brokerID int32, mutate func(*ClientConfig), idx ...int) *Client {
+	tc.t.Helper()
+	cfg := DefaultClientConfig()
+	cfg.BrokerID = brokerID
+	cfg.Logger = testLogger()
+	cfg.HeartbeatInterval = 200 * time.Millisecond
+	if len(idx) == 0 {
+		cfg.Controllers = tc.apiAddrs()
+	}
+	for _, i := range idx {
+		cfg.Controllers = append(cfg.Controllers, tc.peers[i].APIAddr)
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	c, err := NewClient(cfg)
+	if err != nil {
+		tc.t.Fatalf("NewClient: %v", err)
+	}
+	tc.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// broker returns a registered, heartbeating broker client.
+func (tc *testCluster) broker(id int32, rack string) *Client {
+	tc.t.Helper()
+	c := tc.client(id, func(cfg *ClientConfig) { cfg.Rack = rack })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.RegisterBroker(ctx, brokerFor(id, rack)); err != nil {
+		tc.t.Fatalf("register broker %d: %v", id, err)
+	}
+	return c
+}
+
+// waitFor polls cond until it holds or the (generous) timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,105 @@
+package controller
+
+import (
+	"strconv"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	applyDuration prometheus.Histogram
+	apiRequests   *prometheus.CounterVec
+	fenced        prometheus.Counter
+	forwarded     prometheus.Counter
+
+	reg  prometheus.Registerer
+	cols []prometheus.Collector
+}
+
+// unregister removes the metrics so a controller can be restarted on the same registry.
+func (m *metrics) unregister() {
+	for _, c := range m.cols {
+		m.reg.Unregister(c)
+	}
+}
+
+// newMetrics registers the controller's metrics on reg (labelled with the node ID so
+// several controllers can share one registry), or on a private registry when reg is nil.
+func newMetrics(reg prometheus.Registerer, c *Controller) (*metrics, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	reg = prometheus.WrapRegistererWith(prometheus.Labels{"controller": strconv.Itoa(int(c.cfg.NodeID))}, reg)
+	m := &metrics{
+		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "weir_controller_apply_duration_seconds",
+			Help:    "Time from proposing a command on the leader to its application (commit + FSM).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_controller_api_requests_total",
+			Help: "Controller API requests by route and answer code.",
+		}, []string{"path", "code"}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_controller_brokers_fenced_total",
+			Help: "Brokers this controller fenced as leader (lease expiry or suspicion).",
+		}),
+		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_controller_api_forwarded_total",
+			Help: "API requests this follower forwarded to the leader.",
+		}),
+	}
+	cols := []prometheus.Collector{m.applyDuration, m.apiRequests, m.fenced, m.forwarded}
+	for _, st := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
+		st := st
+		cols = append(cols, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "weir_controller_raft_state",
+			Help:        "1 for the Raft state this controller is in.",
+			ConstLabels: prometheus.Labels{"state": st.String()},
+		}, func() float64 {
+			if c.raftState() == st {
+				return 1
+			}
+			return 0
+		}))
+	}
+	gauge := func(name, help string, f func() float64) {
+		cols = append(cols, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+	gauge("weir_controller_raft_term", "Current Raft term.", func() float64 { return float64(c.withRaft(func(r *raft.Raft) uint64 { return r.CurrentTerm() })) })
+	gauge("weir_controller_raft_commit_index", "Raft commit index.", func() float64 { return float64(c.withRaft(func(r *raft.Raft) uint64 { return r.CommitIndex() })) })
+	gauge("weir_controller_raft_applied_index", "Last Raft index applied to the state machine.", func() float64 {
+		return float64(c.withRaft(func(r *raft.Raft) uint64 { return r.AppliedIndex() }))
+	})
+	gauge("weir_controller_metadata_version", "Version of the metadata state.", func() float64 { return float64(c.fsm.View().Version) })
+	for _, active := range []bool{true, false} {
+		active := active
+		state := "active"
+		if !active {
+			state = "fenced"
+		}
+		cols = append(cols, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "weir_controller_brokers",
+			Help:        "Registered brokers by state.",
+			ConstLabels: prometheus.Labels{"state": state},
+		}, func() float64 {
+			n := 0
+			for _, b := range c.fsm.View().Brokers {
+				if b.Active() == active {
+					n++
+				}
+			}
+			return float64(n)
+		}))
+	}
+	m.reg = reg
+	for _, col := range cols {
+		if err := reg.Register(col); err != nil {
+			m.unregister()
+			return nil, err
+		}
+		m.cols = append(m.cols, col)
+	}
+	return m, nil
+}

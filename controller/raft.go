@@ -1,0 +1,256 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// raftNode is the Raft side of a controller: stores, transport and the raft instance.
+type raftNode struct {
+	store     *raftboltdb.BoltStore
+	snaps     raft.SnapshotStore
+	transport *raft.NetworkTransport
+	addr      net.Addr // bound Raft address
+	raft      *raft.Raft
+}
+
+// openRaftStores opens the bolt log+stable store and the snapshot store under dataDir
+// and binds the Raft transport (New; raft itself starts in Start).
+func openRaftStores(cfg *Config, hlog hclog.Logger) (*raftNode, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.DataDir, "raft.db"))
+	if err != nil {
+		return nil, fmt.Errorf("controller: open raft.db: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog.Named("snapshots"))
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("controller: snapshot store: %w", err)
+	}
+	advertise, err := net.ResolveTCPAddr("tcp", cfg.peer(cfg.NodeID).RaftAddr)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("controller: raft advertise address: %w", err)
+	}
+	var trans *raft.NetworkTransport
+	var bound net.Addr
+	if cfg.RaftListener != nil {
+		bound = cfg.RaftListener.Addr()
+		trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:  &streamLayer{Listener: cfg.RaftListener, advertise: advertise},
+			MaxPool: 3,
+			Timeout: 10 * time.Second,
+			Logger:  hlog.Named("transport"),
+		})
+	} else {
+		trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, 10*time.Second, hlog.Named("transport"))
+		if err != nil {
+			store.Close()
+			return nil, fmt.Errorf("controller: raft transport on %s: %w", cfg.RaftAddr, err)
+		}
+		bound = advertise
+		if a, err := net.ResolveTCPAddr("tcp", string(trans.LocalAddr())); err == nil {
+			bound = a
+		}
+	}
+	return &raftNode{store: store, snaps: snaps, transport: trans, addr: bound}, nil
+}
+
+// start creates the raft instance and bootstraps the static quorum if there is no state.
+func (n *raftNode) start(cfg *Config, fsm raft.FSM, hlog hclog.Logger, notify chan<- bool) error {
+	rc := raft.DefaultConfig()
+	rc.LocalID = serverID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.NotifyCh = notify
+	rc.Logger = hlog.Named("raft")
+	rc.NoLegacyTelemetry = true
+	if err := raft.ValidateConfig(rc); err != nil {
+		return fmt.Errorf("controller: raft config: %w", err)
+	}
+	logs := raft.LogStore(n.store)
+	if cached, err := raft.NewLogCache(512, n.store); err == nil {
+		logs = cached
+	}
+	existing, err := raft.HasExistingState(logs, n.store, n.snaps)
+	if err != nil {
+		return fmt.Errorf("controller: raft state: %w", err)
+	}
+	r, err := raft.NewRaft(rc, fsm, logs, n.store, n.snaps, n.transport)
+	if err != nil {
+		return fmt.Errorf("controller: start raft: %w", err)
+	}
+	n.raft = r
+	if !existing {
+		var servers []raft.Server
+		for _, p := range cfg.Peers {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: serverID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+		}
+		// Every controller bootstraps with the same configuration; raft accepts that.
+		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && err != raft.ErrCantBootstrap {
+			return fmt.Errorf("controller: bootstrap: %w", err)
+		}
+	}
+	return nil
+}
+
+// close shuts raft down, then the transport and the store. Safe on a partial start.
+func (n *raftNode) close() error {
+	var first error
+	if n.raft != nil {
+		if err := n.raft.Shutdown().Error(); err != nil {
+			first = err
+		}
+	}
+	if n.transport != nil {
+		if err := n.transport.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if n.store != nil {
+		if err := n.store.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func serverID(id int32) raft.ServerID { return raft.ServerID(strconv.Itoa(int(id))) }
+
+func parseServerID(id raft.ServerID) (int32, bool) {
+	n, err := strconv.ParseInt(string(id), 10, 32)
+	return int32(n), err == nil
+}
+
+// streamLayer is a raft.StreamLayer over a listener the caller bound already.
+type streamLayer struct {
+	net.Listener
+	advertise net.Addr
+}
+
+func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(addr), timeout)
+}
+
+func (s *streamLayer) Addr() net.Addr { return s.advertise }
+
+// hclogAdapter sends hclog (raft's logger) to slog.
+type hclogAdapter struct {
+	l     *slog.Logger
+	name  string
+	args  []any
+	level hclog.Level
+}
+
+func newHCLog(l *slog.Logger) hclog.Logger {
+	if l == nil {
+		return hclog.NewNullLogger()
+	}
+	return &hclogAdapter{l: l, level: hclog.Info}
+}
+
+func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	if level == hclog.Off || (level != hclog.NoLevel && level < a.level) {
+		return
+	}
+	var sl slog.Level
+	switch level {
+	case hclog.Trace, hclog.Debug:
+		sl = slog.LevelDebug
+	case hclog.Warn:
+		sl = slog.LevelWarn
+	case hclog.Error:
+		sl = slog.LevelError
+	default:
+		sl = slog.LevelInfo
+	}
+	if !a.l.Enabled(context.Background(), sl) {
+		return
+	}
+	all := make([]any, 0, len(a.args)+len(args)+2)
+	if a.name != "" {
+		all = append(all, "component", a.name)
+	}
+	all = append(all, a.args...)
+	all = append(all, args...)
+	for i, v := range all {
+		if f, ok := v.(hclog.Format); ok && len(f) > 0 { // hclog.Fmt("%+v", x)
+			if format, ok := f[0].(string); ok {
+				all[i] = fmt.Sprintf(format, f[1:]...)
+			}
+		}
+	}
+	a.l.Log(context.Background(), sl, msg, all...)
+}
+
+func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
+func (a *hclogAdapter) Debug(msg string, args ...any) { a.Log(hclog.Debug, msg, args...) }
+func (a *hclogAdapter) Info(msg string, args ...any)  { a.Log(hclog.Info, msg, args...) }
+func (a *hclogAdapter) Warn(msg string, args ...any)  { a.Log(hclog.Warn, msg, args...) }
+func (a *hclogAdapter) Error(msg string, args ...any) { a.Log(hclog.Error, msg, args...) }
+func (a *hclogAdapter) IsTrace() bool                 { return a.level <= hclog.Trace }
+func (a *hclogAdapter) IsDebug() bool                 { return a.level <= hclog.Debug }
+func (a *hclogAdapter) IsInfo() bool                  { return a.level <= hclog.Info }
+func (a *hclogAdapter) IsWarn() bool                  { return a.level <= hclog.Warn }
+func (a *hclogAdapter) IsError() bool                 { return a.level <= hclog.Error }
+func (a *hclogAdapter) ImpliedArgs() []any            { return a.args }
+func (a *hclogAdapter) Name() string                  { return a.name }
+func (a *hclogAdapter) SetLevel(l hclog.Level)        { a.level = l }
+func (a *hclogAdapter) GetLevel() hclog.Level         { return a.level }
+
+func (a *hclogAdapter) With(args ...any) hclog.Logger {
+	c := *a
+	c.args = append(append([]any(nil), a.args...), args...)
+	return &c
+}
+
+func (a *hclogAdapter) Named(name string) hclog.Logger {
+	c := *a
+	if c.name != "" {
+		c.name += "." + name
+	} else {
+		c.name = name
+	}
+	return &c
+}
+
+func (a *hclogAdapter) ResetNamed(name string) hclog.Logger {
+	c := *a
+	c.name = name
+	return &c
+}
+
+func (a *hclogAdapter) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Logger {
+	return log.New(a.StandardWriter(opts), "", 0)
+}
+
+func (a *hclogAdapter) StandardWriter(*hclog.StandardLoggerOptions) io.Writer {
+	return lineWriter{a}
+}
+
+type lineWriter struct{ a *hclogAdapter }
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	w.a.Info(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,139 @@
+package controller
+
+import "github.com/weir-io/weir/metadata"
+
+// The API's JSON bodies. Topic IDs are JSON arrays of 16 numbers (metadata.TopicID).
+
+// ViewJSON is the body of GET /v1/metadata: the whole metadata at one version.
+type ViewJSON struct {
+	Version      uint64                     `json:"version"`
+	ClusterID    string                     `json:"cluster_id"`
+	ControllerID int32                      `json:"controller_id"`
+	Brokers      []metadata.Broker          `json:"brokers"`
+	Topics       map[string]*metadata.Topic `json:"topics"`
+}
+
+func viewToWire(v *metadata.View) ViewJSON {
+	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics}
+}
+
+// RegisterRequest is the body of POST /v1/brokers/register.
+type RegisterRequest struct {
+	ID   int32  `json:"id"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+	Rack string `json:"rack,omitempty"`
+}
+
+// LeaseResponse answers register and heartbeat.
+type LeaseResponse struct {
+	Epoch          int64  `json:"epoch"`
+	Version        uint64 `json:"version"`
+	LeaseTimeoutMs int64  `json:"lease_timeout_ms"`
+}
+
+// HeartbeatRequest is the body of POST /v1/brokers/heartbeat.
+type HeartbeatRequest struct {
+	ID    int32 `json:"id"`
+	Epoch int64 `json:"epoch"`
+}
+
+// SuspectRequest is the body of POST /v1/brokers/suspect: Reporter's gossip suspects ID.
+type SuspectRequest struct {
+	ID       int32 `json:"id"`
+	Reporter int32 `json:"reporter"`
+}
+
+// VersionResponse answers writes with nothing else to say.
+type VersionResponse struct {
+	Version uint64 `json:"version"`
+}
+
+// CreateTopicRequest is the body of POST /v1/topics. ID, when set, is the UUID to give
+// the topic; a retry with the same ID of a create that succeeded succeeds again.
+type CreateTopicRequest struct {
+	Name              string            `json:"name"`
+	Partitions        int32             `json:"partitions"`
+	ReplicationFactor int16             `json:"replication_factor"`
+	Configs           map[string]string `json:"configs,omitempty"`
+	ValidateOnly      bool              `json:"validate_only,omitempty"`
+	ID                metadata.TopicID  `json:"id"`
+}
+
+// TopicResponse answers create and delete.
+type TopicResponse struct {
+	Topic   *metadata.Topic `json:"topic"`
+	Version uint64          `json:"version"`
+}
+
+// CreatePartitionsRequest is the body of POST /v1/topics/{name}/partitions.
+type CreatePartitionsRequest struct {
+	Total        int32 `json:"total"`
+	ValidateOnly bool  `json:"validate_only,omitempty"`
+}
+
+// ConfigOpJSON is one incremental config op; Op is Kafka's: 0 set, 1 delete, 2 append,
+// 3 subtract.
+type ConfigOpJSON struct {
+	Key   string `json:"key"`
+	Op    int8   `json:"op"`
+	Value string `json:"value,omitempty"`
+}
+
+// AlterConfigsRequest is the body of POST /v1/topics/{name}/configs.
+type AlterConfigsRequest struct {
+	Ops          []ConfigOpJSON `json:"ops"`
+	ValidateOnly bool           `json:"validate_only,omitempty"`
+}
+
+// LogStartRequest is the body of POST /v1/partitions/log-start.
+type LogStartRequest struct {
+	TopicID   metadata.TopicID `json:"topic_id"`
+	Partition int32            `json:"partition"`
+	Offset    int64            `json:"offset"`
+}
+
+// MoveRequest is the body of POST /v1/partitions/move and (Target ignored)
+// /v1/partitions/cancel-move.
+type MoveRequest struct {
+	TopicID   metadata.TopicID `json:"topic_id"`
+	Partition int32            `json:"partition"`
+	Target    int32            `json:"target"`
+}
+
+// CompleteMoveRequest is the body of POST /v1/partitions/complete-move.
+type CompleteMoveRequest struct {
+	TopicID   metadata.TopicID `json:"topic_id"`
+	Partition int32            `json:"partition"`
+	From      int32            `json:"from"`
+	FromEpoch int64            `json:"from_epoch,omitempty"`
+	EndOffset int64            `json:"end_offset"`
+}
+
+// ProducerIDsRequest is the body of POST /v1/producer-ids.
+type ProducerIDsRequest struct {
+	Count int64 `json:"count"`
+}
+
+// ProducerIDsResponse: IDs First .. First+Count-1 are the caller's.
+type ProducerIDsResponse struct {
+	First   int64  `json:"first"`
+	Count   int64  `json:"count"`
+	Version uint64 `json:"version"`
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	ID                int32  `json:"id"`
+	State             string `json:"state"`
+	LeaderID          int32  `json:"leader_id"`
+	LeaderAPI         string `json:"leader_api,omitempty"`
+	Term              uint64 `json:"term"`
+	CommitIndex       uint64 `json:"commit_index"`
+	AppliedIndex      uint64 `json:"applied_index"`
+	LastLogIndex      uint64 `json:"last_log_index"`
+	LastSnapshotIndex uint64 `json:"last_snapshot_index"`
+	Version           uint64 `json:"version"`
+	ClusterID         string `json:"cluster_id"`
+	Peers             Peers  `json:"peers"`
+}
