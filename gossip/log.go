@@ -59,5 +59,9 @@ func parseMemberlistLine(s string) (slog.Level, string) {
 	if strings.HasPrefix(s, "ignoring alive message for") {
 		level = slog.LevelDebug
 	}
+	// Sends racing our own shutdown fail this way; nothing is wrong.
+	if strings.Contains(s, "use of closed network connection") {
+		level = slog.LevelDebug
+	}
 	return level, s
 }
