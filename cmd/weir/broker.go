@@ -5,12 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 
 	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/cluster"
@@ -30,31 +28,18 @@ func runBroker(ctx context.Context, args []string) error {
 	gcfg.BindAddr = ""
 	gcfg.BindFlags(fs)
 	controllers := fs.String("controllers", "", "comma-separated controller API addresses; empty runs a standalone broker with local metadata")
-	metricsAddr := fs.String("metrics", "127.0.0.1:9644", "address for /metrics, /healthz and /readyz (empty: off)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	p := newProcess(fs, "info", "127.0.0.1:9644", "address for /metrics, /healthz and /readyz (empty: off)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: weir broker [flags]\n\nRuns one Weir broker. Every acked record is fdatasync'ed to the broker's WAL first.\n"+
 			"Standalone (no --controllers): metadata in <data-dir>/metadata.json, WAL in <data-dir>/wal.\n"+
 			"Cluster: --controllers, --node-id, --rack and --wal-root (the shared file system); --gossip-addr enables gossip.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if ok, err := p.parse(fs, args); !ok {
 		return err
 	}
-	logger, err := newLogger(*logLevel)
-	if err != nil {
-		return err
-	}
-	reg := newRegistry()
-	var ready atomic.Bool
-	stopMetrics, err := serveMetrics(*metricsAddr, reg, &ready)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
+	defer p.stop()
+	logger, reg := p.log, p.reg
 	cfg.Logger, cfg.Registerer = logger, reg
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err
@@ -94,20 +79,12 @@ func runBroker(ctx context.Context, args []string) error {
 		}
 		b, closeAll = n.Broker, n.Close
 	}
-	ready.Store(true)
+	p.ready.Store(true)
 	addr := b.Advertised()
 	bootstrap := net.JoinHostPort(addr.Host, fmt.Sprint(addr.Port))
 	fmt.Printf("weir broker %d is ready: Kafka bootstrap %s  (try: kcat -b %s -L)\n", cfg.NodeID, bootstrap, bootstrap)
 	<-ctx.Done()
-	ready.Store(false)
+	p.ready.Store(false)
 	logger.Info("shutting down")
 	return closeAll()
-}
-
-func newLogger(level string) (*slog.Logger, error) {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), nil
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/weir-io/weir/controller"
 )
@@ -15,8 +13,7 @@ func runController(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("weir controller", flag.ContinueOnError)
 	cfg := controller.DefaultConfig()
 	cfg.BindFlags(fs)
-	metricsAddr := fs.String("metrics", "", "address for /metrics, /healthz and /readyz (empty: off)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	p := newProcess(fs, "info", "", "address for /metrics, /healthz and /readyz (empty: off)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: weir controller [flags]\n\nRuns one controller of the Raft quorum that owns Weir's metadata. Start every\n"+
 			"controller with the same --peers; a controller with no Raft state bootstraps the quorum from it.\n"+
@@ -24,24 +21,11 @@ func runController(ctx context.Context, args []string) error {
 			"  --peers 1=10.0.1.1:9301/10.0.1.1:9401,2=10.0.2.1:9301/10.0.2.1:9401,3=10.0.3.1:9301/10.0.3.1:9401\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if ok, err := p.parse(fs, args); !ok {
 		return err
 	}
-	logger, err := newLogger(*logLevel)
-	if err != nil {
-		return err
-	}
-	reg := newRegistry()
-	var ready atomic.Bool
-	stop, err := serveMetrics(*metricsAddr, reg, &ready)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	cfg.Logger, cfg.Registerer = logger, reg
+	defer p.stop()
+	cfg.Logger, cfg.Registerer = p.log, p.reg
 	c, err := controller.New(cfg)
 	if err != nil {
 		return err
@@ -50,9 +34,9 @@ func runController(ctx context.Context, args []string) error {
 		c.Close()
 		return err
 	}
-	ready.Store(true)
+	p.ready.Store(true)
 	fmt.Printf("weir controller %d: raft %s, API %s\n", cfg.NodeID, c.RaftAddr(), c.Addr())
 	<-ctx.Done()
-	ready.Store(false)
+	p.ready.Store(false)
 	return c.Close()
 }

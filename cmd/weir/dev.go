@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"strings"
-	"sync/atomic"
 
 	"github.com/weir-io/weir/cluster"
 )
@@ -25,31 +23,17 @@ func runDev(ctx context.Context, args []string) error {
 	raftPort := fs.Int("raft-port", 9301, "Raft port of the first controller; the others follow")
 	apiPort := fs.Int("api-port", 9401, "controller API port of the first controller; the others follow")
 	gossipPort := fs.Int("gossip-port", 9501, "gossip port of the first broker; the others follow")
-	metricsAddr := fs.String("metrics", "127.0.0.1:9644", "address for /metrics (every node, labelled), /healthz and /readyz (empty: off)")
-	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	p := newProcess(fs, "warn", "127.0.0.1:9644", "address for /metrics (every node, labelled), /healthz and /readyz (empty: off)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: weir dev [flags]\n\nRuns a local Weir cluster in one process: 3 Raft controllers and 3 brokers in zones a, b\n"+
 			"and c, sharing a WAL root and an object-store directory under ./data. Kafka clients bootstrap\n"+
 			"from 127.0.0.1:9092. Ctrl-C stops it cleanly; the next start continues from ./data.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if ok, err := p.parse(fs, args); !ok {
 		return err
 	}
-	logger, err := newLogger(*logLevel)
-	if err != nil {
-		return err
-	}
-	reg := newRegistry()
-	var ready atomic.Bool
-	stop, err := serveMetrics(*metricsAddr, reg, &ready)
-	if err != nil {
-		return err
-	}
-	defer stop()
+	defer p.stop()
 	ports := func(first, n int) []string {
 		out := make([]string, n)
 		for i := range out {
@@ -61,19 +45,19 @@ func runDev(ctx context.Context, args []string) error {
 		Dir: *dir, Controllers: *controllers, Brokers: *brokers, Zones: strings.Split(*zones, ","),
 		KafkaAddrs: ports(*kafkaPort, *brokers), GossipAddrs: ports(*gossipPort, *brokers),
 		RaftAddrs: ports(*raftPort, *controllers), APIAddrs: ports(*apiPort, *controllers),
-		Logger: logger, Registerer: reg,
+		Logger: p.log, Registerer: p.reg,
 	})
 	if err != nil {
 		return err
 	}
-	ready.Store(true)
+	p.ready.Store(true)
 	first := c.KafkaAddrs()[0]
 	fmt.Printf("weir dev is ready: %d controllers, %d brokers in zones %s. Kafka bootstrap %s  (try: kcat -b %s -L)\n",
 		*controllers, *brokers, *zones, first, first)
 	fmt.Printf("brokers %s; controllers %s; data in %s; metrics on http://%s/metrics; Ctrl-C stops\n",
-		c.Bootstrap(), strings.Join(c.APIAddrs(), ","), *dir, *metricsAddr)
+		c.Bootstrap(), strings.Join(c.APIAddrs(), ","), *dir, *p.metricsAddr)
 	<-ctx.Done()
-	ready.Store(false)
-	logger.Info("shutting down")
+	p.ready.Store(false)
+	p.log.Info("shutting down")
 	return c.Close()
 }

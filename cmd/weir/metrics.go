@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +15,42 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
+
+// process is what every long-running command sets up: its flags for logging and
+// metrics, a logger, a registry, and the /metrics, /healthz and /readyz server.
+type process struct {
+	logLevel, metricsAddr *string
+	log                   *slog.Logger
+	reg                   *prometheus.Registry
+	ready                 atomic.Bool
+	stop                  func()
+}
+
+// newProcess binds --log-level and --metrics on fs with the given defaults.
+func newProcess(fs *flag.FlagSet, logLevel, metricsAddr, metricsHelp string) *process {
+	return &process{
+		logLevel:    fs.String("log-level", logLevel, "debug, info, warn or error"),
+		metricsAddr: fs.String("metrics", metricsAddr, metricsHelp),
+	}
+}
+
+// parse parses args; ok is false when --help was shown (nothing more to do).
+func (p *process) parse(fs *flag.FlagSet, args []string) (ok bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return false, nil
+		}
+		return false, err
+	}
+	if p.log, err = newLogger(*p.logLevel); err != nil {
+		return false, err
+	}
+	p.reg = newRegistry()
+	if p.stop, err = serveMetrics(*p.metricsAddr, p.reg, &p.ready); err != nil {
+		return false, err
+	}
+	return true, nil
+}
 
 // newRegistry is one process's metrics registry with the Go and process collectors.
 func newRegistry() *prometheus.Registry {
@@ -42,4 +82,12 @@ func serveMetrics(addr string, reg *prometheus.Registry, ready *atomic.Bool) (fu
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return func() { srv.Close() }, nil
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), nil
 }
