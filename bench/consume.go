@@ -261,6 +261,11 @@ func (c *consumerRun) close() {
 	c.closeOnce.Do(func() {
 		c.stopPolling()
 		for _, cl := range c.clients {
+			// A group member commits what it read before leaving, so the group's lag
+			// afterwards says what is really unread.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			cl.CommitUncommittedOffsets(ctx)
+			cancel()
 			cl.Close()
 		}
 	})

@@ -102,6 +102,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		cancel()
 		return nil, err
 	}
+	b.metrics.attach(b) // partitions led, consumer groups and lag, read at scrape time
 	return b, nil
 }
 
@@ -163,6 +164,7 @@ func (b *Broker) Close() error {
 		}
 		b.connsMu.Unlock()
 		b.wg.Wait()
+		b.metrics.close()
 		b.groups.Close()
 		err = b.wal.Close()
 		b.foreignMu.Lock()

@@ -195,7 +195,7 @@ func (c *conn) writeLoop() {
 		if broken {
 			continue // drain so the reader never blocks on a full queue
 		}
-		c.b.metrics.observe(s.key, time.Since(s.start))
+		c.b.metrics.observe(s.key, time.Since(s.start), resp)
 		if resp == nil && s.raw == nil {
 			if s.closeIt {
 				c.nc.Close()

@@ -130,7 +130,10 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 	}
 	b.mu.Unlock()
 	for _, p := range toLoad {
-		if len(p.chain) == 1 {
+		p.mu.Lock()
+		links := len(p.chain)
+		p.mu.Unlock()
+		if links == 1 {
 			b.finishLoad(p) // a new partition, or one always led here: nothing to read
 			continue
 		}

@@ -86,7 +86,11 @@ func TestControllerLeaderFailoverAndFullRestart(t *testing.T) {
 		t.Fatalf("%d produce requests failed while the controller leader changed", failed.Load())
 	}
 
-	snapshot := c.Broker(0).Client.View()
+	var snapshot = c.Broker(0).Client.View()
+	eventually(t, "broker 1's view has every created topic", 30*time.Second, func() bool {
+		snapshot = c.Broker(0).Client.View()
+		return snapshot.Topics[created[len(created)-1]] != nil
+	})
 	for i := range c.controllers {
 		c.StopController(i)
 	}

@@ -1,0 +1,257 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/broker/group"
+)
+
+// brokerCollector computes, at scrape time, what is cheaper to read than to keep counting:
+// the partitions this broker leads, the consumer groups it coordinates by state, and their
+// lag (high watermark minus committed offset) per partition.
+//
+// A group's committed offsets live on its coordinator, but the partitions it consumes may
+// be led by other brokers, whose high watermarks only they know. The coordinator reads
+// the high watermarks of its own partitions directly and asks the other leaders with one
+// ListOffsets (latest) per scrape through a Kafka client it opens on first need, bounded by
+// lagLookupTimeout; partitions it cannot get are left out of that scrape and counted in
+// weir_broker_consumer_group_lag_lookup_failures_total. So every lag series comes from
+// exactly one broker: the group's coordinator.
+type brokerCollector struct {
+	b        *Broker
+	failures prometheus.Counter
+
+	partitionsLed *prometheus.Desc
+	groups        *prometheus.Desc
+	lag           *prometheus.Desc
+
+	mu     sync.Mutex
+	client *kgo.Client // to read other leaders' high watermarks; nil until needed
+	closed bool
+}
+
+// lagLookupTimeout bounds the remote high-watermark lookup of one scrape.
+const lagLookupTimeout = 2 * time.Second
+
+// groupStates are always exported (as 0 when no group is in them), so dashboards and
+// alerts see a series before the first group appears.
+var groupStates = []string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable"}
+
+func newBrokerCollector(b *Broker, failures prometheus.Counter) *brokerCollector {
+	return &brokerCollector{
+		b:        b,
+		failures: failures,
+		partitionsLed: prometheus.NewDesc("weir_broker_partitions_led",
+			"Partitions this broker leads according to the metadata (loading and handing off included).", nil, nil),
+		groups: prometheus.NewDesc("weir_broker_consumer_groups",
+			"Consumer groups this broker coordinates, by state.", []string{"state"}, nil),
+		lag: prometheus.NewDesc("weir_broker_consumer_group_lag",
+			"Records between a partition's high watermark and the group's committed offset (exported by the group's coordinator; 0 when the commit is at or past the end).",
+			[]string{"group", "topic", "partition"}, nil),
+	}
+}
+
+func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.partitionsLed
+	ch <- c.groups
+	ch <- c.lag
+}
+
+func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
+	b := c.b
+	b.mu.RLock()
+	led := 0
+	for _, ps := range b.parts {
+		led += len(ps)
+	}
+	b.mu.RUnlock()
+	ch <- prometheus.MustNewConstMetric(c.partitionsLed, prometheus.GaugeValue, float64(led))
+
+	infos := b.groups.Groups()
+	byState := make(map[string]int, len(groupStates))
+	for _, s := range groupStates {
+		byState[s] = 0
+	}
+	for _, g := range infos {
+		byState[g.State]++
+	}
+	for s, n := range byState {
+		ch <- prometheus.MustNewConstMetric(c.groups, prometheus.GaugeValue, float64(n), s)
+	}
+	c.collectLag(ch, infos)
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+type lagEntry struct {
+	group     string
+	tp        topicPartition
+	committed int64
+}
+
+func (c *brokerCollector) collectLag(ch chan<- prometheus.Metric, infos []group.GroupInfo) {
+	b := c.b
+	var entries []lagEntry
+	for _, g := range infos {
+		for topic, ps := range b.groups.Committed(g.Name) {
+			for p, o := range ps {
+				if o.Offset >= 0 {
+					entries = append(entries, lagEntry{g.Name, topicPartition{topic, p}, o.Offset})
+				}
+			}
+		}
+	}
+	if len(entries) == 0 {
+		return
+	}
+	view := b.meta.View()
+	hws := make(map[topicPartition]int64, len(entries))
+	var remote []topicPartition
+	for _, e := range entries {
+		if _, ok := hws[e.tp]; ok {
+			continue
+		}
+		t := view.Topics[e.tp.topic]
+		if t == nil || e.tp.partition < 0 || int(e.tp.partition) >= len(t.Partitions) {
+			continue // deleted since the commit: no lag to speak of
+		}
+		b.mu.RLock()
+		p := b.parts[t.ID][e.tp.partition]
+		b.mu.RUnlock()
+		if p == nil {
+			if t.Partitions[e.tp.partition].Leader != b.cfg.NodeID {
+				hws[e.tp] = -1 // placeholder: ask its leader
+				remote = append(remote, e.tp)
+			}
+			continue
+		}
+		p.mu.Lock()
+		st, hw := p.state, p.hw
+		p.mu.Unlock()
+		if st == partReady || st == partClosing {
+			hws[e.tp] = hw
+		} // loading: its high watermark is not known yet
+	}
+	if len(remote) > 0 {
+		got, err := c.remoteHighWatermarks(remote)
+		if err != nil {
+			b.log.Debug("consumer group lag: high watermarks of other leaders", "err", err)
+		}
+		if err != nil || len(got) < len(remote) {
+			c.failures.Inc()
+		}
+		for _, tp := range remote {
+			if hw, ok := got[tp]; ok {
+				hws[tp] = hw
+			} else {
+				delete(hws, tp)
+			}
+		}
+	}
+	for _, e := range entries {
+		hw, ok := hws[e.tp]
+		if !ok {
+			continue
+		}
+		lag := hw - e.committed
+		if lag < 0 {
+			lag = 0
+		}
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(lag),
+			e.group, e.tp.topic, strconv.Itoa(int(e.tp.partition)))
+	}
+}
+
+// remoteHighWatermarks asks the partitions' leaders for their high watermarks (ListOffsets
+// with timestamp -1, read uncommitted). Partitions that fail are missing from the map.
+func (c *brokerCollector) remoteHighWatermarks(tps []topicPartition) (map[topicPartition]int64, error) {
+	cl, err := c.kafkaClient()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.b.ctx, lagLookupTimeout)
+	defer cancel()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	idx := map[string]int{}
+	for _, tp := range tps {
+		i, ok := idx[tp.topic]
+		if !ok {
+			i = len(req.Topics)
+			idx[tp.topic] = i
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = tp.topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition, p.Timestamp, p.CurrentLeaderEpoch = tp.partition, -1, -1
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	out := map[topicPartition]int64{}
+	if resp != nil {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == 0 && p.Offset >= 0 {
+					out[topicPartition{t.Topic, p.Partition}] = p.Offset
+				}
+			}
+		}
+	}
+	return out, err
+}
+
+// kafkaClient returns the collector's Kafka client, opened on first use.
+func (c *brokerCollector) kafkaClient() (*kgo.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.b.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	if c.client != nil {
+		return c.client, nil
+	}
+	// Seeds from the metadata (not b.ln, which Start may still be setting).
+	var seeds []string
+	for _, mb := range c.b.meta.View().Brokers {
+		if mb.Host != "" && mb.Port > 0 {
+			seeds = append(seeds, net.JoinHostPort(mb.Host, strconv.Itoa(int(mb.Port))))
+		}
+	}
+	if len(seeds) == 0 {
+		return nil, errors.New("broker: no broker addresses in the metadata")
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(seeds...),
+		kgo.ClientID(fmt.Sprintf("weir-broker-%d-metrics", c.b.cfg.NodeID)),
+		kgo.DialTimeout(lagLookupTimeout),
+		kgo.RequestRetries(2),
+	)
+	if err != nil {
+		return nil, err
+	}
+	c.client = cl
+	return cl, nil
+}
+
+func (c *brokerCollector) close() {
+	c.mu.Lock()
+	cl := c.client
+	c.client, c.closed = nil, true
+	c.mu.Unlock()
+	if cl != nil {
+		cl.Close()
+	}
+}
