@@ -36,7 +36,7 @@ type Broker struct {
 	starting bool                                      // replay in progress: New loads partitions itself
 
 	foreignMu sync.Mutex
-	foreign   []*wal.ReadOnly // other brokers' WALs holding data of partitions led here
+	foreign   map[int32]*wal.ReadOnly // read-only views of WALs (others', and our own for scans)
 
 	ln      net.Listener
 	connsMu sync.Mutex
@@ -70,6 +70,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		log:     log.With("broker", cfg.NodeID),
 		metrics: newMetrics(cfg.Registerer),
 		parts:   map[metadata.TopicID]map[int32]*partition{},
+		foreign: map[int32]*wal.ReadOnly{},
 		conns:   map[*conn]struct{}{},
 		ctx:     ctx,
 		cancel:  cancel,

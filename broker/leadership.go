@@ -227,19 +227,13 @@ func (b *Broker) loadRanges(parts []*partition, ranges map[*partition][]logRange
 		}
 	}
 	for broker, ps := range byBroker {
-		dir, err := b.walDir(broker)
-		if err != nil {
-			return err
-		}
-		ro, err := wal.OpenReadOnly(dir, nil)
+		ro, err := b.walReader(broker)
 		if err != nil {
 			return err
 		}
 		var src logReader = ro
 		if broker == b.cfg.NodeID {
 			src = b.wal // same positions; reads of our own WAL go through it
-		} else {
-			b.keepReader(broker, ro)
 		}
 		want := map[metadata.TopicID]map[int32]*partition{}
 		for _, p := range ps {
@@ -272,9 +266,6 @@ func (b *Broker) loadRanges(parts []*partition, ranges map[*partition][]logRange
 			}
 			return nil
 		})
-		if broker == b.cfg.NodeID {
-			ro.Close()
-		}
 		if err != nil {
 			return err
 		}
@@ -282,11 +273,25 @@ func (b *Broker) loadRanges(parts []*partition, ranges map[*partition][]logRange
 	return nil
 }
 
-// keepReader holds another broker's WAL open for reads of the batches indexed from it.
-func (b *Broker) keepReader(broker int32, ro *wal.ReadOnly) {
+// walReader returns a read-only view of broker's WAL, one per broker for the broker's
+// lifetime (it picks up new segments by itself), so repeated moves do not pile up open
+// files.
+func (b *Broker) walReader(broker int32) (*wal.ReadOnly, error) {
 	b.foreignMu.Lock()
 	defer b.foreignMu.Unlock()
-	b.foreign = append(b.foreign, ro)
+	if ro := b.foreign[broker]; ro != nil {
+		return ro, nil
+	}
+	dir, err := b.walDir(broker)
+	if err != nil {
+		return nil, err
+	}
+	ro, err := wal.OpenReadOnly(dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	b.foreign[broker] = ro
+	return ro, nil
 }
 
 // finishLoad indexes what was collected and restores group offsets when the partition is
