@@ -21,6 +21,9 @@ func (b *Broker) handleDescribeCluster(req *kmsg.DescribeClusterRequest) *kmsg.D
 	resp.ClusterID = view.ClusterID
 	resp.ControllerID = view.ControllerID
 	for _, br := range view.Brokers {
+		if !br.Active() {
+			continue // fenced brokers are not offered to clients
+		}
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID, rb.Host, rb.Port = br.ID, br.Host, br.Port
 		if br.Rack != "" {
