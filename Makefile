@@ -23,6 +23,9 @@ fuzz: ## a short run of every fuzz target
 	$(GO) test ./wal/ -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
 	$(GO) test ./broker/ -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s
 	$(GO) test ./broker/ -run '^$$' -fuzz FuzzValidateProduceBatch -fuzztime 30s
+	$(GO) test ./objectstore/objfmt/ -run '^$$' -fuzz FuzzParseFooter -fuzztime 20s
+	$(GO) test ./objectstore/objfmt/ -run '^$$' -fuzz FuzzParseIndex -fuzztime 20s
+	$(GO) test ./objectstore/objfmt/ -run '^$$' -fuzz FuzzSplitBatches -fuzztime 20s
 
 bench: build ## produce throughput and ack latency on one broker beside the disk's limit
 	$(GO) test ./test/ -run '^$$' -bench BenchmarkProduce -benchtime 1x -v
