@@ -49,6 +49,10 @@ func TestGracefulMoveAcrossWALs(t *testing.T) {
 	if leader() != 1 {
 		t.Fatalf("partition placed on %d", leader())
 	}
+	eventually(t, "broker 1 serves the new partition", func() bool {
+		_, err := b1.lookup(store.View().Topics["mv"], 0, true)
+		return err == nil // the broker learns of the topic through its metadata watch
+	})
 	cl1 := clientFor(t, b1)
 	for i := 0; i < 5; i++ {
 		check := rawProduce(t, cl1, "mv", makeBatch(9, 0, int32(i), []byte(fmt.Sprintf("v%d", i))))

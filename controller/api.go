@@ -17,7 +17,8 @@ import (
 // metadata are served from the local state machine, everything else is handled by the
 // Raft leader, a follower proxying it there (waiting for an election to finish if need
 // be). Errors are APIError bodies whose codes map 1:1 to the metadata sentinels
-// (errors.go).
+// (errors.go); an error matching several sentinels (an object refused for a fenced
+// epoch is object_rejected and fenced) lists the others in "also".
 //
 //	POST   /v1/brokers/register          RegisterRequest         -> LeaseResponse
 //	POST   /v1/brokers/heartbeat         HeartbeatRequest        -> LeaseResponse | 409 fenced
@@ -31,6 +32,9 @@ import (
 //	POST   /v1/partitions/complete-move  CompleteMoveRequest     -> VersionResponse
 //	POST   /v1/partitions/cancel-move    MoveRequest             -> VersionResponse
 //	POST   /v1/producer-ids              ProducerIDsRequest      -> ProducerIDsResponse
+//	POST   /v1/objects/prepare           PrepareObjectRequest    -> ObjectResponse | 409 object_rejected
+//	POST   /v1/objects/commit            CommitObjectRequest     -> ObjectResponse | 409 object_rejected
+//	POST   /v1/objects/delete            DeleteObjectsRequest    -> DeleteObjectsResponse | 409 object_rejected
 //	GET    /v1/metadata?after=V&wait=D   long poll               -> ViewJSON | 204 (no change in D)
 //	GET    /v1/metadata?consistent=1     leader, after a barrier -> ViewJSON
 //	GET    /v1/status                                            -> Status
@@ -52,6 +56,9 @@ func (c *Controller) routes() http.Handler {
 	mux.HandleFunc("POST /v1/partitions/complete-move", c.write(c.handleCompleteMove))
 	mux.HandleFunc("POST /v1/partitions/cancel-move", c.write(c.handleCancelMove))
 	mux.HandleFunc("POST /v1/producer-ids", c.write(c.handleProducerIDs))
+	mux.HandleFunc("POST /v1/objects/prepare", c.write(c.handlePrepareObject))
+	mux.HandleFunc("POST /v1/objects/commit", c.write(c.handleCommitObject))
+	mux.HandleFunc("POST /v1/objects/delete", c.write(c.handleDeleteObjects))
 	mux.HandleFunc("GET /v1/metadata", c.handleMetadata)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Status()) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -241,5 +248,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, err error) {
 	code, status := errorCode(err)
-	writeJSON(w, status, APIError{Code: code, Message: err.Error()})
+	writeJSON(w, status, APIError{Code: code, Message: err.Error(), Also: alsoCodes(err, code)})
 }

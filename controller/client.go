@@ -103,7 +103,8 @@ func (cfg *ClientConfig) fill() error {
 const maxResponseBytes = 256 << 20
 
 // Client is what a broker uses to reach the controllers. It implements
-// metadata.Store, metadata.Registrar, metadata.Mover and metadata.Leaser.
+// metadata.Store, metadata.Registrar, metadata.Mover, metadata.Leaser and
+// metadata.ObjectManifest.
 //
 // Reads come from a View kept current by a long-poll watch on any reachable controller.
 // Writes go to any controller (followers forward them to the leader), are retried on
@@ -150,6 +151,8 @@ var (
 	_ metadata.Registrar = (*Client)(nil)
 	_ metadata.Mover     = (*Client)(nil)
 	_ metadata.Leaser    = (*Client)(nil)
+
+	_ metadata.ObjectManifest = (*Client)(nil)
 )
 
 // NewClient connects to the controllers: it waits (up to StartTimeout) for a consistent
@@ -233,7 +236,7 @@ func (c *Client) publish(vj *ViewJSON) bool {
 	if self := c.selfID.Load(); self >= 0 {
 		id = self
 	}
-	c.view = metadata.NewView(vj.Version, vj.ClusterID, id, vj.Brokers, vj.Topics)
+	c.view = metadata.NewViewWithObjects(vj.Version, vj.ClusterID, id, vj.Brokers, vj.Topics, vj.Objects)
 	close(c.changed)
 	c.changed = make(chan struct{})
 	return true
@@ -320,7 +323,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) (ca
 				ae = APIError{Code: "internal", Message: fmt.Sprintf("HTTP %d: %.200s", status, resp)}
 			}
 			if !retriable(ae.Code) {
-				return info, fmt.Errorf("%w (%s)", codeError(ae.Code), ae.Message)
+				return info, ae.toError()
 			}
 			if ae.Code == "unavailable" {
 				info.ambiguous = true

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/weir-io/weir/metadata"
 )
@@ -25,6 +26,9 @@ const (
 	cmdBeginMove           cmdType = 10
 	cmdCompleteMove        cmdType = 11
 	cmdCancelMove          cmdType = 12
+	cmdPrepareObject       cmdType = 13
+	cmdCommitObject        cmdType = 14
+	cmdDeleteObjects       cmdType = 15
 )
 
 // command is one replicated change. apply must be deterministic: it may read and change
@@ -49,6 +53,9 @@ var commandDecoders = map[cmdType]func() command{
 	cmdBeginMove:           func() command { return &beginMoveCmd{} },
 	cmdCompleteMove:        func() command { return &completeMoveCmd{} },
 	cmdCancelMove:          func() command { return &cancelMoveCmd{} },
+	cmdPrepareObject:       func() command { return &prepareObjectCmd{} },
+	cmdCommitObject:        func() command { return &commitObjectCmd{} },
+	cmdDeleteObjects:       func() command { return &deleteObjectsCmd{} },
 }
 
 var errBadCommand = errors.New("controller: undecodable command")
@@ -80,6 +87,15 @@ func decodeCommand(data []byte) (command, error) {
 type machine struct {
 	st   State
 	byID map[metadata.TopicID]string
+	// refs lists, per object, the partitions whose manifests hold a range of it (in no
+	// particular order; built from the topics, kept up to date by the commands).
+	refs map[uint64][]partRef
+}
+
+// partRef names one partition.
+type partRef struct {
+	topic     metadata.TopicID
+	partition int32
 }
 
 func newMachine(st State) *machine {
@@ -89,11 +105,42 @@ func newMachine(st State) *machine {
 	if st.Topics == nil {
 		st.Topics = map[string]*metadata.Topic{}
 	}
-	m := &machine{st: st, byID: make(map[metadata.TopicID]string, len(st.Topics))}
+	m := &machine{st: st, byID: make(map[metadata.TopicID]string, len(st.Topics)), refs: map[uint64][]partRef{}}
 	for name, t := range st.Topics {
 		m.byID[t.ID] = name
+		m.addRefs(t)
 	}
 	return m
+}
+
+// addRefs indexes the manifests of t.
+func (m *machine) addRefs(t *metadata.Topic) {
+	for _, p := range t.Partitions {
+		for _, r := range p.Objects {
+			m.refs[r.Object] = append(m.refs[r.Object], partRef{t.ID, p.Index})
+		}
+	}
+}
+
+// dropRefs removes the manifests of t from the index (t is being deleted).
+func (m *machine) dropRefs(t *metadata.Topic) {
+	for _, p := range t.Partitions {
+		for _, r := range p.Objects {
+			m.dropRef(r.Object, partRef{t.ID, p.Index})
+		}
+	}
+}
+
+func (m *machine) dropRef(obj uint64, ref partRef) {
+	l := m.refs[obj]
+	if i := slices.Index(l, ref); i >= 0 {
+		l = slices.Delete(l, i, i+1)
+	}
+	if len(l) == 0 {
+		delete(m.refs, obj)
+	} else {
+		m.refs[obj] = l
+	}
 }
 
 func (m *machine) topicByID(id metadata.TopicID) *metadata.Topic {
@@ -109,9 +156,13 @@ func (m *machine) putTopic(t *metadata.Topic) {
 	m.byID[t.ID] = t.Name
 }
 
+// removeTopic deletes a topic; its partitions' object ranges go with it (the objects
+// stay, unreferenced unless other partitions hold ranges of them: see
+// metadata.View.GarbageObjects).
 func (m *machine) removeTopic(t *metadata.Topic) {
 	delete(m.st.Topics, t.Name)
 	delete(m.byID, t.ID)
+	m.dropRefs(t)
 }
 
 // partition returns a modifiable clone of the topic and the index of the partition.

@@ -1,5 +1,6 @@
 // Package controller is Weir's Raft controller: a quorum of controllers replicates the
-// cluster metadata (brokers, topics, partitions, leader epochs, producer-ID blocks) with
+// cluster metadata (brokers, topics, partitions, leader epochs, producer-ID blocks, the
+// object manifests of the object-storage tier) with
 // hashicorp/raft, keeps broker leases in the leader's memory and fences brokers whose
 // lease ran out, and serves brokers over an HTTP/JSON API.
 //
@@ -8,7 +9,7 @@
 //   - state.go, fsm.go: the replicated State and the deterministic state machine (Apply,
 //     Snapshot, Restore), publishing an immutable metadata.View after every change.
 //   - commands.go, cmd_*.go: the Raft log entries, applied by domain (cluster, brokers,
-//     topics, moves, producer IDs).
+//     topics, moves, producer IDs, objects: cmd_objects.go states the manifest rules).
 //   - raft.go: hashicorp/raft wiring (raft-boltdb/v2 log+stable store in raft.db, file
 //     snapshots, TCP transport, static bootstrap) and hclog → slog.
 //   - controller.go, config.go, metrics.go: the Controller life cycle, Config, metrics.
@@ -16,7 +17,8 @@
 //     and error codes; writes reaching a follower are proxied to the leader.
 //   - placement.go: where new partitions go. leases.go: broker leases (leader only).
 //   - client*.go: what a broker uses: metadata.Store, metadata.Registrar,
-//     metadata.Mover and metadata.Leaser over the API, with a long-poll watch.
+//     metadata.Mover, metadata.Leaser and metadata.ObjectManifest over the API, with a
+//     long-poll watch.
 //
 // # Formats
 //
@@ -24,23 +26,38 @@
 // the command's JSON. Types: 1 InitCluster, 2 RegisterBroker, 3 FenceBroker,
 // 4 CreateTopic, 5 DeleteTopic, 6 CreatePartitions, 7 AlterTopicConfigs,
 // 8 SetLogStartOffset, 9 AllocateProducerIDs, 10 BeginMove, 11 CompleteMove,
-// 12 CancelMove. An entry that does not decode is refused alike by every replica.
+// 12 CancelMove, 13 PrepareObject, 14 CommitObject, 15 DeleteObjects. An entry that
+// does not decode is refused alike by every replica.
 //
 // Snapshot: the JSON of State: {"cluster_id", "version", "next_producer_id",
-// "brokers": {"<id>": metadata.Broker}, "topics": {"<name>": metadata.Topic},
-// "objects" (reserved for the S3 object manifests)}. Restore replaces the state.
+// "next_object_id", "brokers": {"<id>": metadata.Broker}, "topics": {"<name>":
+// metadata.Topic, each partition with its manifest "objects": [{"object",
+// "first_offset", "last_offset"}]}, "objects": {"<id>": metadata.Object}}.
+// "next_object_id" and "objects" are left out while there are none; "objects" was
+// reserved (never written) before manifests existed, and an absent, null or empty value
+// restores as no objects. Object IDs start at 1; an object's key is
+// "objects/<ID, 20 digits>.obj". Deleted objects are dropped from "objects" (an ID
+// below next_object_id that is not there was deleted). Restore replaces the state.
+//
+// Objects: prepare → PUT → commit → trim the WAL; retention and garbage collection
+// delete the key from object storage first, then DeleteObjects. The rules are in
+// cmd_objects.go. A garbage collector finds its work with metadata.View.GarbageObjects
+// (prepared objects of a registration that is over; committed objects no partition's
+// manifest references, e.g. after their topics were deleted) and retention with
+// View.ExpiredObjects.
 //
 // Data dir: raft.db (bolt, log + stable store), snapshots/ (raft file snapshots, 2 kept).
 //
 // # Determinism
 //
 // Anything random or time-based (cluster ID, topic UUIDs, placement) is decided by the
-// leader before it proposes, so Apply is a pure function of the log; Version counts the
-// commands that changed the state and is therefore equal on every replica at the same
-// log index. Commands re-check their preconditions when applied (a topic created
+// leader before it proposes, so Apply is a pure function of the log (object IDs and keys
+// come from a counter in the state); Version counts the commands that changed the state
+// and is therefore equal on every replica at the same log index. Commands re-check their preconditions when applied (a topic created
 // meanwhile, a stale partition plan, a stale epoch) and refuse without changing anything.
 // Topic administration is serialised on the leader (adminMu) so plans start from the
-// previous result; partition and producer-ID commands validate entirely in Apply.
+// previous result; partition, producer-ID and object commands validate entirely in
+// Apply.
 //
 // # Locks
 //

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/weir-io/weir/metadata"
@@ -27,12 +28,14 @@ var (
 )
 
 // errorCodes maps errors to the API's error codes and HTTP statuses, 1:1 in both
-// directions. The client turns a code back into the same sentinel.
+// directions. The client turns a code back into the same sentinel. The first match is
+// the error's code; later matches go into APIError.Also.
 var errorCodes = []struct {
 	code   string
 	err    error
 	status int
 }{
+	{"object_rejected", metadata.ErrObjectRejected, http.StatusConflict},
 	{"topic_exists", metadata.ErrTopicExists, http.StatusConflict},
 	{"unknown_topic", metadata.ErrUnknownTopic, http.StatusNotFound},
 	{"invalid_topic", metadata.ErrInvalidTopic, http.StatusBadRequest},
@@ -50,10 +53,12 @@ var errorCodes = []struct {
 	{"internal", errInternal, http.StatusInternalServerError},
 }
 
-// APIError is the body of every non-2xx answer.
+// APIError is the body of every non-2xx answer. Also lists the codes of further
+// sentinels the error matches (e.g. "fenced" beside "object_rejected").
 type APIError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Also    []string `json:"also,omitempty"`
 }
 
 func (e *APIError) Error() string { return e.Code + ": " + e.Message }
@@ -67,6 +72,17 @@ func errorCode(err error) (string, int) {
 	return "internal", http.StatusInternalServerError
 }
 
+// alsoCodes lists the codes other than primary that err matches.
+func alsoCodes(err error, primary string) []string {
+	var out []string
+	for _, c := range errorCodes {
+		if c.code != primary && errors.Is(err, c.err) {
+			out = append(out, c.code)
+		}
+	}
+	return out
+}
+
 // codeError turns an API error code back into its sentinel (wrapping the message).
 func codeError(code string) error {
 	for _, c := range errorCodes {
@@ -76,6 +92,27 @@ func codeError(code string) error {
 	}
 	return errInternal
 }
+
+// toError turns an error answer back into an error matching its code's sentinel and
+// those of Also.
+func (e *APIError) toError() error {
+	errs := []error{codeError(e.Code)}
+	for _, code := range e.Also {
+		if err := codeError(code); err != errInternal {
+			errs = append(errs, err)
+		}
+	}
+	return &remoteError{msg: fmt.Sprintf("%v (%s)", errs[0], e.Message), errs: errs}
+}
+
+// remoteError is an error answer: it matches every sentinel in errs.
+type remoteError struct {
+	msg  string
+	errs []error
+}
+
+func (e *remoteError) Error() string   { return e.msg }
+func (e *remoteError) Unwrap() []error { return e.errs }
 
 // retriable reports whether a client should try again (another controller, later).
 func retriable(code string) bool { return code == "not_leader" || code == "unavailable" }

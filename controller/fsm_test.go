@@ -54,6 +54,14 @@ func script() []command {
 		&beginMoveCmd{TopicID: tid, Partition: 0, Target: 2},
 		&completeMoveCmd{TopicID: tid, Partition: 0, From: 1, FromEpoch: 2, EndOffset: 42},
 		&createTopicCmd{Topic: metadata.Topic{Name: "gone", ID: topicID(9), Partitions: []metadata.Partition{{Leader: 2}}}},
+		&prepareObjectCmd{Broker: 1, Epoch: 2}, // object 1
+		&commitObjectCmd{ID: 1, Broker: 1, Epoch: 2, Size: 100, Ranges: []metadata.PartitionRange{{Topic: tid, Partition: 0, FirstOffset: 0, LastOffset: 41}, {Topic: tid, Partition: 1, FirstOffset: 40, LastOffset: 60}}},
+		&prepareObjectCmd{Broker: 2, Epoch: 2}, // object 2: only in topic "gone"
+		&commitObjectCmd{ID: 2, Broker: 2, Epoch: 2, Size: 10, Ranges: []metadata.PartitionRange{{Topic: topicID(9), Partition: 0, FirstOffset: 0, LastOffset: 9}}},
+		&prepareObjectCmd{Broker: 1, Epoch: 2}, // object 3: stays prepared
+		&prepareObjectCmd{Broker: 2, Epoch: 2}, // object 4: deleted
+		&commitObjectCmd{ID: 3, Broker: 1, Epoch: 2, Size: 1, Ranges: []metadata.PartitionRange{{Topic: tid, Partition: 0, FirstOffset: 43, LastOffset: 50}}}, // refused: gap
+		&deleteObjectsCmd{IDs: []uint64{4}},
 		&deleteTopicCmd{Name: "gone"},
 	}
 }

@@ -1,7 +1,10 @@
 package controller
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/weir-io/weir/metadata"
@@ -19,19 +22,53 @@ type State struct {
 	NextProducerID int64                      `json:"next_producer_id"`
 	Brokers        map[int32]metadata.Broker  `json:"brokers"`
 	Topics         map[string]*metadata.Topic `json:"topics"`
-	// Objects is reserved for the object manifests of the S3 issue (per object: id, key,
-	// size, state prepared/committed/deleted, and the offset range of each partition in
-	// it). Nothing writes it yet; it is carried through snapshots untouched so a state
-	// written by a newer controller survives a round trip. Manifests grow with
-	// objects × partitions: compaction and a sparse index are planned (ARCHITECTURE.md).
-	Objects json.RawMessage `json:"objects,omitempty"`
+	// NextObjectID is the next object ID to hand out (0 in a state that never had
+	// objects: the first ID is 1, so 0 never names an object).
+	NextObjectID uint64 `json:"next_object_id,omitempty"`
+	// Objects holds the prepared and committed objects by ID; deleted ones are dropped.
+	// Like Topics it is copy-on-write: a command that changes an object stores a new
+	// map, so Views and snapshots share it safely. The per-partition ranges live in the
+	// partitions (metadata.Partition.Objects). Manifests grow with objects × partitions:
+	// compaction and a sparse index are planned (ARCHITECTURE.md).
+	Objects map[uint64]metadata.Object `json:"objects,omitempty"`
+}
+
+// UnmarshalJSON decodes a State. The "objects" field was reserved (and never written)
+// before object manifests existed: an absent, null or empty value ({}, [], "") decodes
+// as no objects.
+func (s *State) UnmarshalJSON(b []byte) error {
+	type plain State
+	aux := struct {
+		*plain
+		Objects json.RawMessage `json:"objects"`
+	}{plain: (*plain)(s)}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	s.Objects = nil
+	switch string(bytes.TrimSpace(aux.Objects)) {
+	case "", "null", "{}", "[]", `""`:
+		return nil
+	}
+	var objs map[uint64]metadata.Object
+	if err := json.Unmarshal(aux.Objects, &objs); err != nil {
+		return fmt.Errorf("objects: %w", err)
+	}
+	for id, o := range objs {
+		if o.ID != id || id == 0 {
+			return fmt.Errorf("objects: entry %d is inconsistent", id)
+		}
+	}
+	s.Objects = objs
+	return nil
 }
 
 func newState() State {
 	return State{Brokers: map[int32]metadata.Broker{}, Topics: map[string]*metadata.Topic{}}
 }
 
-// shallowCopy copies the maps (topics are immutable, brokers are values).
+// shallowCopy copies the maps (topics and the object table are immutable, brokers are
+// values).
 func (s *State) shallowCopy() State {
 	c := *s
 	c.Brokers = make(map[int32]metadata.Broker, len(s.Brokers))
@@ -66,15 +103,18 @@ func (s *State) view() *metadata.View {
 	for k, v := range s.Topics {
 		topics[k] = v
 	}
-	return metadata.NewView(s.Version, s.ClusterID, -1, brokers, topics)
+	return metadata.NewViewWithObjects(s.Version, s.ClusterID, -1, brokers, topics, s.Objects)
 }
 
-// cloneTopic returns a deep copy of t that a command may modify before storing it.
+// cloneTopic returns a deep copy of t that a command may modify before storing it. The
+// object manifests are shared, clipped so that an append copies: a command replaces a
+// manifest slice, it never writes into one.
 func cloneTopic(t *metadata.Topic) *metadata.Topic {
 	c := *t
 	c.Partitions = make([]metadata.Partition, len(t.Partitions))
 	for i, p := range t.Partitions {
 		p.Logs = append([]metadata.LogRange(nil), p.Logs...)
+		p.Objects = slices.Clip(p.Objects)
 		c.Partitions[i] = p
 	}
 	c.Configs = make(map[string]string, len(t.Configs))

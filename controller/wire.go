@@ -11,10 +11,13 @@ type ViewJSON struct {
 	ControllerID int32                      `json:"controller_id"`
 	Brokers      []metadata.Broker          `json:"brokers"`
 	Topics       map[string]*metadata.Topic `json:"topics"`
+	// Objects: the prepared and committed objects, by ID (a JSON object keyed by the
+	// decimal ID).
+	Objects map[uint64]metadata.Object `json:"objects,omitempty"`
 }
 
 func viewToWire(v *metadata.View) ViewJSON {
-	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics}
+	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics, Objects: v.Objects}
 }
 
 // RegisterRequest is the body of POST /v1/brokers/register.
@@ -119,6 +122,40 @@ type ProducerIDsRequest struct {
 type ProducerIDsResponse struct {
 	First   int64  `json:"first"`
 	Count   int64  `json:"count"`
+	Version uint64 `json:"version"`
+}
+
+// PrepareObjectRequest is the body of POST /v1/objects/prepare: broker Broker, in its
+// current registration Epoch, wants a new object.
+type PrepareObjectRequest struct {
+	Broker int32 `json:"broker"`
+	Epoch  int64 `json:"epoch"`
+}
+
+// ObjectResponse answers prepare and commit with the object as it is now.
+type ObjectResponse struct {
+	Object  metadata.Object `json:"object"`
+	Version uint64          `json:"version"`
+}
+
+// CommitObjectRequest is the body of POST /v1/objects/commit.
+type CommitObjectRequest struct {
+	ID     uint64                    `json:"id"`
+	Broker int32                     `json:"broker"`
+	Epoch  int64                     `json:"epoch"`
+	Size   int64                     `json:"size"`
+	Ranges []metadata.PartitionRange `json:"ranges"`
+}
+
+// DeleteObjectsRequest is the body of POST /v1/objects/delete.
+type DeleteObjectsRequest struct {
+	IDs []uint64 `json:"ids"`
+}
+
+// DeleteObjectsResponse: Deleted objects were removed by this call (IDs deleted before
+// do not count).
+type DeleteObjectsResponse struct {
+	Deleted int    `json:"deleted"`
 	Version uint64 `json:"version"`
 }
 

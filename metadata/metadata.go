@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -31,6 +32,12 @@ var (
 	// ErrMoveRefused: a partition move does not match the current state (the partition
 	// is not moving, the caller does not lead it, or the target is not an active broker).
 	ErrMoveRefused = errors.New("metadata: partition move refused")
+	// ErrObjectRejected: an object manifest change does not match the current state; the
+	// error's message gives the reason (stale or fenced broker epoch, a range that leaves
+	// a gap or overlaps, an unknown object, an object in the wrong state). Nothing changed.
+	// A refusal for a stale or fenced epoch also matches ErrFenced, one for a partition
+	// that does not exist (any more) also ErrUnknownTopic.
+	ErrObjectRejected = errors.New("metadata: object rejected")
 )
 
 // TopicID is a topic's UUID. It changes when a topic is deleted and created again, so
@@ -83,6 +90,60 @@ type Partition struct {
 	// and Logs is empty, for state written before moves existed: see Moving).
 	MovingTo int32 `json:"moving_to,omitempty"`
 	Moving   bool  `json:"moving,omitempty"`
+	// Objects is the partition's manifest in object storage: the committed objects that
+	// hold its offsets, ascending and contiguous (each range starts where the previous
+	// one ended + 1). Retention removes ranges from the front only. Never modify the
+	// elements in place: Views share them.
+	Objects []ObjectRange `json:"objects,omitempty"`
+}
+
+// UploadedThrough is the first offset not in object storage yet: the last range's
+// LastOffset + 1, or -1 when the manifest is empty.
+func (p Partition) UploadedThrough() int64 {
+	if n := len(p.Objects); n > 0 {
+		return p.Objects[n-1].LastOffset + 1
+	}
+	return -1
+}
+
+// ObjectRange says that an object holds a partition's offsets FirstOffset..LastOffset
+// (both inclusive).
+type ObjectRange struct {
+	Object      uint64 `json:"object"`
+	FirstOffset int64  `json:"first_offset"`
+	LastOffset  int64  `json:"last_offset"`
+}
+
+// ObjectState is where an object is in its life: prepared (an ID and key handed out,
+// the PUT may or may not have happened), committed (its ranges are in the partitions'
+// manifests), deleted (gone from object storage; the controller drops it from the state
+// when it is deleted, so Views hold only prepared and committed objects).
+type ObjectState string
+
+const (
+	ObjectPrepared  ObjectState = "prepared"
+	ObjectCommitted ObjectState = "committed"
+	ObjectDeleted   ObjectState = "deleted"
+)
+
+// Object is one object in object storage. Key is decided by the controller from ID;
+// Broker and Epoch are the registration that prepared it (only it may commit it).
+type Object struct {
+	ID     uint64      `json:"id"`
+	Key    string      `json:"key"`
+	Size   int64       `json:"size,omitempty"`
+	State  ObjectState `json:"state"`
+	Broker int32       `json:"broker"`
+	Epoch  int64       `json:"epoch"`
+}
+
+// PartitionRange is one partition's offsets FirstOffset..LastOffset (inclusive) in an
+// object being committed.
+type PartitionRange struct {
+	Topic       TopicID `json:"topic_id"`
+	Partition   int32   `json:"partition"`
+	FirstOffset int64   `json:"first_offset"`
+	LastOffset  int64   `json:"last_offset"`
 }
 
 // LogRange says that Broker's WAL holds a partition's offsets from StartOffset on (up to
@@ -120,7 +181,10 @@ type View struct {
 	ControllerID int32
 	Brokers      []Broker
 	Topics       map[string]*Topic
-	byID         map[TopicID]*Topic
+	// Objects holds the prepared and committed objects by ID (deleted ones are dropped).
+	// It may be nil (no objects, or a store without object manifests).
+	Objects map[uint64]Object
+	byID    map[TopicID]*Topic
 }
 
 // TopicByID finds a topic by its UUID.
@@ -144,12 +208,128 @@ func (v *View) Broker(id int32) (Broker, bool) {
 // NewView returns a View with its topic-ID index built. The View takes ownership of
 // brokers and topics: neither may be modified afterwards.
 func NewView(version uint64, clusterID string, controllerID int32, brokers []Broker, topics map[string]*Topic) *View {
+	return NewViewWithObjects(version, clusterID, controllerID, brokers, topics, nil)
+}
+
+// NewViewWithObjects is NewView with the object table; the View takes ownership of
+// objects too.
+func NewViewWithObjects(version uint64, clusterID string, controllerID int32, brokers []Broker, topics map[string]*Topic, objects map[uint64]Object) *View {
 	if topics == nil {
 		topics = map[string]*Topic{}
 	}
-	v := &View{Version: version, ClusterID: clusterID, ControllerID: controllerID, Brokers: brokers, Topics: topics}
+	v := &View{Version: version, ClusterID: clusterID, ControllerID: controllerID, Brokers: brokers, Topics: topics, Objects: objects}
 	v.index()
 	return v
+}
+
+// Object finds an object (prepared or committed) by ID.
+func (v *View) Object(id uint64) (Object, bool) {
+	o, ok := v.Objects[id]
+	return o, ok
+}
+
+// GarbageObjects lists, by ID, the objects no one will ever read or commit, which a
+// garbage collector may delete (first the key from object storage, then DeleteObjects):
+//   - prepared objects whose broker registration is over (the broker is fenced or
+//     registered again since): only that registration could have committed them;
+//   - committed objects no partition's manifest references any more (every range
+//     belonged to topics that were deleted).
+//
+// Prepared objects of a live registration are left to their broker, which knows
+// whether it is still uploading them.
+func (v *View) GarbageObjects() []Object {
+	refs := v.referencedObjects()
+	live := make(map[int32]int64, len(v.Brokers)) // active broker → its epoch
+	for _, b := range v.Brokers {
+		if b.Active() {
+			live[b.ID] = b.Epoch
+		}
+	}
+	var out []Object
+	for _, o := range v.Objects {
+		switch o.State {
+		case ObjectPrepared:
+			if e, ok := live[o.Broker]; ok && e == o.Epoch {
+				continue
+			}
+		case ObjectCommitted:
+			if refs[o.ID] > 0 {
+				continue
+			}
+		default:
+			continue
+		}
+		out = append(out, o)
+	}
+	sortObjects(out)
+	return out
+}
+
+// ExpiredObjects lists, by ID, the committed objects retention may delete now: every
+// range of the object is below its partition's log start offset, and each range is at
+// the front of its manifest once the other listed objects are gone (DeleteObjects
+// accepts exactly such a batch). An object that also holds live data of another
+// partition stays, and so does every object behind it in a manifest.
+func (v *View) ExpiredObjects() []Object {
+	refs := v.referencedObjects()
+	// Candidates: objects with every range below its log start offset.
+	cand := map[uint64]bool{}
+	below := map[uint64]int{}
+	for _, t := range v.Topics {
+		for _, p := range t.Partitions {
+			for _, r := range p.Objects {
+				if r.LastOffset < p.LogStartOffset {
+					below[r.Object]++
+				}
+			}
+		}
+	}
+	for id, n := range below {
+		if o, ok := v.Objects[id]; ok && o.State == ObjectCommitted && n == refs[id] {
+			cand[id] = true
+		}
+	}
+	// Keep only candidates whose every range lies in a manifest prefix of candidates.
+	for changed := true; changed; {
+		changed = false
+		for _, t := range v.Topics {
+			for _, p := range t.Partitions {
+				i := 0
+				for i < len(p.Objects) && cand[p.Objects[i].Object] {
+					i++
+				}
+				for _, r := range p.Objects[i:] {
+					if cand[r.Object] {
+						delete(cand, r.Object)
+						changed = true
+					}
+				}
+			}
+		}
+	}
+	out := make([]Object, 0, len(cand))
+	for id := range cand {
+		out = append(out, v.Objects[id])
+	}
+	sortObjects(out)
+	return out
+}
+
+// referencedObjects counts the manifest ranges that reference each object.
+func (v *View) referencedObjects() map[uint64]int {
+	refs := map[uint64]int{}
+	for _, t := range v.Topics {
+		for _, p := range t.Partitions {
+			for _, r := range p.Objects {
+				refs[r.Object]++
+			}
+		}
+	}
+	return refs
+}
+
+func sortObjects(os []Object) {
+	sort.Slice(os, func(i, j int) bool { return os[i].ID < os[j].ID })
 }
 
 func (v *View) index() {
@@ -202,6 +382,25 @@ type Store interface {
 	SetLogStartOffset(ctx context.Context, id TopicID, partition int32, offset int64) error
 	// AllocateProducerID returns a producer ID never handed out before.
 	AllocateProducerID(ctx context.Context) (int64, error)
+}
+
+// ObjectManifest is implemented by stores that keep the object manifests (the Raft
+// controller's client). An upload is: PrepareObject (an ID and key) → PUT the object →
+// CommitObject (its ranges join the partitions' manifests) → trim the WAL. Objects
+// prepared and never committed, and objects no manifest references, are found with
+// View.GarbageObjects; retention finds its objects with View.ExpiredObjects. A key is
+// deleted from object storage before DeleteObjects is called.
+type ObjectManifest interface {
+	// PrepareObject reserves a new object for this broker's current registration.
+	PrepareObject(ctx context.Context) (Object, error)
+	// CommitObject commits a prepared object with its size and, per partition, the
+	// offsets it holds; each range must continue its partition's manifest. On
+	// ErrObjectRejected nothing changed.
+	CommitObject(ctx context.Context, id uint64, size int64, ranges []PartitionRange) error
+	// DeleteObjects forgets deleted objects: prepared ones, committed ones no manifest
+	// references, and committed ones whose every range is below its partition's log
+	// start offset and at the front of its manifest. IDs already deleted are ignored.
+	DeleteObjects(ctx context.Context, ids []uint64) error
 }
 
 // Registrar is implemented by stores that learn brokers' addresses from the brokers

@@ -1,0 +1,59 @@
+package controller
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/weir-io/weir/metadata"
+)
+
+// Object manifest writes: the commands validate everything against the state when
+// applied (cmd_objects.go), so these need no admin lock.
+
+func (c *Controller) handlePrepareObject(r *http.Request, body []byte) (any, error) {
+	var req PrepareObjectRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	res, err := c.propose(&prepareObjectCmd{Broker: req.Broker, Epoch: req.Epoch})
+	if err != nil {
+		return nil, err
+	}
+	o, ok := res.Value.(metadata.Object)
+	if !ok {
+		return nil, fmt.Errorf("%w: prepare answered %T", errInternal, res.Value)
+	}
+	return ObjectResponse{Object: o, Version: res.Version}, nil
+}
+
+func (c *Controller) handleCommitObject(r *http.Request, body []byte) (any, error) {
+	var req CommitObjectRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if len(req.Ranges) == 0 || len(req.Ranges) > maxCommitRanges {
+		return nil, fmt.Errorf("%w: %d ranges (must be 1..%d)", ErrBadRequest, len(req.Ranges), maxCommitRanges)
+	}
+	res, err := c.propose(&commitObjectCmd{ID: req.ID, Broker: req.Broker, Epoch: req.Epoch, Size: req.Size, Ranges: req.Ranges})
+	if err != nil {
+		return nil, err
+	}
+	o, _ := res.Value.(metadata.Object)
+	return ObjectResponse{Object: o, Version: res.Version}, nil
+}
+
+func (c *Controller) handleDeleteObjects(r *http.Request, body []byte) (any, error) {
+	var req DeleteObjectsRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if len(req.IDs) == 0 || len(req.IDs) > maxDeleteObjects {
+		return nil, fmt.Errorf("%w: %d ids (must be 1..%d)", ErrBadRequest, len(req.IDs), maxDeleteObjects)
+	}
+	res, err := c.propose(&deleteObjectsCmd{IDs: req.IDs})
+	if err != nil {
+		return nil, err
+	}
+	n, _ := res.Value.(int)
+	return DeleteObjectsResponse{Deleted: n, Version: res.Version}, nil
+}

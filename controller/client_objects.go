@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/weir-io/weir/metadata"
+)
+
+// PrepareObject implements metadata.ObjectManifest: a new object for this broker's
+// current registration. Like every write it returns once the local View has it. A retry
+// after an ambiguous failure may leave an extra prepared object of this registration
+// behind (nobody commits it; the broker's own garbage collection deletes its prepared
+// objects it does not know, or it becomes garbage when the registration ends).
+func (c *Client) PrepareObject(ctx context.Context) (metadata.Object, error) {
+	req := PrepareObjectRequest{Broker: c.selfID.Load(), Epoch: c.epoch.Load()}
+	if req.Broker < 0 || req.Epoch == 0 {
+		return metadata.Object{}, fmt.Errorf("%w: %w: this client is not a registered broker", metadata.ErrObjectRejected, metadata.ErrFenced)
+	}
+	var resp ObjectResponse
+	if _, err := c.call(ctx, http.MethodPost, "/v1/objects/prepare", req, &resp); err != nil {
+		return metadata.Object{}, err
+	}
+	if resp.Object.ID == 0 {
+		return metadata.Object{}, fmt.Errorf("%w: prepare answered without an object", ErrUnavailable)
+	}
+	c.waitVersion(ctx, resp.Version)
+	return resp.Object, nil
+}
+
+// CommitObject implements metadata.ObjectManifest: it commits object id, prepared by
+// this broker in its current epoch. If an earlier attempt whose answer was lost already
+// committed it, the retry's refusal is recognised and CommitObject succeeds.
+func (c *Client) CommitObject(ctx context.Context, id uint64, size int64, ranges []metadata.PartitionRange) error {
+	req := CommitObjectRequest{ID: id, Broker: c.selfID.Load(), Epoch: c.epoch.Load(), Size: size, Ranges: ranges}
+	var resp ObjectResponse
+	info, err := c.call(ctx, http.MethodPost, "/v1/objects/commit", req, &resp)
+	if err != nil {
+		if info.ambiguous && errors.Is(err, metadata.ErrObjectRejected) && c.refreshConsistent(ctx) == nil && c.committed(c.View(), req) {
+			return nil // an earlier attempt committed it
+		}
+		return err
+	}
+	c.waitVersion(ctx, resp.Version)
+	return nil
+}
+
+// committed reports whether v shows req applied: the object committed by this broker and
+// epoch with this size, and each range in its partition's manifest (unless the topic
+// was deleted since).
+func (c *Client) committed(v *metadata.View, req CommitObjectRequest) bool {
+	o, ok := v.Object(req.ID)
+	if !ok || o.State != metadata.ObjectCommitted || o.Broker != req.Broker || o.Epoch != req.Epoch || o.Size != req.Size {
+		return false
+	}
+	for _, r := range req.Ranges {
+		t := v.TopicByID(r.Topic)
+		if t == nil || int(r.Partition) >= len(t.Partitions) || r.Partition < 0 {
+			continue
+		}
+		want := metadata.ObjectRange{Object: req.ID, FirstOffset: r.FirstOffset, LastOffset: r.LastOffset}
+		found := false
+		for _, have := range t.Partitions[r.Partition].Objects {
+			if have == want {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// deleteObjectsChunk bounds the IDs of one delete request.
+const deleteObjectsChunk = 10000
+
+// DeleteObjects implements metadata.ObjectManifest. IDs already deleted are ignored, so
+// a retry is harmless. More than deleteObjectsChunk IDs are sent in several commands, in
+// order (each one must be acceptable on its own: list a manifest's front objects first).
+func (c *Client) DeleteObjects(ctx context.Context, ids []uint64) error {
+	for len(ids) > 0 {
+		n := min(len(ids), deleteObjectsChunk)
+		var resp DeleteObjectsResponse
+		if _, err := c.call(ctx, http.MethodPost, "/v1/objects/delete", DeleteObjectsRequest{IDs: ids[:n]}, &resp); err != nil {
+			return err
+		}
+		c.waitVersion(ctx, resp.Version)
+		ids = ids[n:]
+	}
+	return nil
+}
