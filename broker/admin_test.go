@@ -153,3 +153,27 @@ func TestDeleteRecordsAndListOffsets(t *testing.T) {
 		t.Fatalf("first record after DeleteRecords at %d", got[0][0].Offset)
 	}
 }
+
+// Reads naming a leader epoch the partition does not have are refused the way Kafka does,
+// so clients refresh metadata instead of reading from a stale leader.
+func TestCurrentLeaderEpochChecked(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b.admin(t), "ep", 1, nil)
+	cl := b.client(t)
+	for epoch, want := range map[int32]int16{-1: 0, 0: 0, 3: kerr.UnknownLeaderEpoch.Code} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "ep"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.CurrentLeaderEpoch, rp.Timestamp = epoch, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(testCtx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Topics[0].Partitions[0].ErrorCode; got != want {
+			t.Fatalf("current leader epoch %d: %v, want %v", epoch, kerr.ErrorForCode(got), kerr.ErrorForCode(want))
+		}
+	}
+}

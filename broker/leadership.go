@@ -187,6 +187,21 @@ func (b *Broker) lookup(t *metadata.Topic, index int32, write bool) (*partition,
 	return p, nil
 }
 
+// lookupEpoch is lookup for reads that carry a current leader epoch (-1: unchecked):
+// FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH when the client's view differs.
+func (b *Broker) lookupEpoch(t *metadata.Topic, index, current int32) (*partition, error) {
+	p, err := b.lookup(t, index, false)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkEpochLocked(current); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 // loadLoop loads a partition that became this broker's after start-up, retrying while a
 // previous leader's WAL cannot be read (e.g. not yet visible on the shared file system).
 func (b *Broker) loadLoop(p *partition) {

@@ -25,21 +25,15 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) *kmsg.ListOffse
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
-			p, err := b.lookup(t, rp.Partition, false)
+			p, err := b.lookupEpoch(t, rp.Partition, rp.CurrentLeaderEpoch)
 			if err != nil {
 				sp.ErrorCode = kafkaCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
 			p.mu.Lock()
-			err = p.checkEpochLocked(rp.CurrentLeaderEpoch)
 			logStart, hw, epoch := p.logStart, p.hw, p.leaderEpoch
 			p.mu.Unlock()
-			if err != nil {
-				sp.ErrorCode = kafkaCode(err)
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
 			sp.LeaderEpoch = epoch
 			switch ts := rp.Timestamp; {
 			case ts == -1:

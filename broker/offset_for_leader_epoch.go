@@ -23,15 +23,7 @@ func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochReques
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			p, err := b.lookup(t, rp.Partition, false)
-			if err != nil {
-				sp.ErrorCode = kafkaCode(err)
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			p.mu.Lock()
-			err = p.checkEpochLocked(rp.CurrentLeaderEpoch)
-			p.mu.Unlock()
+			p, err := b.lookupEpoch(t, rp.Partition, rp.CurrentLeaderEpoch)
 			if err != nil {
 				sp.ErrorCode = kafkaCode(err)
 			} else {
