@@ -44,21 +44,21 @@ const forwardedHeader = "X-Weir-Forwarded-By"
 
 func (c *Controller) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/brokers/register", c.write(c.handleRegister))
-	mux.HandleFunc("POST /v1/brokers/heartbeat", c.write(c.handleHeartbeat))
-	mux.HandleFunc("POST /v1/brokers/suspect", c.write(c.handleSuspect))
-	mux.HandleFunc("POST /v1/topics", c.write(c.handleCreateTopic))
-	mux.HandleFunc("DELETE /v1/topics/{name}", c.write(c.handleDeleteTopic))
-	mux.HandleFunc("POST /v1/topics/{name}/partitions", c.write(c.handleCreatePartitions))
-	mux.HandleFunc("POST /v1/topics/{name}/configs", c.write(c.handleAlterConfigs))
-	mux.HandleFunc("POST /v1/partitions/log-start", c.write(c.handleLogStart))
-	mux.HandleFunc("POST /v1/partitions/move", c.write(c.handleMove))
-	mux.HandleFunc("POST /v1/partitions/complete-move", c.write(c.handleCompleteMove))
-	mux.HandleFunc("POST /v1/partitions/cancel-move", c.write(c.handleCancelMove))
-	mux.HandleFunc("POST /v1/producer-ids", c.write(c.handleProducerIDs))
-	mux.HandleFunc("POST /v1/objects/prepare", c.write(c.handlePrepareObject))
-	mux.HandleFunc("POST /v1/objects/commit", c.write(c.handleCommitObject))
-	mux.HandleFunc("POST /v1/objects/delete", c.write(c.handleDeleteObjects))
+	mux.HandleFunc("POST /v1/brokers/register", writeAs[RegisterRequest](c, c.handleRegister))
+	mux.HandleFunc("POST /v1/brokers/heartbeat", writeAs[HeartbeatRequest](c, c.handleHeartbeat))
+	mux.HandleFunc("POST /v1/brokers/suspect", writeAs[SuspectRequest](c, c.handleSuspect))
+	mux.HandleFunc("POST /v1/topics", writeAs[CreateTopicRequest](c, c.handleCreateTopic))
+	mux.HandleFunc("DELETE /v1/topics/{name}", c.write(c.handleDeleteTopic, nil))
+	mux.HandleFunc("POST /v1/topics/{name}/partitions", writeAs[CreatePartitionsRequest](c, c.handleCreatePartitions))
+	mux.HandleFunc("POST /v1/topics/{name}/configs", writeAs[AlterConfigsRequest](c, c.handleAlterConfigs))
+	mux.HandleFunc("POST /v1/partitions/log-start", writeAs[LogStartRequest](c, c.handleLogStart))
+	mux.HandleFunc("POST /v1/partitions/move", writeAs[MoveRequest](c, c.handleMove))
+	mux.HandleFunc("POST /v1/partitions/complete-move", writeAs[CompleteMoveRequest](c, c.handleCompleteMove))
+	mux.HandleFunc("POST /v1/partitions/cancel-move", writeAs[MoveRequest](c, c.handleCancelMove))
+	mux.HandleFunc("POST /v1/producer-ids", writeAs[ProducerIDsRequest](c, c.handleProducerIDs))
+	mux.HandleFunc("POST /v1/objects/prepare", writeAs[PrepareObjectRequest](c, c.handlePrepareObject))
+	mux.HandleFunc("POST /v1/objects/commit", writeAs[CommitObjectRequest](c, c.handleCommitObject))
+	mux.HandleFunc("POST /v1/objects/delete", writeAs[DeleteObjectsRequest](c, c.handleDeleteObjects))
 	mux.HandleFunc("GET /v1/metadata", c.handleMetadata)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Status()) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -115,11 +115,21 @@ func (c *Controller) instrument(next http.Handler) http.Handler {
 // writeHandler handles a request on the leader; its value is sent as JSON.
 type writeHandler func(r *http.Request, body []byte) (any, error)
 
-// write wraps a leader-only handler: bounded body, then local handling on the leader,
-// proxying on a follower.
-func (c *Controller) write(h writeHandler) http.HandlerFunc {
+// writeAs is write for a body of type T: a body that does not decode as T is refused
+// here rather than forwarded, so malformed input gets the same 400 from every
+// controller, with or without a leader.
+func writeAs[T any](c *Controller, h writeHandler) http.HandlerFunc {
+	return c.write(h, func(body []byte) error { return decode(body, new(T)) })
+}
+
+// write wraps a leader-only handler: bounded body, optional shape check, then local
+// handling on the leader, proxying on a follower.
+func (c *Controller) write(h writeHandler, check func([]byte) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := readBody(w, r, c.cfg.MaxBodyBytes)
+		if err == nil && check != nil {
+			err = check(body)
+		}
 		if err != nil {
 			writeError(w, err)
 			return
