@@ -2,8 +2,10 @@ GO      ?= go
 BIN     := bin/weir
 PKGS    := ./...
 # Unit and in-process tests run with the race detector; the process-level tests in test/
-# build their own weir binary.
-TESTFLAGS ?= -count=1 -timeout 25m
+# build their own weir binary. Packages run one at a time (-p 1): the cluster tests bind
+# many loopback ports and run Raft with sub-second timeouts, and on a 2-core machine
+# packages running side by side steal ports and CPU from each other.
+TESTFLAGS ?= -count=1 -timeout 25m -p 1
 
 .PHONY: run build test vet fuzz bench clean
 

@@ -48,8 +48,11 @@ type Cluster struct {
 	mu          sync.Mutex
 	controllers []*controller.Controller // nil while stopped
 	brokers     []*BrokerNode            // nil while stopped
-	kafka       []string
-	gossipAddrs []string
+	kafka       []string                 // "" until the broker first bound its port
+	gossipAddrs []string                 // likewise; "off" without gossip
+	// listeners bound before the first start of each controller, so no other process
+	// can take a port between choosing it and binding it.
+	raftLns, apiLns []net.Listener
 }
 
 // Start starts the controllers, waits for a Raft leader, then starts the brokers.
@@ -69,28 +72,28 @@ func Start(cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	c.raftLns = make([]net.Listener, cfg.Controllers)
+	c.apiLns = make([]net.Listener, cfg.Controllers)
 	for i := 0; i < cfg.Controllers; i++ {
-		raftAddr, err := addrAt(cfg.RaftAddrs, i)
+		raftLn, err := listenAt(cfg.RaftAddrs, i)
 		if err != nil {
+			c.closeListeners()
 			return nil, err
 		}
-		apiAddr, err := addrAt(cfg.APIAddrs, i)
+		c.raftLns[i] = raftLn
+		apiLn, err := listenAt(cfg.APIAddrs, i)
 		if err != nil {
+			c.closeListeners()
 			return nil, err
 		}
-		c.peers = append(c.peers, controller.Peer{ID: int32(i + 1), RaftAddr: raftAddr, APIAddr: apiAddr})
+		c.apiLns[i] = apiLn
+		c.peers = append(c.peers, controller.Peer{ID: int32(i + 1), RaftAddr: raftLn.Addr().String(), APIAddr: apiLn.Addr().String()})
 	}
 	for i := 0; i < cfg.Brokers; i++ {
-		k, err := addrAt(cfg.KafkaAddrs, i)
-		if err != nil {
-			return nil, err
-		}
-		c.kafka = append(c.kafka, k)
-		g := ""
-		if !cfg.NoGossip {
-			if g, err = addrAt(cfg.GossipAddrs, i); err != nil {
-				return nil, err
-			}
+		c.kafka = append(c.kafka, at(cfg.KafkaAddrs, i))
+		g := at(cfg.GossipAddrs, i)
+		if cfg.NoGossip {
+			g = "off"
 		}
 		c.gossipAddrs = append(c.gossipAddrs, g)
 	}
@@ -109,17 +112,34 @@ func Start(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-// addrAt returns addrs[i] or a free loopback address.
-func addrAt(addrs []string, i int) (string, error) {
-	if i < len(addrs) && addrs[i] != "" {
-		return addrs[i], nil
+// at returns addrs[i], or "" (bind a free port at first start).
+func at(addrs []string, i int) string {
+	if i < len(addrs) {
+		return addrs[i]
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	return ""
+}
+
+// listenAt binds addrs[i], or a free loopback port.
+func listenAt(addrs []string, i int) (net.Listener, error) {
+	addr := at(addrs, i)
+	if addr == "" {
+		addr = "127.0.0.1:0"
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return net.Listen("tcp", addr)
+}
+
+func (c *Cluster) closeListeners() {
+	for i := range c.raftLns {
+		if c.raftLns[i] != nil {
+			c.raftLns[i].Close()
+			c.raftLns[i] = nil
+		}
+		if c.apiLns[i] != nil {
+			c.apiLns[i].Close()
+			c.apiLns[i] = nil
+		}
+	}
 }
 
 // StartController starts (or restarts, from its data directory) controller i.
@@ -128,6 +148,11 @@ func (c *Cluster) StartController(i int) error {
 	cfg.NodeID = c.peers[i].ID
 	cfg.DataDir = filepath.Join(c.cfg.Dir, fmt.Sprintf("controller-%d", cfg.NodeID))
 	cfg.Peers = c.peers
+	c.mu.Lock()
+	// The first start uses the listeners bound in Start; restarts bind the same addresses.
+	cfg.RaftListener, cfg.APIListener = c.raftLns[i], c.apiLns[i]
+	c.raftLns[i], c.apiLns[i] = nil, nil
+	c.mu.Unlock()
 	cfg.Logger = c.log.With("controller", cfg.NodeID)
 	if c.cfg.Registerer != nil {
 		cfg.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"node": fmt.Sprintf("controller-%d", cfg.NodeID)}, c.cfg.Registerer)
@@ -195,7 +220,19 @@ func (c *Cluster) StartBroker(i int) error {
 	bcfg := broker.DefaultConfig()
 	bcfg.NodeID = id
 	bcfg.Rack = c.cfg.Zones[i%len(c.cfg.Zones)]
+	c.mu.Lock()
 	bcfg.ListenAddr = c.kafka[i]
+	gossipAddr := c.gossipAddrs[i]
+	var seeds []string
+	for j, a := range c.gossipAddrs {
+		if j != i && a != "" && a != "off" {
+			seeds = append(seeds, a) // brokers not started yet join us later
+		}
+	}
+	c.mu.Unlock()
+	if bcfg.ListenAddr == "" {
+		bcfg.ListenAddr = "127.0.0.1:0"
+	}
 	bcfg.DataDir = filepath.Join(c.cfg.Dir, fmt.Sprintf("broker-%d", id))
 	bcfg.WALRoot = filepath.Join(c.cfg.Dir, "wal")
 	if c.cfg.BrokerConfig != nil {
@@ -207,12 +244,15 @@ func (c *Cluster) StartBroker(i int) error {
 		c.cfg.ClientConfig(&ccfg)
 	}
 	gcfg := gossip.DefaultConfig()
-	gcfg.BindAddr = c.gossipAddrs[i]
-	for j, a := range c.gossipAddrs {
-		if j != i && a != "" {
-			gcfg.Seeds = append(gcfg.Seeds, a)
-		}
+	switch gossipAddr {
+	case "off":
+		gcfg.BindAddr = ""
+	case "":
+		gcfg.BindAddr = "127.0.0.1:0"
+	default:
+		gcfg.BindAddr = gossipAddr
 	}
+	gcfg.Seeds = seeds
 	var reg prometheus.Registerer
 	if c.cfg.Registerer != nil {
 		reg = prometheus.WrapRegistererWith(prometheus.Labels{"node": fmt.Sprintf("broker-%d", id)}, c.cfg.Registerer)
@@ -223,6 +263,10 @@ func (c *Cluster) StartBroker(i int) error {
 	}
 	c.mu.Lock()
 	c.brokers[i] = n
+	c.kafka[i] = n.Addr() // restarts come back on the same address
+	if n.Gossip != nil {
+		c.gossipAddrs[i] = n.Gossip.Addr()
+	}
 	c.mu.Unlock()
 	return nil
 }
@@ -256,10 +300,14 @@ func (c *Cluster) Broker(i int) *BrokerNode {
 }
 
 // Bootstrap is a comma-separated list of the brokers' Kafka addresses.
-func (c *Cluster) Bootstrap() string { return strings.Join(c.kafka, ",") }
+func (c *Cluster) Bootstrap() string { return strings.Join(c.KafkaAddrs(), ",") }
 
 // KafkaAddrs are the brokers' Kafka addresses.
-func (c *Cluster) KafkaAddrs() []string { return append([]string(nil), c.kafka...) }
+func (c *Cluster) KafkaAddrs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.kafka...)
+}
 
 // Close stops every broker, then every controller.
 func (c *Cluster) Close() error {
@@ -270,6 +318,9 @@ func (c *Cluster) Close() error {
 	for i := range c.controllers {
 		errs = append(errs, c.StopController(i))
 	}
+	c.mu.Lock()
+	c.closeListeners()
+	c.mu.Unlock()
 	return errors.Join(errs...)
 }
 
