@@ -2,6 +2,7 @@ package broker
 
 import (
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -175,5 +176,54 @@ func TestCurrentLeaderEpochChecked(t *testing.T) {
 		if got := resp.Topics[0].Partitions[0].ErrorCode; got != want {
 			t.Fatalf("current leader epoch %d: %v, want %v", epoch, kerr.ErrorForCode(got), kerr.ErrorForCode(want))
 		}
+	}
+}
+
+// ListOffsets by timestamp finds the first batch at or after the time; OffsetForLeaderEpoch
+// answers the current epoch with the log end.
+func TestOffsetsByTimeAndEpoch(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	adm := b.admin(t)
+	createTopic(t, adm, "ts", 1, nil)
+	cl := b.client(t, kgo.DefaultProduceTopic("ts"))
+	base := time.UnixMilli(1_800_000_000_000)
+	for i := 0; i < 5; i++ {
+		r := &kgo.Record{Value: []byte{byte(i)}, Timestamp: base.Add(time.Duration(i) * time.Minute)}
+		if err := cl.ProduceSync(testCtx(t), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for millis, want := range map[int64]int64{
+		base.UnixMilli() - 1:                                   0,
+		base.Add(2 * time.Minute).UnixMilli():                  2,
+		base.Add(2*time.Minute + time.Millisecond).UnixMilli(): 3,
+		base.Add(4 * time.Minute).UnixMilli():                  4,
+		base.Add(10 * time.Minute).UnixMilli():                 -1,
+	} {
+		lo, err := adm.ListOffsetsAfterMilli(testCtx(t), millis, "ts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := lo.Lookup("ts", 0)
+		if want >= 0 && o.Offset != want {
+			t.Fatalf("offset for time %d: %d, want %d", millis, o.Offset, want)
+		}
+		if want < 0 && o.Offset != 5 && o.Offset != -1 {
+			t.Fatalf("offset for a time after every record: %d, want the end (5) or -1", o.Offset)
+		}
+	}
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = "ts"
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.CurrentLeaderEpoch, rp.LeaderEpoch = -1, 0
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.LeaderEpoch != 0 || p.EndOffset != 5 {
+		t.Fatalf("OffsetForLeaderEpoch(0): %+v", p)
 	}
 }
