@@ -1,0 +1,117 @@
+package test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// `weir dev` is what `make run` starts: 3 controllers and 3 brokers in zones a, b, c in
+// one process. A client lists the three brokers with their racks, produces and consumes,
+// and SIGINT stops the process cleanly.
+func TestWeirDev(t *testing.T) {
+	dir := t.TempDir()
+	// weir dev numbers each kind of port upwards from a base: find bases with three free
+	// ports in a row.
+	base := func() int {
+		for {
+			p := freePort(t)
+			if p > 65000 {
+				continue
+			}
+			ok := true
+			for i := 1; i < 3 && ok; i++ {
+				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+i))
+				if err != nil {
+					ok = false
+					continue
+				}
+				ln.Close()
+			}
+			if ok {
+				return p
+			}
+		}
+	}
+	kafkaPort := base()
+	args := []string{"dev", "--data-dir", filepath.Join(dir, "data"), "--metrics", "", "--kafka-port", fmt.Sprint(kafkaPort)}
+	for _, flag := range []string{"--raft-port", "--api-port", "--gossip-port"} {
+		args = append(args, flag, fmt.Sprint(base()))
+	}
+	logf, err := os.Create(filepath.Join(dir, "dev.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(weirBin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	bootstrap := fmt.Sprintf("127.0.0.1:%d", kafkaPort)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic("dev"), kgo.AllowAutoTopicCreation(), kgo.RetryTimeout(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var racks []string
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		md, err := adm.Metadata(ctxT(t, 10*time.Second))
+		if err == nil && len(md.Brokers) == 3 {
+			for _, b := range md.Brokers {
+				racks = append(racks, fmt.Sprintf("%d:%s", b.NodeID, *b.Rack))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "dev.log"))
+			t.Fatalf("weir dev did not serve 3 brokers: %v\n%s", err, b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	sort.Strings(racks)
+	if fmt.Sprint(racks) != "[1:a 2:b 3:c]" {
+		t.Fatalf("brokers and racks: %v", racks)
+	}
+	r, err := cl.ProduceSync(ctxT(t, 60*time.Second), &kgo.Record{Value: []byte("hello")}).First()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics("dev"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	fs := cons.PollFetches(ctxT(t, 60*time.Second))
+	if recs := fs.Records(); len(recs) != 1 || string(recs[0].Value) != "hello" || recs[0].Offset != r.Offset {
+		t.Fatalf("consumed %v (errors %v)", recs, fs.Errors())
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("weir dev exited with %v after SIGINT", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("weir dev did not stop within 60 s of SIGINT")
+	}
+}
