@@ -34,8 +34,6 @@ func kafkaCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, errProducerFenced):
 		return kerr.InvalidProducerEpoch.Code
-	case errors.Is(err, errUnknownProducer):
-		return kerr.UnknownProducerID.Code
 	case errors.Is(err, errNotLeader):
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, errOffsetOutOfRange):

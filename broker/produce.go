@@ -15,7 +15,6 @@ package broker
 import (
 	"errors"
 	"strconv"
-	"sync"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,6 +32,8 @@ func (b *Broker) handleProduce(c *conn, s *slot, req *kmsg.ProduceRequest) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	view := b.meta.View()
 
+	// Each partition's answer is written by its own WAL callback (distinct elements);
+	// the last callback's pending.Add orders those writes before the response is sent.
 	var pending atomic.Int32
 	pending.Store(1) // released after all partitions are queued
 	var failed atomic.Bool
@@ -49,7 +50,6 @@ func (b *Broker) handleProduce(c *conn, s *slot, req *kmsg.ProduceRequest) {
 		}
 		s.respond(resp)
 	}
-	var mu sync.Mutex // guards resp partitions written from WAL callbacks
 
 	for _, rt := range req.Topics {
 		t := view.Topics[rt.Topic]
@@ -93,7 +93,6 @@ func (b *Broker) handleProduce(c *conn, s *slot, req *kmsg.ProduceRequest) {
 			appendTime := tsType == "LogAppendTime"
 			pending.Add(1)
 			b.appendBatch(p, &h, rp.Records, appendTime, func(base, logStart, stamped int64, err error) {
-				mu.Lock()
 				if err != nil {
 					out.ErrorCode = kafkaCode(err)
 					out.ErrorMessage = errMessage(err)
@@ -104,7 +103,6 @@ func (b *Broker) handleProduce(c *conn, s *slot, req *kmsg.ProduceRequest) {
 					out.LogStartOffset = logStart
 					out.LogAppendTime = stamped
 				}
-				mu.Unlock()
 				finish()
 			})
 		}

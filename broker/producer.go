@@ -11,9 +11,8 @@ import (
 // in flight) is recognised and answered with its original offset.
 
 var (
-	errOutOfOrderSeq   = errors.New("broker: out of order sequence number")
-	errProducerFenced  = errors.New("broker: producer epoch is older than the current one")
-	errUnknownProducer = errors.New("broker: unknown producer id")
+	errOutOfOrderSeq  = errors.New("broker: out of order sequence number")
+	errProducerFenced = errors.New("broker: producer epoch is older than the current one")
 )
 
 // errDuplicate is returned by prepare for a retried batch; Offset is where the original went.
