@@ -15,6 +15,8 @@ import (
 
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/objectstore"
+	"github.com/weir-io/weir/objectstore/objread"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -37,6 +39,19 @@ type Broker struct {
 
 	foreignMu sync.Mutex
 	foreign   map[int32]*wal.ReadOnly // read-only views of WALs (others', and our own for scans)
+
+	// object tier (tier.go); manifest is nil when it is off
+	objects      objectstore.Store
+	manifest     metadata.ObjectManifest
+	objReader    *objread.Reader
+	instrumented *objectstore.Instrumented
+	pinMu        sync.Mutex
+	pins         map[partKey]walPin // WAL positions others still need (trim.go)
+	upMu         sync.Mutex
+	spare        *metadata.Object // prepared by an upload whose PUT failed; reused
+	inflight     map[uint64]bool  // prepared objects an upload is using
+	// unusedPrepared: own prepared objects unused at the last garbage collection
+	unusedPrepared map[uint64]bool
 
 	ln      net.Listener
 	connsMu sync.Mutex
@@ -64,17 +79,23 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
-		cfg:     cfg,
-		meta:    meta,
-		cache:   newTailCache(cfg.TailCacheBytes),
-		log:     log.With("broker", cfg.NodeID),
-		metrics: newMetrics(cfg.Registerer),
-		parts:   map[metadata.TopicID]map[int32]*partition{},
-		foreign: map[int32]*wal.ReadOnly{},
-		conns:   map[*conn]struct{}{},
-		ctx:     ctx,
-		cancel:  cancel,
-		now:     time.Now,
+		cfg:      cfg,
+		meta:     meta,
+		cache:    newTailCache(cfg.TailCacheBytes),
+		log:      log.With("broker", cfg.NodeID),
+		metrics:  newMetrics(cfg.Registerer),
+		parts:    map[metadata.TopicID]map[int32]*partition{},
+		foreign:  map[int32]*wal.ReadOnly{},
+		conns:    map[*conn]struct{}{},
+		ctx:      ctx,
+		cancel:   cancel,
+		now:      time.Now,
+		pins:     map[partKey]walPin{},
+		inflight: map[uint64]bool{},
+	}
+	if err := b.openTier(); err != nil {
+		cancel()
+		return nil, err
 	}
 	wcfg := cfg.WAL
 	if wcfg.Registerer == nil {
@@ -100,6 +121,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	b.mu.Unlock()
 	if err != nil {
 		w.Close()
+		b.closeTier()
 		cancel()
 		return nil, err
 	}
@@ -123,6 +145,11 @@ func (b *Broker) Start() error {
 	b.wg.Add(2)
 	go b.acceptLoop()
 	go b.watchMetadata()
+	if b.tiered() {
+		b.wg.Add(2)
+		go b.uploadLoop()
+		go b.retentionLoop()
+	}
 	b.log.Info("broker serving", "listen", ln.Addr().String(), "advertised", b.Advertised(), "rack", b.cfg.Rack)
 	return nil
 }
@@ -166,6 +193,7 @@ func (b *Broker) Close() error {
 		b.connsMu.Unlock()
 		b.wg.Wait()
 		b.metrics.close()
+		b.closeTier()
 		b.groups.Close()
 		err = b.wal.Close()
 		b.foreignMu.Lock()

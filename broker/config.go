@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/weir-io/weir/broker/group"
+	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -51,6 +52,11 @@ type Config struct {
 	WAL   wal.Config
 	Group group.Config
 
+	// Objects is the object store WAL data moves to (shared by the cluster); nil keeps
+	// everything in the WAL. The tier also needs a metadata store with object manifests.
+	Objects objectstore.Store
+	Tier    TierConfig
+
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 }
@@ -70,6 +76,7 @@ func DefaultConfig() Config {
 		IdleTimeout:            10 * time.Minute,
 		WAL:                    wal.DefaultConfig(""),
 		Group:                  group.DefaultConfig(),
+		Tier:                   DefaultTierConfig(),
 	}
 }
 
@@ -110,6 +117,9 @@ func (c *Config) Validate() error {
 	if err := c.WAL.Validate(); err != nil {
 		return err
 	}
+	if err := c.Tier.Validate(); err != nil {
+		return err
+	}
 	return c.Group.Validate()
 }
 
@@ -138,5 +148,6 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	})
 	fs.Int64Var(&c.TailCacheBytes, "tail-cache-bytes", c.TailCacheBytes, "memory for recent batches served to tail consumers")
 	fs.Int64Var(&c.WAL.SegmentSize, "wal-segment-bytes", c.WAL.SegmentSize, "size of one WAL segment file")
+	c.Tier.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
 }

@@ -58,7 +58,8 @@ func kafkaCode(err error) int16 {
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, metadata.ErrNotController):
 		return kerr.NotController.Code
-	case errors.Is(err, wal.ErrNoSpace), errors.Is(err, wal.ErrFailed), errors.Is(err, wal.ErrClosed):
+	case errors.Is(err, wal.ErrNoSpace), errors.Is(err, wal.ErrFailed), errors.Is(err, wal.ErrClosed),
+		errors.Is(err, errStorage), errors.Is(err, errWALFull):
 		return kerr.KafkaStorageError.Code
 	default:
 		return kerr.UnknownServerError.Code

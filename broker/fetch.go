@@ -12,6 +12,8 @@ package broker
 // transactions, so the last stable offset is the high watermark.
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -126,40 +128,70 @@ func (b *Broker) fillFetch(targets []fetchTarget, maxBytes int) (int, bool) {
 		if limit < 0 {
 			limit = 0
 		}
-		pieces, hw, logStart, err := t.p.read(t.req.FetchOffset, limit, total == 0, t.req.CurrentLeaderEpoch)
-		out.HighWatermark, out.LastStableOffset, out.LogStartOffset = hw, hw, logStart
+		var buf []byte
+		var err error
+		// A second try covers a read that raced with a WAL trim: the index then sends
+		// it to object storage.
+		for try := 0; try < 2; try++ {
+			var pieces []readPiece
+			var hw, logStart int64
+			pieces, hw, logStart, err = t.p.read(t.req.FetchOffset, limit, total == 0, t.req.CurrentLeaderEpoch)
+			out.HighWatermark, out.LastStableOffset, out.LogStartOffset = hw, hw, logStart
+			if err != nil {
+				break
+			}
+			if buf, err = b.readPieces(t, pieces, limit, total == 0); err == nil {
+				break
+			}
+		}
 		if err != nil {
 			out.ErrorCode = kafkaCode(err)
 			errs = true
 			continue
 		}
-		n := 0
-		for _, pc := range pieces {
-			n += int(pc.size)
-		}
-		buf := make([]byte, 0, n)
-		for _, pc := range pieces {
-			if pc.data != nil {
-				buf = append(buf, pc.data...)
-				continue
-			}
-			start := len(buf)
-			buf = buf[:start+int(pc.size)]
-			if err := pc.src.ReadAt(buf[start:], pc.pos); err != nil {
-				// Return what was read so far; the consumer asks again from there.
-				buf = buf[:start]
-				if start == 0 {
-					out.ErrorCode = kerr.KafkaStorageError.Code
-					errs = true
-				}
-				b.log.Warn("fetch: WAL read failed", "topic", t.p.topic, "partition", t.p.index, "pos", pc.pos, "err", err)
-				break
-			}
-		}
 		out.RecordBatches = buf
 		total += len(buf)
 	}
 	return total, errs
+}
+
+// readPieces reads what partition.read located: cached bytes, WAL ranges, or objects.
+// A WAL read failure after some bytes returns those (the consumer asks again from there).
+func (b *Broker) readPieces(t fetchTarget, pieces []readPiece, limit int, first bool) ([]byte, error) {
+	if len(pieces) == 1 && pieces[0].objs != nil {
+		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		defer cancel()
+		data, err := b.objReader.Read(ctx, t.p.id, t.p.index, t.req.FetchOffset, limit, pieces[0].objs)
+		if err != nil {
+			b.log.Warn("fetch: object read failed", "topic", t.p.topic, "partition", t.p.index, "offset", t.req.FetchOffset, "err", err)
+			return nil, fmt.Errorf("%w: %w", errStorage, err)
+		}
+		if !first && len(data) > limit {
+			return nil, nil // only the first partition may exceed its limit (KIP-74)
+		}
+		return data, nil
+	}
+	n := 0
+	for _, pc := range pieces {
+		n += int(pc.size)
+	}
+	buf := make([]byte, 0, n)
+	for _, pc := range pieces {
+		if pc.data != nil {
+			buf = append(buf, pc.data...)
+			continue
+		}
+		start := len(buf)
+		buf = buf[:start+int(pc.size)]
+		if err := pc.src.ReadAt(buf[start:], pc.pos); err != nil {
+			b.log.Warn("fetch: WAL read failed", "topic", t.p.topic, "partition", t.p.index, "pos", pc.pos, "err", err)
+			if start == 0 {
+				return nil, fmt.Errorf("%w: %w", errStorage, err)
+			}
+			return buf[:start], nil
+		}
+	}
+	return buf, nil
 }
 
 // finishFetch accounts the bytes served and answers.

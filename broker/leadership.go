@@ -111,6 +111,10 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 				p.leaderEpoch = mp.LeaderEpoch
 			}
 			p.setLogStartLocked(mp.LogStartOffset)
+			if b.tiered() {
+				p.tier.enabled = true
+				p.applyManifestLocked(mp, v)
+			}
 			switch {
 			case mp.Moving && p.state == partReady:
 				p.state = partClosing
@@ -153,6 +157,7 @@ func (b *Broker) dropLocked(p *partition) {
 	}
 	p.mu.Lock()
 	p.state = partGone
+	b.pinOnDropLocked(p)
 	w := p.waiters
 	p.waiters = nil
 	p.mu.Unlock()

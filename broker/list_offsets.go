@@ -43,7 +43,7 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) *kmsg.ListOffse
 			case ts == -3:
 				sp.Offset, sp.Timestamp = p.maxTimestamp()
 			case ts >= 0:
-				if off, bts, ok := p.offsetForTime(ts); ok {
+				if off, bts, ok := b.offsetForTime(p, ts); ok {
 					sp.Offset, sp.Timestamp = off, bts
 				}
 			default:

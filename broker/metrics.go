@@ -39,6 +39,7 @@ type metrics struct {
 	bytesOut      *prometheus.CounterVec
 	produceErrs   *prometheus.CounterVec
 	lagFailures   prometheus.Counter
+	tier          tierMetrics
 
 	reg       prometheus.Registerer
 	mu        sync.Mutex
@@ -75,6 +76,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.register(m.requests, m.requestsTotal, m.requestErrors, m.connections, m.badFrames, m.unsupported,
 		m.bytesIn, m.bytesOut, m.produceErrs, m.lagFailures)
+	m.tier = newTierMetrics(m)
 	return m
 }
 

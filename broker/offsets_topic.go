@@ -86,15 +86,7 @@ func (b *Broker) restoreGroups(p *partition) {
 	locs := append([]*batchLoc(nil), p.batches...)
 	p.mu.Unlock()
 	n := 0
-	for _, loc := range locs {
-		data := loc.data
-		if data == nil {
-			data = make([]byte, loc.size)
-			if err := loc.src.ReadAt(data, loc.pos); err != nil {
-				b.log.Error("restoring group offsets: read failed", "partition", p.index, "offset", loc.base, "err", err)
-				continue
-			}
-		}
+	apply := func(off int64, data []byte) {
 		err := decodeRecords(data, func(key, value []byte) {
 			var offs []group.Offset
 			if json.Unmarshal(value, &offs) != nil {
@@ -106,8 +98,23 @@ func (b *Broker) restoreGroups(p *partition) {
 			n++
 		})
 		if err != nil {
-			b.log.Warn("restoring group offsets: undecodable batch", "partition", p.index, "offset", loc.base, "err", err)
+			b.log.Warn("restoring group offsets: undecodable batch", "partition", p.index, "offset", off, "err", err)
 		}
+	}
+	// Older commits first: those only object storage holds, then the index's.
+	if err := b.readObjectBatches(p, apply); err != nil {
+		b.log.Error("restoring group offsets: object read failed; older commits are missing", "partition", p.index, "err", err)
+	}
+	for _, loc := range locs {
+		data := loc.data
+		if data == nil {
+			data = make([]byte, loc.size)
+			if err := loc.src.ReadAt(data, loc.pos); err != nil {
+				b.log.Error("restoring group offsets: read failed", "partition", p.index, "offset", loc.base, "err", err)
+				continue
+			}
+		}
+		apply(loc.base, data)
 	}
 	if n > 0 {
 		b.log.Info("group offsets restored", "partition", p.index, "commits", n)

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/objectstore/objread"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -38,6 +40,7 @@ type batchLoc struct {
 	size       int32
 	data       []byte // tail cache; nil once evicted
 	synced     bool
+	at         int64 // when it was synced or loaded (unix ns): upload lag
 	// producer fields kept for state rebuilding and rollback
 	pid    int64
 	pepoch int16
@@ -76,10 +79,11 @@ type partition struct {
 	epochs      []epochStart
 	producers   map[int64]*producerState
 	waiters     []chan struct{}
+	tier        tierState // what object storage holds (partition_tier.go)
 }
 
 func newPartition(topic string, id metadata.TopicID, index int32, epoch int32, logStart int64) *partition {
-	return &partition{topic: topic, id: id, index: index, leaderEpoch: epoch, logStart: logStart, next: logStart, hw: logStart, producers: map[int64]*producerState{}, state: partLoading}
+	return &partition{topic: topic, id: id, index: index, leaderEpoch: epoch, logStart: logStart, next: logStart, hw: logStart, producers: map[int64]*producerState{}, state: partLoading, tier: tierState{uploaded: -1}}
 }
 
 // prepareResult is what prepare decided about one batch.
@@ -141,6 +145,7 @@ func (p *partition) commit(loc *batchLoc, src logReader, pos wal.Pos) {
 	p.mu.Lock()
 	loc.src, loc.pos = src, pos
 	loc.synced = true
+	loc.at = time.Now().UnixNano()
 	if loc.last+1 > p.hw {
 		p.hw = loc.last + 1
 	}
@@ -180,7 +185,7 @@ func (p *partition) rollback(base int64) {
 // collect records a batch found in a WAL while the partition loads; finishLoad indexes
 // the collected batches in offset order.
 func (p *partition) collect(h *batchHeader, src logReader, pos wal.Pos, size int) {
-	loc := &batchLoc{base: h.BaseOffset, last: h.BaseOffset + int64(h.LastOffsetDelta), epoch: h.LeaderEpoch, maxTS: h.MaxTimestamp, src: src, pos: pos, size: int32(size), synced: true, pid: -1}
+	loc := &batchLoc{base: h.BaseOffset, last: h.BaseOffset + int64(h.LastOffsetDelta), epoch: h.LeaderEpoch, maxTS: h.MaxTimestamp, src: src, pos: pos, size: int32(size), synced: true, pid: -1, at: time.Now().UnixNano()}
 	if h.idempotent() {
 		loc.pid = h.ProducerID
 		loc.pepoch, loc.pseq = h.ProducerEpoch, h.BaseSequence
@@ -201,12 +206,16 @@ func (p *partition) finishLoad() (gaps []string) {
 		if loc.base < p.next {
 			continue // never let offsets move backwards
 		}
-		if loc.base > p.next && loc.base > p.logStart {
-			gaps = append(gaps, fmt.Sprintf("[%d, %d)", p.next, loc.base))
+		// Offsets below what object storage holds need not be in any WAL.
+		if loc.base > p.next && loc.base > p.logStart && loc.base > p.tier.uploaded {
+			gaps = append(gaps, fmt.Sprintf("[%d, %d)", max(p.next, p.tier.uploaded), loc.base))
 		}
 		p.addLoc(loc)
 	}
 	p.loaded = nil
+	if p.tier.uploaded > p.next {
+		p.next, p.hw = p.tier.uploaded, p.tier.uploaded
+	}
 	if p.state == partLoading {
 		p.state = partReady
 	}
@@ -285,6 +294,9 @@ type readPiece struct {
 	src  logReader
 	pos  wal.Pos
 	size int32
+	// objs, when set, is the only piece: the offset lives in object storage only, in
+	// objs[0] (and the partition continues in the rest).
+	objs []objread.ObjectRef
 }
 
 func (p *partition) read(offset int64, maxBytes int, minOne bool, current int32) (pieces []readPiece, hw, logStart int64, err error) {
@@ -299,6 +311,9 @@ func (p *partition) read(offset int64, maxBytes int, minOne bool, current int32)
 	}
 	if offset < p.logStart || offset > p.hw {
 		return nil, hw, logStart, errOffsetOutOfRange
+	}
+	if refs := p.objectsForLocked(offset); refs != nil {
+		return []readPiece{{objs: refs}}, hw, logStart, nil
 	}
 	i := sort.Search(len(p.batches), func(i int) bool { return p.batches[i].last >= offset })
 	total := 0
@@ -342,6 +357,11 @@ func (p *partition) maxTimestamp() (int64, int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	off, ts := int64(-1), int64(-1)
+	for _, o := range p.tier.objs {
+		if o.maxTS > ts && o.ref.LastOffset >= p.logStart {
+			off, ts = o.ref.LastOffset, o.maxTS // per object: the range's last offset
+		}
+	}
 	for _, b := range p.batches {
 		if !b.synced || b.base >= p.hw {
 			break

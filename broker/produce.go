@@ -16,6 +16,7 @@ import (
 	"errors"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -30,6 +31,16 @@ func (b *Broker) handleProduce(c *conn, s *slot, req *kmsg.ProduceRequest) {
 		return
 	}
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	// Uploads behind and the WAL filling up: slow this connection down first (its next
+	// request is read only after this one is queued), refuse at the limit.
+	delay, walErr := b.produceBackpressure()
+	if delay > 0 {
+		resp.ThrottleMillis = int32(delay / time.Millisecond)
+		select {
+		case <-time.After(delay):
+		case <-b.ctx.Done():
+		}
+	}
 	view := b.meta.View()
 
 	// Each partition's answer is written by its own WAL callback (distinct elements);
@@ -72,6 +83,10 @@ func (b *Broker) handleProduce(c *conn, s *slot, req *kmsg.ProduceRequest) {
 			p, err := b.lookup(t, rp.Partition, true)
 			if err == nil && !b.leaseOK() {
 				err = errNotLeader
+			}
+			if err == nil && walErr != nil {
+				err = walErr
+				out.ErrorMessage = errMessage(err)
 			}
 			if err != nil {
 				out.ErrorCode = kafkaCode(err)

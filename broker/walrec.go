@@ -62,6 +62,7 @@ func (b *Broker) replay() error {
 	}
 	b.mu.RUnlock()
 	self := b.cfg.NodeID
+	view := b.meta.View()
 	var batches, skipped int
 	var legacy []offsetsRec
 	info, err := b.wal.Replay(func(typ byte, payload []byte, pos wal.Pos) error {
@@ -74,13 +75,16 @@ func (b *Broker) replay() error {
 			b.mu.RLock()
 			p := b.parts[id][idx]
 			b.mu.RUnlock()
-			if p == nil {
-				skipped++ // deleted topic, or a partition led elsewhere now
-				return nil
-			}
 			h, err := parseBatchHeader(batch)
 			if err != nil {
 				return fmt.Errorf("broker: replay at %d: %w", pos, err)
+			}
+			if p == nil {
+				skipped++ // deleted topic, or a partition led elsewhere now
+				if b.tiered() {
+					b.pinReplayed(view, id, idx, &h, pos+batchRecHdr)
+				}
+				return nil
 			}
 			for _, r := range p.chain {
 				if r.broker == self && r.holds(h.BaseOffset) {

@@ -15,6 +15,8 @@ import (
 	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/gossip"
+	"github.com/weir-io/weir/objectstore"
+	"github.com/weir-io/weir/objectstore/localfs"
 )
 
 // Config describes a whole cluster in one process.
@@ -37,6 +39,9 @@ type Config struct {
 	Logger           *slog.Logger
 	// Registerer receives every node's metrics, labelled by node (nil: none shared).
 	Registerer prometheus.Registerer
+	// Objects is the object store every broker shares; nil: localfs in Dir/objects. Set
+	// broker.Config.Objects to nil in BrokerConfig to run without the object tier.
+	Objects objectstore.Store
 }
 
 // Cluster is a running in-process cluster.
@@ -71,6 +76,13 @@ func Start(cfg Config) (*Cluster, error) {
 		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Objects == nil {
+		st, err := localfs.Open(filepath.Join(cfg.Dir, "objects"))
+		if err != nil {
+			return nil, err
+		}
+		c.cfg.Objects = st
 	}
 	c.raftLns = make([]net.Listener, cfg.Controllers)
 	c.apiLns = make([]net.Listener, cfg.Controllers)
@@ -235,6 +247,7 @@ func (c *Cluster) StartBroker(i int) error {
 	}
 	bcfg.DataDir = filepath.Join(c.cfg.Dir, fmt.Sprintf("broker-%d", id))
 	bcfg.WALRoot = filepath.Join(c.cfg.Dir, "wal")
+	bcfg.Objects = c.cfg.Objects
 	if c.cfg.BrokerConfig != nil {
 		c.cfg.BrokerConfig(&bcfg)
 	}

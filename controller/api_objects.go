@@ -31,8 +31,8 @@ func (c *Controller) handleCommitObject(r *http.Request, body []byte) (any, erro
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if len(req.Ranges) == 0 || len(req.Ranges) > maxCommitRanges {
-		return nil, fmt.Errorf("%w: %d ranges (must be 1..%d)", ErrBadRequest, len(req.Ranges), maxCommitRanges)
+	if len(req.Ranges) == 0 || len(req.Ranges) > metadata.MaxCommitRanges {
+		return nil, fmt.Errorf("%w: %d ranges (must be 1..%d)", ErrBadRequest, len(req.Ranges), metadata.MaxCommitRanges)
 	}
 	res, err := c.propose(&commitObjectCmd{ID: req.ID, Broker: req.Broker, Epoch: req.Epoch, Size: req.Size, Ranges: req.Ranges})
 	if err != nil {
@@ -47,8 +47,8 @@ func (c *Controller) handleDeleteObjects(r *http.Request, body []byte) (any, err
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if len(req.IDs) == 0 || len(req.IDs) > maxDeleteObjects {
-		return nil, fmt.Errorf("%w: %d ids (must be 1..%d)", ErrBadRequest, len(req.IDs), maxDeleteObjects)
+	if len(req.IDs) == 0 || len(req.IDs) > metadata.MaxDeleteObjects {
+		return nil, fmt.Errorf("%w: %d ids (must be 1..%d)", ErrBadRequest, len(req.IDs), metadata.MaxDeleteObjects)
 	}
 	res, err := c.propose(&deleteObjectsCmd{IDs: req.IDs})
 	if err != nil {

@@ -60,7 +60,7 @@ func (c *Client) committed(v *metadata.View, req CommitObjectRequest) bool {
 		if t == nil || int(r.Partition) >= len(t.Partitions) || r.Partition < 0 {
 			continue
 		}
-		want := metadata.ObjectRange{Object: req.ID, FirstOffset: r.FirstOffset, LastOffset: r.LastOffset}
+		want := r.ObjectRange(req.ID)
 		found := false
 		for _, have := range t.Partitions[r.Partition].Objects {
 			if have == want {

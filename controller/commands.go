@@ -89,13 +89,7 @@ type machine struct {
 	byID map[metadata.TopicID]string
 	// refs lists, per object, the partitions whose manifests hold a range of it (in no
 	// particular order; built from the topics, kept up to date by the commands).
-	refs map[uint64][]partRef
-}
-
-// partRef names one partition.
-type partRef struct {
-	topic     metadata.TopicID
-	partition int32
+	refs map[uint64][]metadata.PartitionRef
 }
 
 func newMachine(st State) *machine {
@@ -105,7 +99,7 @@ func newMachine(st State) *machine {
 	if st.Topics == nil {
 		st.Topics = map[string]*metadata.Topic{}
 	}
-	m := &machine{st: st, byID: make(map[metadata.TopicID]string, len(st.Topics)), refs: map[uint64][]partRef{}}
+	m := &machine{st: st, byID: make(map[metadata.TopicID]string, len(st.Topics)), refs: map[uint64][]metadata.PartitionRef{}}
 	for name, t := range st.Topics {
 		m.byID[t.ID] = name
 		m.addRefs(t)
@@ -117,7 +111,7 @@ func newMachine(st State) *machine {
 func (m *machine) addRefs(t *metadata.Topic) {
 	for _, p := range t.Partitions {
 		for _, r := range p.Objects {
-			m.refs[r.Object] = append(m.refs[r.Object], partRef{t.ID, p.Index})
+			m.refs[r.Object] = append(m.refs[r.Object], metadata.PartitionRef{Topic: t.ID, Partition: p.Index})
 		}
 	}
 }
@@ -126,12 +120,12 @@ func (m *machine) addRefs(t *metadata.Topic) {
 func (m *machine) dropRefs(t *metadata.Topic) {
 	for _, p := range t.Partitions {
 		for _, r := range p.Objects {
-			m.dropRef(r.Object, partRef{t.ID, p.Index})
+			m.dropRef(r.Object, metadata.PartitionRef{Topic: t.ID, Partition: p.Index})
 		}
 	}
 }
 
-func (m *machine) dropRef(obj uint64, ref partRef) {
+func (m *machine) dropRef(obj uint64, ref metadata.PartitionRef) {
 	l := m.refs[obj]
 	if i := slices.Index(l, ref); i >= 0 {
 		l = slices.Delete(l, i, i+1)

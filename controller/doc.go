@@ -32,7 +32,9 @@
 // Snapshot: the JSON of State: {"cluster_id", "version", "next_producer_id",
 // "next_object_id", "brokers": {"<id>": metadata.Broker}, "topics": {"<name>":
 // metadata.Topic, each partition with its manifest "objects": [{"object",
-// "first_offset", "last_offset"}]}, "objects": {"<id>": metadata.Object}}.
+// "first_offset", "last_offset", "max_timestamp", "bytes"}]}, "objects": {"<id>":
+// metadata.Object}}. "max_timestamp" and "bytes" are left out while 0 (ranges committed
+// before they existed restore with 0).
 // "next_object_id" and "objects" are left out while there are none; "objects" was
 // reserved (never written) before manifests existed, and an absent, null or empty value
 // restores as no objects. Object IDs start at 1; an object's key is
@@ -41,7 +43,8 @@
 //
 // Objects: prepare → PUT → commit → trim the WAL; retention and garbage collection
 // delete the key from object storage first, then DeleteObjects. The rules are in
-// cmd_objects.go. A garbage collector finds its work with metadata.View.GarbageObjects
+// cmd_objects.go, the checks in metadata.ObjectRules (shared with metadata.LocalStore).
+// A garbage collector finds its work with metadata.View.GarbageObjects
 // (prepared objects of a registration that is over; committed objects no partition's
 // manifest references, e.g. after their topics were deleted) and retention with
 // View.ExpiredObjects.

@@ -55,8 +55,8 @@ func TestObjectManifestCluster(t *testing.T) {
 		t.Fatalf("own view after prepare: %+v %v", got, ok)
 	}
 	ranges := []metadata.PartitionRange{
-		{Topic: top.ID, Partition: 0, FirstOffset: 0, LastOffset: 99},
-		{Topic: top.ID, Partition: 1, FirstOffset: 0, LastOffset: 9},
+		{Topic: top.ID, Partition: 0, FirstOffset: 0, LastOffset: 99, MaxTimestamp: 1_700_000_000_000, Bytes: 4 << 20},
+		{Topic: top.ID, Partition: 1, FirstOffset: 0, LastOffset: 9, MaxTimestamp: 1_700_000_000_001, Bytes: 4 << 20},
 	}
 	if err := b1.CommitObject(ctx, o.ID, 8<<20, ranges); err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestObjectManifestCluster(t *testing.T) {
 		got, ok := v.Object(o.ID)
 		tp := v.TopicByID(top.ID)
 		return ok && got.State == metadata.ObjectCommitted && got.Size == 8<<20 && got.Key == o.Key && tp != nil &&
-			len(tp.Partitions[0].Objects) == 1 && tp.Partitions[0].Objects[0] == metadata.ObjectRange{Object: o.ID, FirstOffset: 0, LastOffset: 99} &&
+			len(tp.Partitions[0].Objects) == 1 && tp.Partitions[0].Objects[0] == metadata.ObjectRange{Object: o.ID, FirstOffset: 0, LastOffset: 99, MaxTimestamp: 1_700_000_000_000, Bytes: 4 << 20} &&
 			len(tp.Partitions[1].Objects) == 1 && tp.Partitions[1].UploadedThrough() == 10
 	})
 

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -418,5 +419,63 @@ func TestFSMRestoreReservedObjects(t *testing.T) {
 		if err := NewFSM(nil).Restore(readCloser{strings.NewReader(fmt.Sprintf(base, objs))}); err == nil {
 			t.Fatalf("objects %q restored", objs)
 		}
+	}
+}
+
+// TestFSMCommitObjectTimestampAndBytes: a range's MaxTimestamp and Bytes reach the
+// manifest in the View (and the snapshot); negative Bytes are refused; Client.committed
+// recognises the commit with them.
+func TestFSMCommitObjectTimestampAndBytes(t *testing.T) {
+	f := objectFSM(t)
+	o := prepare(t, f, 1, 1)
+	r0 := rng(7, 0, 0, 99)
+	r0.MaxTimestamp, r0.Bytes = 1_700_000_000_123, 65536
+	r1 := rng(7, 1, 0, 9) // recorded without them (zero)
+	bad := r1
+	bad.Bytes = -1
+	refuse(t, f, &commitObjectCmd{ID: o.ID, Broker: 1, Epoch: 1, Size: 70000, Ranges: []metadata.PartitionRange{r0, bad}}, metadata.ErrObjectRejected)
+	cmd := &commitObjectCmd{ID: o.ID, Broker: 1, Epoch: 1, Size: 70000, Ranges: []metadata.PartitionRange{r0, r1}}
+	mustApply(t, f, cmd)
+	want := metadata.ObjectRange{Object: o.ID, FirstOffset: 0, LastOffset: 99, MaxTimestamp: 1_700_000_000_123, Bytes: 65536}
+	if m := manifest(f, "t", 0); !reflect.DeepEqual(m, []metadata.ObjectRange{want}) {
+		t.Fatalf("t/0 manifest %+v, want %+v", m, want)
+	}
+	if m := manifest(f, "t", 1); !reflect.DeepEqual(m, []metadata.ObjectRange{{Object: o.ID, FirstOffset: 0, LastOffset: 9}}) {
+		t.Fatalf("t/1 manifest %+v", m)
+	}
+	st := stateJSON(t, f.State())
+	if !strings.Contains(st, `"max_timestamp":1700000000123,"bytes":65536`) || strings.Count(st, `"max_timestamp"`) != 1 {
+		t.Fatalf("state JSON: %s", st)
+	}
+
+	req := CommitObjectRequest{ID: cmd.ID, Broker: cmd.Broker, Epoch: cmd.Epoch, Size: cmd.Size, Ranges: cmd.Ranges}
+	var c Client
+	if !c.committed(f.View(), req) {
+		t.Fatal("committed does not recognise the commit")
+	}
+	req.Ranges = []metadata.PartitionRange{r0, r1}
+	req.Ranges[0].Bytes++
+	if c.committed(f.View(), req) {
+		t.Fatal("committed matched a range with other bytes")
+	}
+}
+
+// TestCommitRequestFitsBody: a commit of metadata.MaxCommitRanges ranges, every number at
+// its widest, fits the default request body limit.
+func TestCommitRequestFitsBody(t *testing.T) {
+	r := metadata.PartitionRange{Partition: -1 << 31, FirstOffset: -1 << 63, LastOffset: -1 << 63, MaxTimestamp: -1 << 63, Bytes: -1 << 63}
+	for i := range r.Topic {
+		r.Topic[i] = 255
+	}
+	req := CommitObjectRequest{ID: ^uint64(0), Broker: -1 << 31, Epoch: -1 << 63, Size: -1 << 63, Ranges: make([]metadata.PartitionRange, metadata.MaxCommitRanges)}
+	for i := range req.Ranges {
+		req.Ranges[i] = r
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit := DefaultConfig().MaxBodyBytes; int64(len(b)) >= limit {
+		t.Fatalf("%d ranges encode to %d bytes, the body limit is %d", metadata.MaxCommitRanges, len(b), limit)
 	}
 }

@@ -26,8 +26,14 @@ type LocalConfig struct {
 }
 
 // LocalStore is the single-node metadata store: the whole state in one JSON file,
-// rewritten on every change. Changes are rare (topic admin), so simplicity wins here;
-// the Raft controller replaces it in a cluster.
+// rewritten on every change. Changes are rare (topic admin, one commit per object
+// upload), so simplicity wins here; the Raft controller replaces it in a cluster.
+//
+// It keeps the object manifests (ObjectManifest) with the controller's rules
+// (ObjectRules). There are no registrations: the only broker (LocalConfig.Self) is
+// always current, prepares under its ID and epoch localEpoch, and the View shows it with
+// that epoch, so its prepared objects are never GarbageObjects (not even those a
+// previous process left behind: the broker collects its own unused prepared objects).
 type LocalStore struct {
 	cfg LocalConfig
 
@@ -42,7 +48,21 @@ type localState struct {
 	Version        uint64            `json:"version"`
 	NextProducerID int64             `json:"next_producer_id"`
 	Topics         map[string]*Topic `json:"topics"`
+	// NextObjectID is the next object ID to hand out (0 before the first: IDs start at 1).
+	NextObjectID uint64 `json:"next_object_id,omitempty"`
+	// Objects holds the prepared and committed objects by ID. Copy-on-write (a change
+	// stores a new map), so Views and rollback copies share it.
+	Objects map[uint64]Object `json:"objects,omitempty"`
 }
+
+// localEpoch is the registration epoch of LocalStore's only broker.
+const localEpoch = 1
+
+var (
+	_ Store          = (*LocalStore)(nil)
+	_ Registrar      = (*LocalStore)(nil)
+	_ ObjectManifest = (*LocalStore)(nil)
+)
 
 // OpenLocal loads the state file, creating a new cluster if it does not exist.
 func OpenLocal(cfg LocalConfig) (*LocalStore, error) {
@@ -105,18 +125,13 @@ func (s *LocalStore) Changed() <-chan struct{} {
 
 // publish builds a fresh immutable View from state; callers hold mu (or are the constructor).
 func (s *LocalStore) publish() {
-	v := &View{
-		Version:      s.state.Version,
-		ClusterID:    s.state.ClusterID,
-		ControllerID: s.cfg.Self.ID,
-		Brokers:      []Broker{s.cfg.Self},
-		Topics:       make(map[string]*Topic, len(s.state.Topics)),
-	}
+	topics := make(map[string]*Topic, len(s.state.Topics))
 	for name, t := range s.state.Topics {
-		v.Topics[name] = cloneTopic(t)
+		topics[name] = cloneTopic(t)
 	}
-	v.index()
-	s.view = v
+	self := s.cfg.Self
+	self.Epoch = localEpoch
+	s.view = NewViewWithObjects(s.state.Version, s.state.ClusterID, self.ID, []Broker{self}, topics, s.state.Objects)
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
@@ -410,4 +425,105 @@ func (s *LocalStore) AllocateProducerID(context.Context) (int64, error) {
 		return 0, err
 	}
 	return id, nil
+}
+
+// objectRules checks object manifest changes against the state; callers hold mu. Its
+// TopicByID returns the state's own topics, which the caller changes in place (commit
+// rolls them back from the snapshot on a write error).
+func (s *LocalStore) objectRules() *ObjectRules {
+	byID := make(map[TopicID]*Topic, len(s.state.Topics))
+	for _, t := range s.state.Topics {
+		byID[t.ID] = t
+	}
+	var refs map[uint64][]PartitionRef
+	return &ObjectRules{
+		Objects:   s.state.Objects,
+		NextID:    s.state.NextObjectID,
+		TopicByID: func(id TopicID) *Topic { return byID[id] },
+		Refs: func(id uint64) []PartitionRef {
+			if refs == nil {
+				refs = map[uint64][]PartitionRef{}
+				for _, t := range s.state.Topics {
+					for _, p := range t.Partitions {
+						for _, r := range p.Objects {
+							refs[r.Object] = append(refs[r.Object], PartitionRef{t.ID, p.Index})
+						}
+					}
+				}
+			}
+			return refs[id]
+		},
+	}
+}
+
+// setManifests stores the new manifests in the state's topics.
+func (s *LocalStore) setManifests(rules *ObjectRules, changes []ManifestChange) {
+	for _, ch := range changes {
+		rules.TopicByID(ch.Topic).Partitions[ch.Partition].Objects = ch.Objects
+	}
+}
+
+// PrepareObject implements ObjectManifest: a new object of the only broker.
+func (s *LocalStore) PrepareObject(context.Context) (Object, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, err := s.objectRules().Prepare(s.cfg.Self.ID, localEpoch)
+	if err != nil {
+		return Object{}, err
+	}
+	prev := s.snapshotState()
+	s.state.NextObjectID = o.ID + 1
+	s.state.Objects = WithObjects(s.state.Objects, func(objs map[uint64]Object) { objs[o.ID] = o })
+	if err := s.commit(prev); err != nil {
+		return Object{}, err
+	}
+	return o, nil
+}
+
+// CommitObject implements ObjectManifest: it commits object id, prepared by the only
+// broker (ObjectRules.Commit).
+func (s *LocalStore) CommitObject(_ context.Context, id uint64, size int64, ranges []PartitionRange) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rules := s.objectRules()
+	o, changes, err := rules.Commit(id, s.cfg.Self.ID, localEpoch, size, ranges)
+	if err != nil {
+		return err
+	}
+	prev := s.snapshotState()
+	s.setManifests(rules, changes)
+	s.state.Objects = WithObjects(s.state.Objects, func(objs map[uint64]Object) { objs[id] = o })
+	return s.commit(prev)
+}
+
+// DeleteObjects implements ObjectManifest (ObjectRules.Delete); IDs deleted before are
+// ignored. Like the controller's Client it takes any number of IDs, applied in chunks of
+// MaxDeleteObjects, in order (each chunk must be acceptable on its own); none is a no-op.
+func (s *LocalStore) DeleteObjects(_ context.Context, ids []uint64) error {
+	for len(ids) > 0 {
+		n := min(len(ids), MaxDeleteObjects)
+		if err := s.deleteObjects(ids[:n]); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+func (s *LocalStore) deleteObjects(ids []uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rules := s.objectRules()
+	drop, changes, err := rules.Delete(ids)
+	if err != nil || len(drop) == 0 {
+		return err
+	}
+	prev := s.snapshotState()
+	s.setManifests(rules, changes)
+	s.state.Objects = WithObjects(s.state.Objects, func(objs map[uint64]Object) {
+		for _, id := range drop {
+			delete(objs, id)
+		}
+	})
+	return s.commit(prev)
 }

@@ -107,11 +107,16 @@ func (p Partition) UploadedThrough() int64 {
 }
 
 // ObjectRange says that an object holds a partition's offsets FirstOffset..LastOffset
-// (both inclusive).
+// (both inclusive), so that retention can decide from the metadata alone.
 type ObjectRange struct {
 	Object      uint64 `json:"object"`
 	FirstOffset int64  `json:"first_offset"`
 	LastOffset  int64  `json:"last_offset"`
+	// MaxTimestamp is the largest max timestamp (ms) of the range's record batches; 0 in
+	// state written before it was recorded.
+	MaxTimestamp int64 `json:"max_timestamp,omitempty"`
+	// Bytes is the size of the range's record batches in the object (0: not recorded).
+	Bytes int64 `json:"bytes,omitempty"`
 }
 
 // ObjectState is where an object is in its life: prepared (an ID and key handed out,
@@ -126,7 +131,7 @@ const (
 	ObjectDeleted   ObjectState = "deleted"
 )
 
-// Object is one object in object storage. Key is decided by the controller from ID;
+// Object is one object in object storage. Key is decided by the store from ID (ObjectKey);
 // Broker and Epoch are the registration that prepared it (only it may commit it).
 type Object struct {
 	ID     uint64      `json:"id"`
@@ -138,12 +143,17 @@ type Object struct {
 }
 
 // PartitionRange is one partition's offsets FirstOffset..LastOffset (inclusive) in an
-// object being committed.
+// object being committed; it becomes the ObjectRange (PartitionRange.ObjectRange) of the
+// partition's manifest.
 type PartitionRange struct {
 	Topic       TopicID `json:"topic_id"`
 	Partition   int32   `json:"partition"`
 	FirstOffset int64   `json:"first_offset"`
 	LastOffset  int64   `json:"last_offset"`
+	// MaxTimestamp is the largest max timestamp (ms) of the range's record batches.
+	MaxTimestamp int64 `json:"max_timestamp,omitempty"`
+	// Bytes is the size of the range's record batches in the object (not negative).
+	Bytes int64 `json:"bytes,omitempty"`
 }
 
 // LogRange says that Broker's WAL holds a partition's offsets from StartOffset on (up to
@@ -385,7 +395,8 @@ type Store interface {
 }
 
 // ObjectManifest is implemented by stores that keep the object manifests (the Raft
-// controller's client). An upload is: PrepareObject (an ID and key) → PUT the object →
+// controller's client, and LocalStore for the single broker). The rules are the same
+// for both (ObjectRules; stated in controller/cmd_objects.go). An upload is: PrepareObject (an ID and key) → PUT the object →
 // CommitObject (its ranges join the partitions' manifests) → trim the WAL. Objects
 // prepared and never committed, and objects no manifest references, are found with
 // View.GarbageObjects; retention finds its objects with View.ExpiredObjects. A key is

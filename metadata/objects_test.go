@@ -25,9 +25,9 @@ func TestExpiredObjectsCascade(t *testing.T) {
 	// A holds live data of partition 2, so B (behind A in partition 0) must stay, and so
 	// must C (behind B in partition 1), although all of B and C is below the log start.
 	parts := []Partition{
-		{Index: 0, LogStartOffset: 20, Objects: []ObjectRange{{1, 0, 9}, {2, 10, 19}}},
-		{Index: 1, LogStartOffset: 20, Objects: []ObjectRange{{2, 0, 9}, {3, 10, 19}}},
-		{Index: 2, LogStartOffset: 0, Objects: []ObjectRange{{1, 0, 9}}},
+		{Index: 0, LogStartOffset: 20, Objects: []ObjectRange{{Object: 1, FirstOffset: 0, LastOffset: 9}, {Object: 2, FirstOffset: 10, LastOffset: 19}}},
+		{Index: 1, LogStartOffset: 20, Objects: []ObjectRange{{Object: 2, FirstOffset: 0, LastOffset: 9}, {Object: 3, FirstOffset: 10, LastOffset: 19}}},
+		{Index: 2, LogStartOffset: 0, Objects: []ObjectRange{{Object: 1, FirstOffset: 0, LastOffset: 9}}},
 	}
 	v := objView(nil, parts, committed(1), committed(2), committed(3))
 	if e := v.ExpiredObjects(); len(e) != 0 {
@@ -45,7 +45,7 @@ func TestExpiredObjectsCascade(t *testing.T) {
 
 func TestGarbageObjects(t *testing.T) {
 	brokers := []Broker{{ID: 1, Epoch: 2, State: BrokerActive}, {ID: 2, Epoch: 1, State: BrokerFenced}}
-	parts := []Partition{{Index: 0, Objects: []ObjectRange{{1, 0, 9}}}}
+	parts := []Partition{{Index: 0, Objects: []ObjectRange{{Object: 1, FirstOffset: 0, LastOffset: 9}}}}
 	v := objView(brokers, parts,
 		committed(1), // referenced
 		committed(2), // unreferenced: garbage

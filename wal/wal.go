@@ -242,6 +242,18 @@ func (w *WAL) Start() Pos {
 	return w.segs[0].base
 }
 
+// TrimPoint returns where the log would start after TrimBefore(pos): the base of the
+// segment holding pos (or of the oldest segment). Records below it would be removed.
+func (w *WAL) TrimPoint(pos Pos) Pos {
+	w.segMu.RLock()
+	defer w.segMu.RUnlock()
+	if len(w.segs) == 0 {
+		return 0
+	}
+	i := sort.Search(len(w.segs), func(i int) bool { return w.segs[i].base > pos }) - 1
+	return w.segs[max(i, 0)].base
+}
+
 // Err returns nil, or an error wrapping ErrFailed once the WAL has failed for good.
 func (w *WAL) Err() error { return w.failErr() }
 

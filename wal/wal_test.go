@@ -358,6 +358,10 @@ func TestTrimBefore(t *testing.T) {
 		recs = append(recs, mustAppend(t, w, 1, payload(i, 100)))
 	}
 	cut := recs[60].pos
+	point := w.TrimPoint(cut)
+	if point > cut || point <= w.Start() {
+		t.Fatalf("TrimPoint(%d) = %d with start %d", cut, point, w.Start())
+	}
 	removed, err := w.TrimBefore(cut)
 	if err != nil || len(removed) == 0 {
 		t.Fatalf("TrimBefore: %v, removed %v", err, removed)
@@ -367,8 +371,8 @@ func TestTrimBefore(t *testing.T) {
 			t.Fatalf("%s still exists", p)
 		}
 	}
-	if w.Start() > cut {
-		t.Fatalf("Start %d is after the trim point %d", w.Start(), cut)
+	if w.Start() > cut || w.Start() != point {
+		t.Fatalf("Start %d after trimming before %d; TrimPoint said %d", w.Start(), cut, point)
 	}
 	checkReadAt(t, w, recs[60:])
 	if err := w.ReadAt(make([]byte, 10), recs[0].pos); !errors.Is(err, wal.ErrOutOfRange) {

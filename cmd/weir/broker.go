@@ -15,6 +15,7 @@ import (
 	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/gossip"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/objectstore/storeconfig"
 )
 
 // runBroker runs one broker: with --controllers it joins a cluster (metadata from the Raft
@@ -27,12 +28,16 @@ func runBroker(ctx context.Context, args []string) error {
 	gcfg := gossip.DefaultConfig()
 	gcfg.BindAddr = ""
 	gcfg.BindFlags(fs)
+	scfg := storeconfig.DefaultConfig("")
+	scfg.BindFlags(fs)
 	controllers := fs.String("controllers", "", "comma-separated controller API addresses; empty runs a standalone broker with local metadata")
 	p := newProcess(fs, "info", "127.0.0.1:9644", "address for /metrics, /healthz and /readyz (empty: off)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: weir broker [flags]\n\nRuns one Weir broker. Every acked record is fdatasync'ed to the broker's WAL first.\n"+
 			"Standalone (no --controllers): metadata in <data-dir>/metadata.json, WAL in <data-dir>/wal.\n"+
-			"Cluster: --controllers, --node-id, --rack and --wal-root (the shared file system); --gossip-addr enables gossip.\n\n")
+			"Cluster: --controllers, --node-id, --rack and --wal-root (the shared file system); --gossip-addr enables gossip.\n"+
+			"Object storage (where WAL data moves): --object-store=localfs with --object-dir (default <data-dir>/objects\n"+
+			"standalone, <wal-root>/objects in a cluster: every broker must share it), or --object-store=s3 with --s3-*.\n\n")
 		fs.PrintDefaults()
 	}
 	if ok, err := p.parse(fs, args); !ok {
@@ -42,6 +47,16 @@ func runBroker(ctx context.Context, args []string) error {
 	logger, reg := p.log, p.reg
 	cfg.Logger, cfg.Registerer = logger, reg
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return err
+	}
+	if scfg.Kind == storeconfig.KindLocal && scfg.Dir == "" {
+		scfg.Dir = filepath.Join(cfg.DataDir, "objects")
+		if *controllers != "" {
+			scfg.Dir = filepath.Join(cfg.WALRoot, "objects") // shared, like the WALs
+		}
+	}
+	var err error
+	if cfg.Objects, err = scfg.Open(ctx); err != nil {
 		return err
 	}
 

@@ -4,9 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"strings"
 
+	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/cluster"
+	"github.com/weir-io/weir/objectstore/storeconfig"
 )
 
 // runDev runs a whole cluster in this process on the embedded defaults: controllers,
@@ -23,6 +26,8 @@ func runDev(ctx context.Context, args []string) error {
 	raftPort := fs.Int("raft-port", 9301, "Raft port of the first controller; the others follow")
 	apiPort := fs.Int("api-port", 9401, "controller API port of the first controller; the others follow")
 	gossipPort := fs.Int("gossip-port", 9501, "gossip port of the first broker; the others follow")
+	scfg := storeconfig.DefaultConfig("")
+	scfg.BindFlags(fs)
 	p := newProcess(fs, "warn", "127.0.0.1:9644", "address for /metrics (every node, labelled), /healthz and /readyz (empty: off)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: weir dev [flags]\n\nRuns a local Weir cluster in one process: 3 Raft controllers and 3 brokers in zones a, b\n"+
@@ -41,7 +46,21 @@ func runDev(ctx context.Context, args []string) error {
 		}
 		return out
 	}
+	if scfg.Kind == storeconfig.KindLocal && scfg.Dir == "" {
+		scfg.Dir = filepath.Join(*dir, "objects")
+	}
+	objects, err := scfg.Open(ctx)
+	if err != nil {
+		return err
+	}
+	noObjects := objects == nil
 	c, err := cluster.Start(cluster.Config{
+		Objects: objects,
+		BrokerConfig: func(b *broker.Config) {
+			if noObjects {
+				b.Objects = nil
+			}
+		},
 		Dir: *dir, Controllers: *controllers, Brokers: *brokers, Zones: strings.Split(*zones, ","),
 		KafkaAddrs: ports(*kafkaPort, *brokers), GossipAddrs: ports(*gossipPort, *brokers),
 		RaftAddrs: ports(*raftPort, *controllers), APIAddrs: ports(*apiPort, *controllers),

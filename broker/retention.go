@@ -1,0 +1,187 @@
+package broker
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/weir-io/weir/metadata"
+)
+
+// Retention and garbage collection, every TierConfig.RetentionInterval.
+//
+// Retention (each partition's leader): retention.ms removes the manifest's front objects
+// whose newest batch is older than the limit; retention.bytes removes front objects while
+// the partition stays at or above the limit without them (Kafka's rule for segments).
+// Both act on whole object ranges and never on data still only in the WAL (as Kafka never
+// deletes the active segment). The leader raises the log start offset past them, as
+// DeleteRecords does.
+//
+// Garbage collection (one broker: the active broker with the lowest ID): objects whose
+// every range is below its partition's log start (View.ExpiredObjects), objects of
+// deleted topics and prepared objects of ended registrations (View.GarbageObjects), and
+// this broker's own prepared objects that no upload is using (a commit was refused or an
+// answer lost). The key is deleted from object storage first, then from the manifests.
+
+func (b *Broker) retentionLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.Tier.RetentionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-b.ctx.Done():
+			return
+		}
+		b.applyRetention()
+		b.collectGarbage()
+	}
+}
+
+// applyRetention raises the log start of partitions led here past expired objects.
+func (b *Broker) applyRetention() {
+	v := b.meta.View()
+	now := b.now().UnixMilli()
+	for _, p := range b.ledPartitions() {
+		t := v.TopicByID(p.id)
+		if t == nil {
+			continue
+		}
+		ms := topicInt(t, "retention.ms")
+		bytes := topicInt(t, "retention.bytes")
+		if start := p.retentionStart(now, ms, bytes); start > 0 {
+			ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+			err := b.meta.SetLogStartOffset(ctx, p.id, p.index, start)
+			cancel()
+			if err != nil {
+				b.log.Warn("retention: raising the log start failed", "topic", p.topic, "partition", p.index, "offset", start, "err", err)
+				continue
+			}
+			b.metrics.tier.retained.Inc()
+			b.log.Info("retention: log start raised", "topic", p.topic, "partition", p.index, "log_start", start)
+		}
+	}
+}
+
+func topicInt(t *metadata.Topic, key string) int64 {
+	s, _ := t.Config(key)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// retentionStart returns the new log start retention asks for, or 0 for none.
+func (p *partition) retentionStart(nowMs, ms, limit int64) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state != partReady {
+		return 0
+	}
+	var start int64
+	if ms >= 0 {
+		for _, o := range p.tier.objs {
+			if o.maxTS < 0 || o.maxTS >= nowMs-ms {
+				break
+			}
+			start = o.ref.LastOffset + 1
+		}
+	}
+	if limit >= 0 {
+		size := int64(0)
+		for _, o := range p.tier.objs {
+			size += o.bytes
+		}
+		for _, bl := range p.batches {
+			if bl.last >= p.tier.uploaded {
+				size += int64(bl.size)
+			}
+		}
+		for _, o := range p.tier.objs {
+			if size-o.bytes < limit {
+				break
+			}
+			size -= o.bytes
+			start = max(start, o.ref.LastOffset+1)
+		}
+	}
+	if start <= p.logStart {
+		return 0
+	}
+	return start
+}
+
+// gcDuty reports whether this broker collects garbage: the lowest active ID (or the only
+// broker of a single-node store).
+func (b *Broker) gcDuty(v *metadata.View) bool {
+	for _, br := range v.Brokers {
+		if br.Active() && br.ID < b.cfg.NodeID {
+			return false
+		}
+	}
+	return true
+}
+
+// collectGarbage deletes the objects no one needs any more.
+func (b *Broker) collectGarbage() {
+	v := b.meta.View()
+	own := b.ownStalePrepared(v)
+	if !b.gcDuty(v) {
+		b.deleteObjects(own, "orphan")
+		return
+	}
+	b.deleteObjects(v.ExpiredObjects(), "expired")
+	b.deleteObjects(append(v.GarbageObjects(), own...), "garbage")
+}
+
+// ownStalePrepared lists this broker's prepared objects that no upload uses and that were
+// already unused at the previous collection (so one being prepared right now is spared).
+func (b *Broker) ownStalePrepared(v *metadata.View) []metadata.Object {
+	self, ok := v.Broker(b.cfg.NodeID)
+	b.upMu.Lock()
+	defer b.upMu.Unlock()
+	seen := map[uint64]bool{}
+	var out []metadata.Object
+	for _, o := range v.Objects {
+		if !ok || o.State != metadata.ObjectPrepared || o.Broker != self.ID || o.Epoch != self.Epoch || b.inflight[o.ID] {
+			continue
+		}
+		if b.unusedPrepared[o.ID] {
+			out = append(out, o)
+		}
+		seen[o.ID] = true
+	}
+	b.unusedPrepared = seen
+	return out
+}
+
+// deleteObjects deletes objs from object storage, then from the manifests. If a key
+// cannot be deleted, nothing is forgotten this round (the batch must stay acceptable).
+func (b *Broker) deleteObjects(objs []metadata.Object, why string) {
+	if len(objs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	ids := make([]uint64, 0, len(objs))
+	seen := map[uint64]bool{}
+	for _, o := range objs {
+		if seen[o.ID] {
+			continue
+		}
+		seen[o.ID] = true
+		if err := b.objects.Delete(ctx, o.Key); err != nil {
+			b.log.Warn("deleting an object failed; retrying later", "key", o.Key, "why", why, "err", err)
+			return
+		}
+		b.objReader.Forget(o.Key)
+		ids = append(ids, o.ID)
+	}
+	if err := b.manifest.DeleteObjects(ctx, ids); err != nil {
+		b.log.Warn("forgetting deleted objects failed; retrying later", "objects", len(ids), "why", why, "err", err)
+		return
+	}
+	b.metrics.tier.deleted.WithLabelValues(why).Add(float64(len(ids)))
+	b.log.Info("objects deleted", "objects", len(ids), "why", why)
+}

@@ -1,0 +1,293 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/objectstore"
+	"github.com/weir-io/weir/objectstore/faulty"
+	"github.com/weir-io/weir/objectstore/localfs"
+)
+
+// tierBroker runs a broker whose WAL is small and uploads quickly, on store.
+func tierBroker(t *testing.T, dir string, store objectstore.Store, mod func(*Config)) *testBroker {
+	t.Helper()
+	return startBroker(t, dir, func(c *Config) {
+		c.Objects = store
+		c.WAL.SegmentSize = 256 << 10
+		c.Tier.TargetObjectBytes = 128 << 10
+		c.Tier.MaxObjectBytes = 512 << 10
+		c.Tier.MaxUploadDelay = 100 * time.Millisecond
+		c.Tier.CheckInterval = 20 * time.Millisecond
+		c.Tier.RetentionInterval = 50 * time.Millisecond
+		c.TailCacheBytes = 64 << 10
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+func faultyLocal(t *testing.T) *faulty.Store {
+	t.Helper()
+	st, err := localfs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return faulty.New(st, 1)
+}
+
+func objectKeys(t *testing.T, s objectstore.Store) []string {
+	t.Helper()
+	infos, err := s.List(context.Background(), "objects/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, i := range infos {
+		keys = append(keys, i.Key)
+	}
+	return keys
+}
+
+// produceN produces n records of size bytes to each partition and returns the values by
+// partition and offset.
+func produceN(t *testing.T, cl *kgo.Client, topic string, partitions, n, size int) map[int32]map[int64]string {
+	t.Helper()
+	got := map[int32]map[int64]string{}
+	// Incompressible values, so the WAL holds what was asked for whatever the client does.
+	raw := make([]byte, size/2)
+	for i := 0; i < n; i += 50 {
+		var recs []*kgo.Record
+		for p := int32(0); p < int32(partitions); p++ {
+			for j := i; j < min(n, i+50); j++ {
+				rand.Read(raw)
+				recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte(fmt.Sprintf("%d-%d-%x", p, j, raw))})
+			}
+		}
+		res := cl.ProduceSync(testCtx(t), recs...)
+		if err := res.FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		for _, r := range res {
+			if got[r.Record.Partition] == nil {
+				got[r.Record.Partition] = map[int64]string{}
+			}
+			got[r.Record.Partition][r.Record.Offset] = string(r.Record.Value)
+		}
+	}
+	return got
+}
+
+// consumeAll reads every partition from its start and checks want exactly.
+func consumeAll(t *testing.T, addr, topic string, want map[int32]map[int64]string) {
+	t.Helper()
+	offs := map[string]map[int32]kgo.Offset{topic: {}}
+	total := 0
+	for p, m := range want {
+		offs[topic][p] = kgo.NewOffset().AtStart()
+		total += len(m)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumePartitions(offs), kgo.FetchMaxBytes(1<<20), kgo.FetchMaxPartitionBytes(256<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seen := 0
+	ctx := testCtx(t)
+	for seen < total {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records before the deadline", seen, total)
+		}
+		for _, e := range fs.Errors() {
+			t.Logf("fetch error (retried): %v", e.Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			v, ok := want[r.Partition][r.Offset]
+			if !ok {
+				t.Fatalf("unexpected record %d/%d", r.Partition, r.Offset)
+			}
+			if v != string(r.Value) {
+				t.Fatalf("record %d/%d differs", r.Partition, r.Offset)
+			}
+			seen++
+		})
+	}
+}
+
+// allUploaded reports whether every partition led has everything in object storage.
+func (tb *testBroker) allUploaded() bool {
+	for _, p := range tb.ledPartitions() {
+		p.mu.Lock()
+		ok := p.tier.uploaded >= p.hw || p.hw == p.logStart && p.tier.uploaded < 0
+		p.mu.Unlock()
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func TestTierUploadTrimRestartReadBack(t *testing.T) {
+	dir := t.TempDir()
+	store := faultyLocal(t)
+	b := tierBroker(t, dir, store, nil)
+	adm := b.admin(t)
+	createTopic(t, adm, "tiered", 3, nil)
+	cl := b.client(t)
+	want := produceN(t, cl, "tiered", 3, 600, 1000)
+
+	// Committed offsets live in __consumer_offsets, which moves to objects too.
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "tiered", Partition: 1, At: 123})
+	if _, err := adm.CommitOffsets(testCtx(t), "g-tier", offs); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "everything uploaded and the WAL trimmed", func() bool {
+		return b.allUploaded() && b.wal.Start() > 0
+	})
+	if n := len(objectKeys(t, store)); n < 3 {
+		t.Fatalf("%d objects for 1.8 MB at 128 KiB objects", n)
+	}
+	consumeAll(t, b.addr(), "tiered", want)
+	b.Close()
+
+	// A restarted broker finds most of its data in objects only.
+	gets := store.Calls(faulty.Get)
+	b2 := tierBroker(t, dir, store, nil)
+	consumeAll(t, b2.addr(), "tiered", want)
+	if store.Calls(faulty.Get) == gets {
+		t.Fatal("the restarted broker served everything without reading objects")
+	}
+	fetched, err := b2.admin(t).FetchOffsets(testCtx(t), "g-tier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := fetched.Lookup("tiered", 1); !ok || o.At != 123 {
+		t.Fatalf("committed offset after restart = %+v, %v; want 123", o, ok)
+	}
+	// Offsets by time reach into objects: the earliest timestamp maps to offset 0.
+	lo, err := b2.admin(t).ListOffsetsAfterMilli(testCtx(t), 0, "tiered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := lo.Lookup("tiered", 0); o.Offset != 0 {
+		t.Fatalf("offset for time 0 = %d, want 0", o.Offset)
+	}
+}
+
+func TestTierRetentionDeletesObjects(t *testing.T) {
+	store := faultyLocal(t)
+	b := tierBroker(t, t.TempDir(), store, nil)
+	adm := b.admin(t)
+	limit := "300000"
+	createTopic(t, adm, "by-bytes", 1, map[string]*string{"retention.bytes": &limit})
+	createTopic(t, adm, "kept", 1, nil)
+	cl := b.client(t)
+	produceN(t, cl, "by-bytes", 1, 1500, 1000)
+	kept := produceN(t, cl, "kept", 1, 200, 1000)
+	eventually(t, "retention.bytes raises the log start", func() bool {
+		so, err := adm.ListStartOffsets(testCtx(t), "by-bytes")
+		o, _ := so.Lookup("by-bytes", 0)
+		return err == nil && o.Offset > 0
+	})
+	// What remains is at least retention.bytes (whole objects are removed) and reads.
+	eventually(t, "expired objects deleted", func() bool {
+		v := b.meta.View()
+		return len(v.ExpiredObjects()) == 0 && testutil.ToFloat64(b.metrics.tier.deleted.WithLabelValues("expired")) > 0
+	})
+	so, _ := adm.ListStartOffsets(testCtx(t), "by-bytes")
+	start, _ := so.Lookup("by-bytes", 0)
+	eo, _ := adm.ListEndOffsets(testCtx(t), "by-bytes")
+	end, _ := eo.Lookup("by-bytes", 0)
+	if kept := (end.Offset - start.Offset) * 1000; kept < 300000 {
+		t.Fatalf("retention kept %d bytes of records, below retention.bytes", kept)
+	}
+	consumeAll(t, b.addr(), "kept", kept)
+
+	// retention.ms: records stamped an hour ago go once uploaded.
+	hour := "60000"
+	createTopic(t, adm, "by-time", 1, map[string]*string{"retention.ms": &hour})
+	old := time.Now().Add(-time.Hour)
+	for i := 0; i < 300; i++ {
+		r := &kgo.Record{Topic: "by-time", Value: make([]byte, 1000), Timestamp: old}
+		if err := cl.ProduceSync(testCtx(t), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "retention.ms removes old data", func() bool {
+		so, err := adm.ListStartOffsets(testCtx(t), "by-time")
+		o, _ := so.Lookup("by-time", 0)
+		return err == nil && o.Offset > 0
+	})
+
+	// DeleteRecords and topic deletion remove objects too.
+	before := len(objectKeys(t, store))
+	if _, err := adm.DeleteTopics(testCtx(t), "by-bytes", "by-time"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "objects of deleted topics removed", func() bool {
+		return len(objectKeys(t, store)) < before && len(b.meta.View().GarbageObjects()) == 0
+	})
+	consumeAll(t, b.addr(), "kept", kept)
+}
+
+func TestTierS3OutageFillsWALThenRecovers(t *testing.T) {
+	store := faultyLocal(t)
+	store.Inject(faulty.Rule{Ops: faulty.Put, Fault: faulty.Unavailable})
+	b := tierBroker(t, t.TempDir(), store, func(c *Config) {
+		c.WAL.SegmentSize = 128 << 10
+		c.Tier.WALMaxBytes = 1 << 20
+		if testing.Verbose() {
+			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		}
+	})
+	forever := "-1" // the raw batches below carry timestamp 0
+	createTopic(t, b.admin(t), "full", 1, map[string]*string{"retention.ms": &forever})
+	cl := b.client(t)
+	want := map[int32]map[int64]string{0: {}}
+	var code int16
+	for i := 0; i < 400 && code == 0; i++ {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "full"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		v := fmt.Sprintf("%d-%s", i, strings.Repeat("y", 30000))
+		rp.Records = makeBatch(-1, -1, -1, []byte(v))
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(testCtx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := resp.Topics[0].Partitions[0]
+		if code = out.ErrorCode; code == 0 {
+			want[0][out.BaseOffset] = v
+		}
+	}
+	if code != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce into a full WAL: error %d, want KAFKA_STORAGE_ERROR", code)
+	}
+	if store.Calls(faulty.Put) == 0 {
+		t.Fatal("no upload was attempted")
+	}
+	store.Clear() // S3 is back: uploads drain the WAL and produce works again
+	eventually(t, "uploads catch up", func() bool { return b.allUploaded() && b.walHeld() < 1<<20*3/4 })
+	more := produceN(t, cl, "full", 1, 10, 100)
+	for off, v := range more[0] {
+		want[0][off] = v
+	}
+	consumeAll(t, b.addr(), "full", want)
+}

@@ -1,0 +1,225 @@
+package metadata
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// The object manifest rules, one definition for the Raft controller
+// (controller/cmd_objects.go, where they are stated) and LocalStore. ObjectRules reads
+// plain data and says what to change; the caller stores the change copy-on-write.
+// Nothing here reads the clock or iterates a map where the order shows, so the
+// controller's state machine stays deterministic.
+
+// Bounds of one manifest change (the controller's API enforces them too; a commit of
+// MaxCommitRanges ranges, every number at its widest, stays below the controller's
+// default MaxBodyBytes of 4 MiB).
+const (
+	MaxCommitRanges  = 16000
+	MaxDeleteObjects = 100000
+)
+
+// ObjectKey is the object-storage key of object id (deterministic).
+func ObjectKey(id uint64) string { return fmt.Sprintf("objects/%020d.obj", id) }
+
+// ObjectRange is the manifest entry of r once object id is committed.
+func (r PartitionRange) ObjectRange(id uint64) ObjectRange {
+	return ObjectRange{Object: id, FirstOffset: r.FirstOffset, LastOffset: r.LastOffset, MaxTimestamp: r.MaxTimestamp, Bytes: r.Bytes}
+}
+
+// PartitionRef names one partition.
+type PartitionRef struct {
+	Topic     TopicID
+	Partition int32
+}
+
+// ManifestChange is the new manifest of one partition (never aliasing writable memory of
+// the old one: it may be stored as is).
+type ManifestChange struct {
+	PartitionRef
+	Objects []ObjectRange
+}
+
+// ObjectRules checks object manifest changes against the current state.
+type ObjectRules struct {
+	// Objects is the object table (prepared and committed objects by ID).
+	Objects map[uint64]Object
+	// NextID is the next object ID to hand out (0 counts as 1: IDs start at 1).
+	NextID uint64
+	// TopicByID finds an existing topic.
+	TopicByID func(TopicID) *Topic
+	// Refs lists the partitions whose manifests hold a range of object id, once each.
+	Refs func(id uint64) []PartitionRef
+	// Current checks that broker is active in epoch; nil: every broker is current.
+	Current func(broker int32, epoch int64) error
+}
+
+func rejected(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrObjectRejected}, args...)...)
+}
+
+func (r *ObjectRules) current(broker int32, epoch int64) error {
+	if r.Current == nil {
+		return nil
+	}
+	return r.Current(broker, epoch)
+}
+
+// Prepare returns the next object, prepared by broker in epoch; the caller stores it and
+// sets the next ID to its ID + 1.
+func (r *ObjectRules) Prepare(broker int32, epoch int64) (Object, error) {
+	if err := r.current(broker, epoch); err != nil {
+		return Object{}, err
+	}
+	id := max(r.NextID, 1)
+	return Object{ID: id, Key: ObjectKey(id), State: ObjectPrepared, Broker: broker, Epoch: epoch}, nil
+}
+
+// Commit checks a commit of object id by broker in epoch and returns the object as
+// committed and the partitions' new manifests, in the order of ranges.
+func (r *ObjectRules) Commit(id uint64, broker int32, epoch int64, size int64, ranges []PartitionRange) (Object, []ManifestChange, error) {
+	o, ok := r.Objects[id]
+	switch {
+	case !ok && id > 0 && id < r.NextID:
+		return Object{}, nil, rejected("object %d was deleted", id)
+	case !ok:
+		return Object{}, nil, rejected("unknown object %d", id)
+	case o.State != ObjectPrepared:
+		return Object{}, nil, rejected("object %d is %s, not prepared", id, o.State)
+	case o.Broker != broker || o.Epoch != epoch:
+		return Object{}, nil, rejected("object %d was prepared by broker %d epoch %d, not broker %d epoch %d", id, o.Broker, o.Epoch, broker, epoch)
+	}
+	if err := r.current(broker, epoch); err != nil {
+		return Object{}, nil, err
+	}
+	if size < 0 {
+		return Object{}, nil, rejected("object %d: size %d", id, size)
+	}
+	if len(ranges) == 0 || len(ranges) > MaxCommitRanges {
+		return Object{}, nil, rejected("object %d: %d ranges (must be 1..%d)", id, len(ranges), MaxCommitRanges)
+	}
+	changes := make([]ManifestChange, 0, len(ranges))
+	seen := make(map[PartitionRef]bool, len(ranges))
+	for _, pr := range ranges {
+		ref := PartitionRef{pr.Topic, pr.Partition}
+		if seen[ref] {
+			return Object{}, nil, rejected("object %d: partition %s/%d named twice", id, pr.Topic, pr.Partition)
+		}
+		seen[ref] = true
+		if pr.FirstOffset < 0 || pr.FirstOffset > pr.LastOffset || pr.Bytes < 0 {
+			return Object{}, nil, rejected("object %d: range %d..%d (%d bytes) of %s/%d", id, pr.FirstOffset, pr.LastOffset, pr.Bytes, pr.Topic, pr.Partition)
+		}
+		t := r.TopicByID(pr.Topic)
+		if t == nil {
+			return Object{}, nil, fmt.Errorf("%w: %w: object %d: topic id %s", ErrObjectRejected, ErrUnknownTopic, id, pr.Topic)
+		}
+		if pr.Partition < 0 || int(pr.Partition) >= len(t.Partitions) {
+			return Object{}, nil, fmt.Errorf("%w: %w: object %d: partition %d of %q", ErrObjectRejected, ErrUnknownTopic, id, pr.Partition, t.Name)
+		}
+		p := &t.Partitions[pr.Partition]
+		if next := p.UploadedThrough(); next >= 0 {
+			// Offsets below the log start need not be stored: after DeleteRecords past
+			// the manifest's end the next range may start anywhere up to the log start.
+			if pr.FirstOffset != next && (pr.FirstOffset < next || pr.FirstOffset > p.LogStartOffset) {
+				return Object{}, nil, rejected("object %d: %s/%d continues at %d (or up to its log start %d), range starts at %d", id, t.Name, pr.Partition, next, p.LogStartOffset, pr.FirstOffset)
+			}
+		} else if start := max(0, p.LogStartOffset); pr.FirstOffset > start {
+			return Object{}, nil, rejected("object %d: %s/%d has no objects and starts at %d, range starts at %d", id, t.Name, pr.Partition, start, pr.FirstOffset)
+		}
+		// Clipped: the append copies, the old manifest is never written into.
+		changes = append(changes, ManifestChange{ref, append(slices.Clip(p.Objects), pr.ObjectRange(id))})
+	}
+	o.State = ObjectCommitted
+	o.Size = size
+	return o, changes, nil
+}
+
+// Delete checks a delete of ids and returns the objects to drop (in the table, in
+// request order, once each; none when all were deleted before) and the partitions' new
+// manifests, ordered by topic ID and partition.
+func (r *ObjectRules) Delete(ids []uint64) ([]uint64, []ManifestChange, error) {
+	if len(ids) == 0 || len(ids) > MaxDeleteObjects {
+		return nil, nil, rejected("%d objects to delete (must be 1..%d)", len(ids), MaxDeleteObjects)
+	}
+	batch := make(map[uint64]bool, len(ids))
+	var drop []uint64
+	for _, id := range ids {
+		if batch[id] {
+			continue
+		}
+		if _, ok := r.Objects[id]; !ok {
+			if id == 0 || id >= max(r.NextID, 1) {
+				return nil, nil, rejected("unknown object %d", id)
+			}
+			continue // deleted before
+		}
+		batch[id] = true
+		drop = append(drop, id)
+	}
+	if len(drop) == 0 {
+		return nil, nil, nil
+	}
+	// The partitions holding ranges of the batch, in a deterministic order.
+	var parts []PartitionRef
+	inParts := map[PartitionRef]bool{}
+	for _, id := range drop {
+		for _, ref := range r.Refs(id) {
+			if !inParts[ref] {
+				inParts[ref] = true
+				parts = append(parts, ref)
+			}
+		}
+	}
+	slices.SortFunc(parts, func(a, b PartitionRef) int {
+		if c := slices.Compare(a.Topic[:], b.Topic[:]); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+	// Each batch range must lie in the manifest prefix made of batch objects, below the
+	// log start offset; count them to catch ranges further back.
+	found := map[uint64]int{}
+	changes := make([]ManifestChange, 0, len(parts))
+	for _, ref := range parts {
+		t := r.TopicByID(ref.Topic)
+		if t == nil || ref.Partition < 0 || int(ref.Partition) >= len(t.Partitions) {
+			return nil, nil, fmt.Errorf("%w: %w: object index names partition %s/%d", ErrObjectRejected, ErrUnknownTopic, ref.Topic, ref.Partition)
+		}
+		p := t.Partitions[ref.Partition]
+		n := 0
+		for n < len(p.Objects) && batch[p.Objects[n].Object] {
+			or := p.Objects[n]
+			if or.LastOffset >= p.LogStartOffset {
+				return nil, nil, rejected("object %d holds %s/%d offsets %d..%d, not all below the log start offset %d", or.Object, t.Name, ref.Partition, or.FirstOffset, or.LastOffset, p.LogStartOffset)
+			}
+			found[or.Object]++
+			n++
+		}
+		rest := slices.Clip(p.Objects[n:])
+		if len(rest) == 0 {
+			rest = nil
+		}
+		changes = append(changes, ManifestChange{ref, rest})
+	}
+	for _, id := range drop {
+		if found[id] != len(r.Refs(id)) {
+			return nil, nil, rejected("object %d has ranges behind other objects in a manifest (retention removes from the front)", id)
+		}
+	}
+	return drop, changes, nil
+}
+
+// WithObjects returns a changed copy of the object table (copy-on-write: objs is not
+// modified); an empty table is nil.
+func WithObjects(objs map[uint64]Object, change func(objs map[uint64]Object)) map[uint64]Object {
+	c := maps.Clone(objs)
+	if c == nil {
+		c = map[uint64]Object{}
+	}
+	change(c)
+	if len(c) == 0 {
+		return nil
+	}
+	return c
+}
