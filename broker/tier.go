@@ -168,3 +168,7 @@ func (b *Broker) closeTier() {
 		b.instrumented.Unregister()
 	}
 }
+
+// WALBytes is the bytes this broker's WAL keeps on disk; with the object tier it shrinks
+// as uploaded segments are trimmed.
+func (b *Broker) WALBytes() int64 { return b.walHeld() }

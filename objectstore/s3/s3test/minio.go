@@ -253,11 +253,22 @@ func (m *MinIO) CreateBucket(ctx context.Context, bucket string) error {
 	if err != nil {
 		return err
 	}
-	_, err = st.Client().CreateBucket(ctx, &s3sdk.CreateBucketInput{Bucket: &bucket})
-	if err != nil {
-		return fmt.Errorf("creating bucket %s: %w", bucket, err)
+	// A MinIO that answered its readiness probe may still say 503 "server not
+	// initialized" for a moment (longer on a loaded machine): retry those.
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		_, err = st.Client().CreateBucket(ctx, &s3sdk.CreateBucketInput{Bucket: &bucket})
+		if err == nil {
+			return nil
+		}
+		if !strings.Contains(err.Error(), "StatusCode: 503") {
+			return fmt.Errorf("creating bucket %s: %w", bucket, err)
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return fmt.Errorf("creating bucket %s: %w", bucket, err)
+		}
 	}
-	return nil
 }
 
 // NewBucket creates a bucket with a random name and returns the name.
