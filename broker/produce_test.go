@@ -172,8 +172,11 @@ func TestIdempotentSequences(t *testing.T) {
 	check("gap", rawProduce(t, cl, "idem", makeBatch(7, 0, 5, []byte("d"))), kerr.OutOfOrderSequenceNumber.Code, 0)
 	check("new epoch", rawProduce(t, cl, "idem", makeBatch(7, 1, 0, []byte("e"))), 0, 3)
 	check("old epoch", rawProduce(t, cl, "idem", makeBatch(7, 0, 3, []byte("f"))), kerr.InvalidProducerEpoch.Code, 0)
-	check("unknown producer mid-sequence", rawProduce(t, cl, "idem", makeBatch(8, 0, 9, []byte("g"))), kerr.OutOfOrderSequenceNumber.Code, 0)
-	check("plain", rawProduce(t, cl, "idem", makeBatch(-1, -1, -1, []byte("h"))), 0, 4)
+	// Kafka (KIP-360) accepts any first sequence from a producer it has no state for.
+	check("unknown producer mid-sequence", rawProduce(t, cl, "idem", makeBatch(8, 0, 9, []byte("g"))), 0, 4)
+	check("its next batch", rawProduce(t, cl, "idem", makeBatch(8, 0, 10, []byte("g2"))), 0, 5)
+	check("its gap", rawProduce(t, cl, "idem", makeBatch(8, 0, 12, []byte("g3"))), kerr.OutOfOrderSequenceNumber.Code, 0)
+	check("plain", rawProduce(t, cl, "idem", makeBatch(-1, -1, -1, []byte("h"))), 0, 6)
 
 	// Producer state is rebuilt from the WAL: a retry after a restart is still recognised.
 	dir := b.dir
@@ -181,7 +184,7 @@ func TestIdempotentSequences(t *testing.T) {
 	b2 := startBroker(t, dir, nil)
 	cl2 := b2.client(t)
 	check("retry after restart", rawProduce(t, cl2, "idem", makeBatch(7, 1, 0, []byte("e"))), 0, 3)
-	check("continue after restart", rawProduce(t, cl2, "idem", makeBatch(7, 1, 1, []byte("i"))), 0, 5)
+	check("continue after restart", rawProduce(t, cl2, "idem", makeBatch(7, 1, 1, []byte("i"))), 0, 7)
 }
 
 // A kgo idempotent producer hammering one partition with many in-flight requests gets

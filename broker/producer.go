@@ -41,9 +41,9 @@ func (s *producerState) lastSeq() int32 { return s.entries[len(s.entries)-1].las
 // errOutOfOrderSeq, or errProducerFenced. It mirrors Kafka's ProducerAppendInfo.
 func checkSequence(s *producerState, h *batchHeader) error {
 	if s == nil || len(s.entries) == 0 {
-		if h.BaseSequence != 0 {
-			return fmt.Errorf("%w: unknown producer %d must start at sequence 0, got %d", errOutOfOrderSeq, h.ProducerID, h.BaseSequence)
-		}
+		// An unknown producer may start anywhere, as in Kafka since KIP-360: its state
+		// may be gone with data that left the WAL for object storage (or retention),
+		// and refusing would break a live producer.
 		return nil
 	}
 	switch {
