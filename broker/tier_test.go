@@ -232,7 +232,34 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 		return err == nil && o.Offset > 0
 	})
 
-	// DeleteRecords and topic deletion remove objects too.
+	// DeleteRecords moves the log start; objects wholly below it go.
+	createTopic(t, adm, "dr", 1, nil)
+	dr := produceN(t, cl, "dr", 1, 100, 1000)
+	eventually(t, "first dr object", b.allUploaded)
+	for off, v := range produceN(t, cl, "dr", 1, 100, 1000)[0] {
+		dr[0][off] = v
+	}
+	eventually(t, "second dr object", b.allUploaded)
+	drObjs := func() int { return len(b.meta.View().Topics["dr"].Partitions[0].Objects) }
+	if drObjs() < 2 {
+		t.Fatalf("dr has %d objects, want 2", drObjs())
+	}
+	recs := kadm.Offsets{}
+	recs.Add(kadm.Offset{Topic: "dr", Partition: 0, At: 150})
+	if _, err := adm.DeleteRecords(testCtx(t), recs); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the object below DeleteRecords' offset deleted", func() bool {
+		return drObjs() == 1 && len(b.meta.View().ExpiredObjects()) == 0
+	})
+	for off := range dr[0] {
+		if off < 150 {
+			delete(dr[0], off)
+		}
+	}
+	consumeAll(t, b.addr(), "dr", dr)
+
+	// Topic deletion removes objects too.
 	before := len(objectKeys(t, store))
 	if _, err := adm.DeleteTopics(testCtx(t), "by-bytes", "by-time"); err != nil {
 		t.Fatal(err)
