@@ -147,8 +147,8 @@ func (b *Broker) Start() error {
 	go b.watchMetadata()
 	if b.tiered() {
 		b.wg.Add(2)
-		go b.uploadLoop()
-		go b.retentionLoop()
+		go b.every(b.cfg.Tier.CheckInterval, b.uploadRound)
+		go b.every(b.cfg.Tier.RetentionInterval, b.retentionRound)
 	}
 	b.log.Info("broker serving", "listen", ln.Addr().String(), "advertised", b.Advertised(), "rack", b.cfg.Rack)
 	return nil

@@ -203,6 +203,9 @@ func (c *conn) writeLoop() {
 			}
 			continue // acks=0 produce
 		}
+		if need := encodedSizeHint(resp); cap(buf) < need {
+			buf = make([]byte, 0, need) // one allocation, not a doubling series of copies
+		}
 		buf = append(buf[:0], 0, 0, 0, 0)
 		buf = binary.BigEndian.AppendUint32(buf, uint32(s.corr))
 		if s.raw != nil {
@@ -231,4 +234,25 @@ func (c *conn) writeLoop() {
 	if !broken {
 		w.Flush()
 	}
+}
+
+// encodedSizeHint estimates the encoded size of a response whose size is dominated by
+// record data (fetch answers of many MiB): growing the buffer by appending would copy the
+// data several times and fault in fresh memory each time (it was 40% of a cold read's
+// CPU at 8 MiB per partition).
+func encodedSizeHint(resp kmsg.Response) int {
+	fr, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 0
+	}
+	n := 64
+	for i := range fr.Topics {
+		t := &fr.Topics[i]
+		n += 64 + len(t.Topic)
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			n += 96 + len(p.RecordBatches) + 40*len(p.AbortedTransactions)
+		}
+	}
+	return n
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weir-io/weir/metadata"
@@ -15,27 +16,20 @@ import (
 // the partition stays at or above the limit without them (Kafka's rule for segments).
 // Both act on whole object ranges and never on data still only in the WAL (as Kafka never
 // deletes the active segment). The leader raises the log start offset past them, as
-// DeleteRecords does.
+// DeleteRecords does; raising the log start drops the manifest ranges below it
+// (metadata.TrimManifest), so an object shared with partitions whose data lives on stays
+// only as long as they reference it.
 //
-// Garbage collection (one broker: the active broker with the lowest ID): objects whose
-// every range is below its partition's log start (View.ExpiredObjects), objects of
-// deleted topics and prepared objects of ended registrations (View.GarbageObjects), and
+// Garbage collection (one broker: the active broker with the lowest ID): objects no
+// manifest references any more (after retention, DeleteRecords or topic deletion) and
+// prepared objects of ended registrations (View.GarbageObjects), objects still listed
+// below a log start (View.ExpiredObjects: state from before manifests were trimmed), and
 // this broker's own prepared objects that no upload is using (a commit was refused or an
 // answer lost). The key is deleted from object storage first, then from the manifests.
 
-func (b *Broker) retentionLoop() {
-	defer b.wg.Done()
-	t := time.NewTicker(b.cfg.Tier.RetentionInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-b.ctx.Done():
-			return
-		}
-		b.applyRetention()
-		b.collectGarbage()
-	}
+func (b *Broker) retentionRound() {
+	b.applyRetention()
+	b.collectGarbage()
 }
 
 // applyRetention raises the log start of partitions led here past expired objects.
@@ -44,7 +38,7 @@ func (b *Broker) applyRetention() {
 	now := b.now().UnixMilli()
 	for _, p := range b.ledPartitions() {
 		t := v.TopicByID(p.id)
-		if t == nil {
+		if t == nil || !deletesByRetention(t) {
 			continue
 		}
 		ms := topicInt(t, "retention.ms")
@@ -61,6 +55,18 @@ func (b *Broker) applyRetention() {
 			b.log.Info("retention: log start raised", "topic", p.topic, "partition", p.index, "log_start", start)
 		}
 	}
+}
+
+// deletesByRetention: Kafka applies retention only with cleanup.policy "delete". A
+// compacted topic keeps every key's latest record; Weir does not compact yet, so it keeps
+// everything. __consumer_offsets is compacted in Kafka: its commits stay here too (a group
+// that commits rarely must not lose its offsets to retention.ms).
+func deletesByRetention(t *metadata.Topic) bool {
+	if t.Name == offsetsTopic {
+		return false
+	}
+	policy, _ := t.Config("cleanup.policy")
+	return strings.Contains(policy, "delete")
 }
 
 func topicInt(t *metadata.Topic, key string) int64 {

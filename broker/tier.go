@@ -172,3 +172,18 @@ func (b *Broker) closeTier() {
 // WALBytes is the bytes this broker's WAL keeps on disk; with the object tier it shrinks
 // as uploaded segments are trimmed.
 func (b *Broker) WALBytes() int64 { return b.walHeld() }
+
+// every calls fn every d until the broker closes (a wg member).
+func (b *Broker) every(d time.Duration, fn func()) {
+	defer b.wg.Done()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-b.ctx.Done():
+			return
+		}
+		fn()
+	}
+}

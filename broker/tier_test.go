@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/objectstore/faulty"
 	"github.com/weir-io/weir/objectstore/localfs"
@@ -194,7 +195,10 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 	limit := "300000"
 	createTopic(t, adm, "by-bytes", 1, map[string]*string{"retention.bytes": &limit})
 	createTopic(t, adm, "kept", 1, nil)
+	compact, tiny := "compact", "1000"
+	createTopic(t, adm, "compacted", 1, map[string]*string{"cleanup.policy": &compact, "retention.bytes": &tiny})
 	cl := b.client(t)
+	produceN(t, cl, "compacted", 1, 300, 1000)
 	produceN(t, cl, "by-bytes", 1, 1500, 1000)
 	kept := produceN(t, cl, "kept", 1, 200, 1000)
 	eventually(t, "retention.bytes raises the log start", func() bool {
@@ -203,10 +207,19 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 		return err == nil && o.Offset > 0
 	})
 	// What remains is at least retention.bytes (whole objects are removed) and reads.
-	eventually(t, "expired objects deleted", func() bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		v := b.meta.View()
-		return len(v.ExpiredObjects()) == 0 && testutil.ToFloat64(b.metrics.tier.deleted.WithLabelValues("expired")) > 0
-	})
+		deleted := testutil.ToFloat64(b.metrics.tier.deleted.WithLabelValues("expired")) + testutil.ToFloat64(b.metrics.tier.deleted.WithLabelValues("garbage"))
+		if len(v.ExpiredObjects()) == 0 && len(v.GarbageObjects()) == 0 && deleted > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			p := v.Topics["by-bytes"].Partitions[0]
+			t.Fatalf("expired objects not deleted: log start %d, manifest %+v, expired %+v", p.LogStartOffset, p.Objects, v.ExpiredObjects())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	so, _ := adm.ListStartOffsets(testCtx(t), "by-bytes")
 	start, _ := so.Lookup("by-bytes", 0)
 	eo, _ := adm.ListEndOffsets(testCtx(t), "by-bytes")
@@ -215,6 +228,10 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 		t.Fatalf("retention kept %d bytes of records, below retention.bytes", kept)
 	}
 	consumeAll(t, b.addr(), "kept", kept)
+	// Retention ran, but not on a compacted topic (Kafka applies it with "delete" only).
+	if so, _ := adm.ListStartOffsets(testCtx(t), "compacted"); so["compacted"][0].Offset != 0 {
+		t.Fatalf("retention moved the log start of a compacted topic to %d", so["compacted"][0].Offset)
+	}
 
 	// retention.ms: records stamped an hour ago go once uploaded.
 	hour := "60000"
@@ -240,18 +257,37 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 		dr[0][off] = v
 	}
 	eventually(t, "second dr object", b.allUploaded)
-	drObjs := func() int { return len(b.meta.View().Topics["dr"].Partitions[0].Objects) }
-	if drObjs() < 2 {
-		t.Fatalf("dr has %d objects, want 2", drObjs())
+	drObjs := func() []metadata.ObjectRange { return b.meta.View().Topics["dr"].Partitions[0].Objects }
+	before := drObjs()
+	if len(before) < 2 || before[0].LastOffset >= 150 {
+		t.Fatalf("dr objects %+v: want one wholly below 150", before)
 	}
 	recs := kadm.Offsets{}
 	recs.Add(kadm.Offset{Topic: "dr", Partition: 0, At: 150})
 	if _, err := adm.DeleteRecords(testCtx(t), recs); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the object below DeleteRecords' offset deleted", func() bool {
-		return drObjs() == 1 && len(b.meta.View().ExpiredObjects()) == 0
-	})
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		now := drObjs()
+		if v := b.meta.View(); len(now) > 0 && now[0].LastOffset >= 150 && len(v.GarbageObjects()) == 0 && len(v.ExpiredObjects()) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			v := b.meta.View()
+			var shared []string
+			for _, tp := range v.Topics {
+				for i, p := range tp.Partitions {
+					for _, o := range p.Objects {
+						if o.Object == now[0].Object {
+							shared = append(shared, fmt.Sprintf("%s/%d %d..%d start %d", tp.Name, i, o.FirstOffset, o.LastOffset, p.LogStartOffset))
+						}
+					}
+				}
+			}
+			t.Fatalf("objects below DeleteRecords' offset kept: dr manifest %+v, its first object holds %v", now, shared)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	for off := range dr[0] {
 		if off < 150 {
 			delete(dr[0], off)
@@ -260,12 +296,12 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 	consumeAll(t, b.addr(), "dr", dr)
 
 	// Topic deletion removes objects too.
-	before := len(objectKeys(t, store))
+	keys := len(objectKeys(t, store))
 	if _, err := adm.DeleteTopics(testCtx(t), "by-bytes", "by-time"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "objects of deleted topics removed", func() bool {
-		return len(objectKeys(t, store)) < before && len(b.meta.View().GarbageObjects()) == 0
+		return len(objectKeys(t, store)) < keys && len(b.meta.View().GarbageObjects()) == 0
 	})
 	consumeAll(t, b.addr(), "kept", kept)
 }

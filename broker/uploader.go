@@ -33,30 +33,21 @@ type upPart struct {
 	bytes  int64
 }
 
-func (b *Broker) uploadLoop() {
-	defer b.wg.Done()
-	t := time.NewTicker(b.cfg.Tier.CheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-b.ctx.Done():
-			return
+// uploadRound uploads until nothing is due, trimming after each object.
+func (b *Broker) uploadRound() {
+	for b.ctx.Err() == nil {
+		more, err := b.uploadOnce()
+		if err != nil {
+			b.metrics.tier.uploadFailures.Inc()
+			b.log.Warn("upload failed; the WAL keeps the data, retrying", "err", err)
+			break
 		}
-		for b.ctx.Err() == nil {
-			more, err := b.uploadOnce()
-			if err != nil {
-				b.metrics.tier.uploadFailures.Inc()
-				b.log.Warn("upload failed; the WAL keeps the data, retrying", "err", err)
-				break
-			}
-			b.trimWAL()
-			if !more {
-				break
-			}
+		b.trimWAL()
+		if !more {
+			break
 		}
-		b.updateTierGauges()
 	}
+	b.updateTierGauges()
 }
 
 // uploadOnce uploads what is due; more reports that more is pending right away.

@@ -17,18 +17,27 @@ import (
 //     0 <= First <= Last and Bytes >= 0 (MaxTimestamp and Bytes are copied into the
 //     manifest as they are, for retention by time and size), names an existing
 //     partition and continues its manifest: First == UploadedThrough, or
-//     UploadedThrough < First <= LogStartOffset (DeleteRecords moved the log start past
-//     the manifest: offsets below it need not be stored), or, while the manifest is
-//     empty, First <= max(0, LogStartOffset) (the first batch uploaded may straddle the
-//     log start). Anything else refuses the whole commit.
+//     UploadedThrough < First <= LogStartOffset (the manifest ends below the log start:
+//     offsets below it need not be stored), or, while the manifest is empty,
+//     First <= max(0, LogStartOffset) (the first batch uploaded may straddle the log
+//     start; DeleteRecords past the manifest's end empties it, see below). Anything
+//     else refuses the whole commit.
+//   - set log start offset (cmd_topics.go): raising it drops the manifest's front ranges
+//     that lie wholly below the new log start (metadata.TrimManifest). An object whose
+//     every range is dropped is referenced by no manifest: garbage, not expired. An
+//     object shared with a partition whose data is still live stays referenced by that
+//     partition only, so it no longer pins the objects behind it in the other
+//     partitions' manifests.
 //   - delete: IDs already deleted (below NextObjectID, no longer in the table) are
 //     ignored, so a retry succeeds. A prepared object may always go (it has no ranges).
-//     A committed object may go when each of its ranges is below its partition's log
-//     start offset and, together with the other objects of the same command, forms the
-//     front of that partition's manifest (retention removes from the front; an object
-//     no manifest references, because its topics were deleted, may always go). Deleted
-//     objects are dropped from the state: the broker deletes the key from object
-//     storage before it calls DeleteObjects.
+//     A committed object no manifest references (its topics were deleted, or the log
+//     starts passed all its ranges) may always go. One still referenced may go when
+//     each of its ranges is below its partition's log start offset and, together with
+//     the other objects of the same command, forms the front of that partition's
+//     manifest (retention removes from the front; such ranges stay in a manifest only
+//     when committed below a log start raised before, or in state written before log
+//     starts trimmed manifests). Deleted objects are dropped from the state: the broker
+//     deletes the key from object storage before it calls DeleteObjects.
 //
 // Refusals wrap metadata.ErrObjectRejected; a stale or fenced epoch also wraps
 // metadata.ErrFenced, a partition that does not exist also metadata.ErrUnknownTopic.

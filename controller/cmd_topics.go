@@ -113,7 +113,9 @@ func (c *alterTopicConfigsCmd) apply(m *machine) (any, bool, error) {
 	return nil, true, nil
 }
 
-// setLogStartOffsetCmd raises a partition's log start offset; it never moves back.
+// setLogStartOffsetCmd raises a partition's log start offset; it never moves back. The
+// manifest's front ranges wholly below the new log start are dropped
+// (metadata.TrimManifest), and with them the partition's entries in the reference index.
 type setLogStartOffsetCmd struct {
 	TopicID   metadata.TopicID `json:"topic_id"`
 	Partition int32            `json:"partition"`
@@ -134,6 +136,11 @@ func (c *setLogStartOffsetCmd) apply(m *machine) (any, bool, error) {
 		return p.LogStartOffset, false, nil
 	}
 	p.LogStartOffset = c.Offset
+	var dropped []uint64
+	p.Objects, dropped = metadata.TrimManifest(p.Objects, c.Offset)
+	for _, id := range dropped {
+		m.dropRef(id, metadata.PartitionRef{Topic: t.ID, Partition: c.Partition})
+	}
 	m.putTopic(t)
 	return c.Offset, true, nil
 }

@@ -44,10 +44,13 @@
 // Objects: prepare → PUT → commit → trim the WAL; retention and garbage collection
 // delete the key from object storage first, then DeleteObjects. The rules are in
 // cmd_objects.go, the checks in metadata.ObjectRules (shared with metadata.LocalStore).
-// A garbage collector finds its work with metadata.View.GarbageObjects
-// (prepared objects of a registration that is over; committed objects no partition's
-// manifest references, e.g. after their topics were deleted) and retention with
-// View.ExpiredObjects.
+// SetLogStartOffset drops the manifest's front ranges wholly below the new log start
+// (metadata.TrimManifest). A garbage collector finds its work with
+// metadata.View.GarbageObjects (prepared objects of a registration that is over;
+// committed objects no partition's manifest references: their topics were deleted or
+// the log starts passed all their ranges) and retention with View.ExpiredObjects
+// (ranges still in a manifest below the log start: committed below it, or restored
+// from a snapshot written before log starts trimmed manifests).
 //
 // Data dir: raft.db (bolt, log + stable store), snapshots/ (raft file snapshots, 2 kept).
 //

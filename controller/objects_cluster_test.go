@@ -29,7 +29,8 @@ func waitView(t *testing.T, c *Client, what string, cond func(*metadata.View) bo
 // TestObjectManifestCluster runs uploads through the Client against a 3-controller
 // quorum: prepare → commit shows up in a watching client's View; the rules hold over
 // the API; a leader change between prepare and commit does not matter; a broker that
-// registered again cannot commit what it prepared before; retention and GC delete.
+// registered again cannot commit what it prepared before; raising the log starts
+// makes the objects below them garbage, which GC deletes.
 func TestObjectManifestCluster(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
 	leader := tc.waitLeader()
@@ -157,21 +158,35 @@ func TestObjectManifestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Retention: raise the log start offsets, delete what expired.
+	// Retention: raise the log start offsets, delete what they left unreferenced.
 	if err := b2.DeleteObjects(ctx, []uint64{o.ID}); !errors.Is(err, metadata.ErrObjectRejected) {
 		t.Fatalf("deleting live data: %v", err)
 	}
+	// The log start drops the ranges wholly below it: o2 is garbage at once, o stays
+	// referenced by partition 1, whose offsets 0..9 are live.
 	if err := b2.SetLogStartOffset(ctx, top.ID, 0, 200); err != nil {
 		t.Fatal(err)
+	}
+	if p := b2.View().TopicByID(top.ID).Partitions[0]; len(p.Objects) != 2 || p.Objects[0].Object != o3.ID || p.LogStartOffset != 200 {
+		t.Fatalf("partition 0 after log start 200: %+v", p)
+	}
+	if g := b2.View().GarbageObjects(); len(g) != 1 || g[0].ID != o2.ID {
+		t.Fatalf("garbage %+v, want %d", g, o2.ID)
+	}
+	if err := b2.DeleteObjects(ctx, []uint64{o.ID, o2.ID}); !errors.Is(err, metadata.ErrObjectRejected) {
+		t.Fatalf("deleting an object with live data of partition 1: %v", err)
 	}
 	if err := b2.SetLogStartOffset(ctx, top.ID, 1, 10); err != nil {
 		t.Fatal(err)
 	}
-	exp := b2.View().ExpiredObjects()
-	if len(exp) != 2 || exp[0].ID != o.ID || exp[1].ID != o2.ID {
-		t.Fatalf("expired %+v, want %d and %d", exp, o.ID, o2.ID)
+	if e := b2.View().ExpiredObjects(); len(e) != 0 {
+		t.Fatalf("expired %+v: every range below a log start was dropped", e)
 	}
-	if err := b2.DeleteObjects(ctx, []uint64{exp[0].ID, exp[1].ID}); err != nil {
+	gc := b2.View().GarbageObjects()
+	if len(gc) != 2 || gc[0].ID != o.ID || gc[1].ID != o2.ID {
+		t.Fatalf("garbage %+v, want %d and %d", gc, o.ID, o2.ID)
+	}
+	if err := b2.DeleteObjects(ctx, []uint64{gc[0].ID, gc[1].ID}); err != nil {
 		t.Fatal(err)
 	}
 	waitView(t, watcher, "retention in the watcher's view", func(v *metadata.View) bool {

@@ -216,6 +216,22 @@ func TestFSMCommitObject(t *testing.T) {
 	})
 }
 
+func garbageIDs(f *FSM) []uint64 {
+	var out []uint64
+	for _, o := range f.View().GarbageObjects() {
+		out = append(out, o.ID)
+	}
+	return out
+}
+
+func expiredIDs(f *FSM) []uint64 {
+	var out []uint64
+	for _, o := range f.View().ExpiredObjects() {
+		out = append(out, o.ID)
+	}
+	return out
+}
+
 func TestFSMDeleteObjects(t *testing.T) {
 	f := objectFSM(t)
 	a := commitNew(t, f, 10, rng(7, 0, 0, 9), rng(7, 1, 0, 4))
@@ -228,52 +244,78 @@ func TestFSMDeleteObjects(t *testing.T) {
 
 	// Nothing below the log start offset yet.
 	refuse(t, f, &deleteObjectsCmd{IDs: []uint64{a}}, metadata.ErrObjectRejected)
-	mustApply(t, f, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 0, Offset: 20})
-	// a still holds live offsets of t/1 (log start 0).
-	refuse(t, f, &deleteObjectsCmd{IDs: []uint64{a}}, metadata.ErrObjectRejected)
+	old := f.View()
+	oldT0 := append([]metadata.ObjectRange(nil), manifest(f, "t", 0)...)
+	mustApply(t, f, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 0, Offset: 25})
+	// The log start drops t/0's ranges wholly below 25 (c's 20..29 straddles it and
+	// stays); a stays referenced by t/1 alone.
+	if m := manifest(f, "t", 0); len(m) != 1 || m[0].Object != c || m[0].FirstOffset != 20 {
+		t.Fatalf("t/0 manifest %v after log start 25", m)
+	}
+	if m := manifest(f, "t", 1); len(m) != 2 || m[0].Object != a || m[1].Object != c {
+		t.Fatalf("t/1 manifest %v", m)
+	}
+	if p := old.Topics["t"].Partitions[0]; !reflect.DeepEqual(p.Objects, oldT0) || len(oldT0) != 3 || p.LogStartOffset != 0 {
+		t.Fatalf("the log start leaked into an old view: %+v", p)
+	}
+	if g := old.GarbageObjects(); len(g) != 0 {
+		t.Fatalf("old view's garbage %+v", g)
+	}
+	// b is garbage although a, in front of it in t/0, is pinned by t/1's live data.
+	if g := garbageIDs(f); !reflect.DeepEqual(g, []uint64{b}) {
+		t.Fatalf("garbage %v, want %d", g, b)
+	}
 	if e := f.View().ExpiredObjects(); len(e) != 0 {
-		t.Fatalf("expired while a holds live data of t/1: %+v", e)
+		t.Fatalf("expired %+v: every range below a log start was dropped", e)
 	}
+	// a still holds live offsets of t/1 (log start 0); c is live.
+	refuse(t, f, &deleteObjectsCmd{IDs: []uint64{a}}, metadata.ErrObjectRejected)
+	refuse(t, f, &deleteObjectsCmd{IDs: []uint64{b, a}}, metadata.ErrObjectRejected)
+	refuse(t, f, &deleteObjectsCmd{IDs: []uint64{b, c}}, metadata.ErrObjectRejected)
+	if res := mustApply(t, f, &deleteObjectsCmd{IDs: []uint64{b}}); res.Value.(int) != 1 {
+		t.Fatalf("deleted %v", res.Value)
+	}
+	if _, ok := f.View().Object(b); ok {
+		t.Fatal("deleted object still in the view")
+	}
+
 	mustApply(t, f, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 1, Offset: 5})
-	if e := f.View().ExpiredObjects(); len(e) != 2 || e[0].ID != a || e[1].ID != b {
-		t.Fatalf("expired %+v, want %d and %d", e, a, b)
+	if m := manifest(f, "t", 1); len(m) != 1 || m[0].Object != c {
+		t.Fatalf("t/1 manifest %v after log start 5", m)
 	}
-	// b is behind a: not at the front on its own.
-	refuse(t, f, &deleteObjectsCmd{IDs: []uint64{b}}, metadata.ErrObjectRejected)
+	if g := garbageIDs(f); !reflect.DeepEqual(g, []uint64{a}) {
+		t.Fatalf("garbage %v, want %d", g, a)
+	}
+	if e := f.View().ExpiredObjects(); len(e) != 0 {
+		t.Fatalf("expired %+v", e)
+	}
 	// c is not below the log start.
-	refuse(t, f, &deleteObjectsCmd{IDs: []uint64{a, b, c}}, metadata.ErrObjectRejected)
+	refuse(t, f, &deleteObjectsCmd{IDs: []uint64{a, c}}, metadata.ErrObjectRejected)
 	// Unknown (never handed out) IDs.
 	refuse(t, f, &deleteObjectsCmd{IDs: []uint64{a, 999}}, metadata.ErrObjectRejected)
 	refuse(t, f, &deleteObjectsCmd{IDs: []uint64{0}}, metadata.ErrObjectRejected)
 	refuse(t, f, &deleteObjectsCmd{}, metadata.ErrObjectRejected)
 
-	// From the front: a alone, then b.
-	old := f.View()
-	res := mustApply(t, f, &deleteObjectsCmd{IDs: []uint64{a}})
-	if res.Value.(int) != 1 {
+	old = f.View()
+	res := mustApply(t, f, &deleteObjectsCmd{IDs: []uint64{a, p}}) // and a prepared one
+	if res.Value.(int) != 2 {
 		t.Fatalf("deleted %v", res.Value)
 	}
-	if _, ok := f.View().Object(a); ok {
-		t.Fatal("deleted object still in the view")
-	}
-	if m := manifest(f, "t", 0); len(m) != 2 || m[0].Object != b || m[1].Object != c {
-		t.Fatalf("t/0 manifest %v", m)
-	}
-	if m := manifest(f, "t", 1); len(m) != 1 || m[0].Object != c {
-		t.Fatalf("t/1 manifest %v", m)
-	}
-	if m := old.Topics["t"].Partitions[0].Objects; len(m) != 3 {
-		t.Fatalf("the delete leaked into an old view: %v", m)
+	for _, id := range []uint64{a, p} {
+		if _, ok := f.View().Object(id); ok {
+			t.Fatalf("deleted object %d still in the view", id)
+		}
 	}
 	if _, ok := old.Object(a); !ok {
 		t.Fatal("the delete leaked into an old view's objects")
 	}
-	mustApply(t, f, &deleteObjectsCmd{IDs: []uint64{b, p}}) // and a prepared one
-	if m := manifest(f, "t", 0); len(m) != 1 || m[0].Object != c || f.View().Topics["t"].Partitions[0].UploadedThrough() != 30 {
-		t.Fatalf("t/0 manifest %v", m)
+	for part := range 2 {
+		if m := manifest(f, "t", part); len(m) != 1 || m[0].Object != c {
+			t.Fatalf("t/%d manifest %v", part, m)
+		}
 	}
-	if _, ok := f.View().Object(p); ok {
-		t.Fatal("prepared object not deleted")
+	if f.View().Topics["t"].Partitions[0].UploadedThrough() != 30 {
+		t.Fatalf("t/0 manifest %v", manifest(f, "t", 0))
 	}
 	// Deleting again changes nothing and succeeds (a retry).
 	v := f.View().Version
@@ -283,44 +325,95 @@ func TestFSMDeleteObjects(t *testing.T) {
 	// The next upload continues after c.
 	refuse(t, f, &commitObjectCmd{ID: prepare(t, f, 1, 1).ID, Broker: 1, Epoch: 1, Size: 1, Ranges: []metadata.PartitionRange{rng(7, 0, 0, 40)}}, metadata.ErrObjectRejected)
 
-	// Two objects at the front in one command, the second behind the first.
+	// An object shared with another topic stays referenced by it until its log start
+	// passes the range too; the partitions' later objects are garbage meanwhile.
 	f2 := objectFSM(t)
 	x := commitNew(t, f2, 1, rng(7, 0, 0, 9))
 	y := commitNew(t, f2, 1, rng(7, 0, 10, 19), rng(8, 0, 0, 9))
 	z := commitNew(t, f2, 1, rng(7, 0, 20, 29))
 	mustApply(t, f2, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 0, Offset: 30})
-	mustApply(t, f2, &setLogStartOffsetCmd{TopicID: topicID(8), Partition: 0, Offset: 10})
-	if e := f2.View().ExpiredObjects(); len(e) != 3 {
-		t.Fatalf("expired %+v", e)
-	}
-	mustApply(t, f2, &deleteObjectsCmd{IDs: []uint64{z, y, x}})
 	if m := manifest(f2, "t", 0); m != nil {
 		t.Fatalf("t/0 manifest %v", m)
 	}
+	if g := garbageIDs(f2); !reflect.DeepEqual(g, []uint64{x, z}) {
+		t.Fatalf("garbage %v, want %d %d", g, x, z)
+	}
+	refuse(t, f2, &deleteObjectsCmd{IDs: []uint64{z, y, x}}, metadata.ErrObjectRejected) // y holds live u/0 data
+	mustApply(t, f2, &setLogStartOffsetCmd{TopicID: topicID(8), Partition: 0, Offset: 10})
 	if m := manifest(f2, "u", 0); m != nil {
 		t.Fatalf("u/0 manifest %v", m)
+	}
+	if g := garbageIDs(f2); !reflect.DeepEqual(g, []uint64{x, y, z}) {
+		t.Fatalf("garbage %v", g)
+	}
+	if e := f2.View().ExpiredObjects(); len(e) != 0 {
+		t.Fatalf("expired %+v", e)
+	}
+	mustApply(t, f2, &deleteObjectsCmd{IDs: []uint64{z, y, x}})
+	if o := f2.View().Objects; o != nil {
+		t.Fatalf("objects left: %+v", o)
 	}
 	// Empty again: the next object may start anywhere up to the log start.
 	commitNew(t, f2, 1, rng(7, 0, 25, 40))
 
-	// A cascade: A holds live data of t/2, so B (behind A in t/0) stays, and C (behind B
-	// in t/1) too; the FSM agrees with View.ExpiredObjects.
+	// No cascade through trimmed ranges: A holds live data of t/2, B (behind A in t/0)
+	// and C (behind B in t/1) are garbage once the log starts pass them.
 	f4 := objectFSM(t)
 	oa := commitNew(t, f4, 1, rng(7, 0, 0, 9), rng(7, 2, 0, 9))
 	ob := commitNew(t, f4, 1, rng(7, 0, 10, 19), rng(7, 1, 0, 9))
 	oc := commitNew(t, f4, 1, rng(7, 1, 10, 19))
 	mustApply(t, f4, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 0, Offset: 20})
 	mustApply(t, f4, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 1, Offset: 20})
+	if g := garbageIDs(f4); !reflect.DeepEqual(g, []uint64{ob, oc}) {
+		t.Fatalf("garbage %v, want %d %d", g, ob, oc)
+	}
 	if e := f4.View().ExpiredObjects(); len(e) != 0 {
 		t.Fatalf("expired %+v", e)
 	}
-	refuse(t, f4, &deleteObjectsCmd{IDs: []uint64{ob, oc}}, metadata.ErrObjectRejected)
 	refuse(t, f4, &deleteObjectsCmd{IDs: []uint64{oa, ob, oc}}, metadata.ErrObjectRejected)
+	mustApply(t, f4, &deleteObjectsCmd{IDs: []uint64{oc, ob}})
+	if m := manifest(f4, "t", 2); len(m) != 1 || m[0].Object != oa {
+		t.Fatalf("t/2 manifest %v", m)
+	}
 	mustApply(t, f4, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 2, Offset: 10})
-	if e := f4.View().ExpiredObjects(); len(e) != 3 {
+	if g := garbageIDs(f4); !reflect.DeepEqual(g, []uint64{oa}) {
+		t.Fatalf("garbage %v, want %d", g, oa)
+	}
+	mustApply(t, f4, &deleteObjectsCmd{IDs: []uint64{oa}})
+
+	// Ranges committed below a log start raised before stay in the manifests (nothing
+	// trims them): retention deletes them from the front only, with the cascade: A holds
+	// live data of t/2, so B (behind A in t/0) stays, and C (behind B in t/1) too; the
+	// FSM agrees with View.ExpiredObjects. When t/2's log start passes A's range there,
+	// the reference index forgets it, and A goes with B and C.
+	f5 := objectFSM(t)
+	mustApply(t, f5, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 0, Offset: 50})
+	mustApply(t, f5, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 1, Offset: 50})
+	ea := commitNew(t, f5, 1, rng(7, 0, 40, 44), rng(7, 2, 0, 9))
+	eb := commitNew(t, f5, 1, rng(7, 0, 45, 49), rng(7, 1, 40, 44))
+	ec := commitNew(t, f5, 1, rng(7, 1, 45, 49))
+	live := commitNew(t, f5, 1, rng(7, 1, 50, 59))
+	if e := f5.View().ExpiredObjects(); len(e) != 0 {
 		t.Fatalf("expired %+v", e)
 	}
-	mustApply(t, f4, &deleteObjectsCmd{IDs: []uint64{oc, ob, oa}})
+	if g := f5.View().GarbageObjects(); len(g) != 0 {
+		t.Fatalf("garbage %+v", g)
+	}
+	refuse(t, f5, &deleteObjectsCmd{IDs: []uint64{eb, ec}}, metadata.ErrObjectRejected)
+	refuse(t, f5, &deleteObjectsCmd{IDs: []uint64{ea, eb, ec}}, metadata.ErrObjectRejected)
+	mustApply(t, f5, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 2, Offset: 10})
+	if e := expiredIDs(f5); !reflect.DeepEqual(e, []uint64{ea, eb, ec}) {
+		t.Fatalf("expired %v, want %d %d %d", e, ea, eb, ec)
+	}
+	refuse(t, f5, &deleteObjectsCmd{IDs: []uint64{eb}}, metadata.ErrObjectRejected)               // behind ea
+	refuse(t, f5, &deleteObjectsCmd{IDs: []uint64{ea, eb, ec, live}}, metadata.ErrObjectRejected) // live is not below the log start
+	mustApply(t, f5, &deleteObjectsCmd{IDs: []uint64{ec, eb, ea}})
+	if m := manifest(f5, "t", 0); m != nil {
+		t.Fatalf("t/0 manifest %v", m)
+	}
+	if m := manifest(f5, "t", 1); len(m) != 1 || m[0].Object != live {
+		t.Fatalf("t/1 manifest %v", m)
+	}
 
 	// Topic deletion: the object's ranges go with the topic; the object becomes garbage.
 	f3 := objectFSM(t)
@@ -339,7 +432,11 @@ func TestFSMDeleteObjects(t *testing.T) {
 	// A new topic named u starts with an empty manifest.
 	mustApply(t, f3, &createTopicCmd{Topic: metadata.Topic{Name: "u", ID: topicID(9), Partitions: []metadata.Partition{{Leader: 1}}}})
 	commitNew(t, f3, 1, rng(9, 0, 0, 9))
+	// Once t/0's log start passes its range, no manifest references the other one.
 	mustApply(t, f3, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 0, Offset: 10})
+	if g := garbageIDs(f3); !reflect.DeepEqual(g, []uint64{both}) {
+		t.Fatalf("garbage %v, want %d", g, both)
+	}
 	mustApply(t, f3, &deleteObjectsCmd{IDs: []uint64{both}})
 }
 
@@ -385,17 +482,61 @@ func TestFSMObjectsSnapshotRestore(t *testing.T) {
 		}
 	}
 	// The reference index was rebuilt: retention works on the restored replica alike.
+	// t/0's log start passes a's and b's ranges there: b is garbage, a stays referenced
+	// by t/1 (0..4 is live).
 	for _, g := range []*FSM{f, r} {
 		mustApply(t, g, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 0, Offset: 20})
-		refuse(t, g, &deleteObjectsCmd{IDs: []uint64{b}}, metadata.ErrObjectRejected)
+		if m := manifest(g, "t", 0); m != nil {
+			t.Fatalf("t/0 manifest %v after log start 20", m)
+		}
+		if got := garbageIDs(g); !reflect.DeepEqual(got, []uint64{b}) {
+			t.Fatalf("garbage %v, want %d", got, b)
+		}
 		refuse(t, g, &deleteObjectsCmd{IDs: []uint64{a}}, metadata.ErrObjectRejected) // t/1 0..4 is live
+	}
+	// A snapshot taken now holds the trimmed manifests; the index a restore builds from
+	// them agrees with the one the commands kept up to date.
+	r2 := snapshotRestore(t, f)
+	if got, want := stateJSON(t, r2.State()), stateJSON(t, f.State()); got != want {
+		t.Fatalf("restored state differs:\n%s\n%s", got, want)
+	}
+	want := f.View().GarbageObjects()
+	for _, g := range []*FSM{f, r, r2} {
+		if got := g.View().GarbageObjects(); len(got) != 1 || !reflect.DeepEqual(got, want) {
+			t.Fatalf("replicas list other garbage: %+v vs %+v", got, want)
+		}
+		refuse(t, g, &deleteObjectsCmd{IDs: []uint64{a, b}}, metadata.ErrObjectRejected)
+		mustApply(t, g, &deleteObjectsCmd{IDs: []uint64{b}})
 		mustApply(t, g, &setLogStartOffsetCmd{TopicID: topicID(7), Partition: 1, Offset: 5})
-		mustApply(t, g, &deleteObjectsCmd{IDs: []uint64{a, b}})
+		if got := garbageIDs(g); !reflect.DeepEqual(got, []uint64{a}) {
+			t.Fatalf("garbage %v, want %d", got, a)
+		}
+		mustApply(t, g, &deleteObjectsCmd{IDs: []uint64{a}})
 		mustApply(t, g, &deleteTopicCmd{Name: "t"})
 	}
-	if got, want := stateJSON(t, r.State()), stateJSON(t, f.State()); got != want {
-		t.Fatalf("replicas diverged after the restore:\n%s\n%s", got, want)
+	for _, g := range []*FSM{r, r2} {
+		if got, want := stateJSON(t, g.State()), stateJSON(t, f.State()); got != want {
+			t.Fatalf("replicas diverged after the restore:\n%s\n%s", got, want)
+		}
 	}
+}
+
+// snapshotRestore restores a snapshot of f into a new FSM.
+func snapshotRestore(t *testing.T, f *FSM) *FSM {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	r := NewFSM(nil)
+	if err := r.Restore(readCloser{bytes.NewReader(sink.Bytes())}); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // TestFSMRestoreReservedObjects: snapshots written before object manifests existed (the

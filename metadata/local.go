@@ -383,7 +383,8 @@ func contains(l []string, s string) bool {
 	return false
 }
 
-// SetLogStartOffset implements Store. The offset only moves forward.
+// SetLogStartOffset implements Store. The offset only moves forward; the manifest's
+// front ranges wholly below it are dropped (TrimManifest).
 func (s *LocalStore) SetLogStartOffset(_ context.Context, id TopicID, partition int32, offset int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -398,7 +399,9 @@ func (s *LocalStore) SetLogStartOffset(_ context.Context, id TopicID, partition 
 			return nil
 		}
 		prev := s.snapshotState()
-		t.Partitions[partition].LogStartOffset = offset
+		p := &t.Partitions[partition]
+		p.LogStartOffset = offset
+		p.Objects, _ = TrimManifest(p.Objects, offset)
 		return s.commit(prev)
 	}
 	return fmt.Errorf("%w: id %s", ErrUnknownTopic, id)

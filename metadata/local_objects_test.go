@@ -160,6 +160,11 @@ func TestLocalStorePrepareCommitObject(t *testing.T) {
 	commitAfterRefusal(t, s, prng(tt, 2, 51, 60), prng(tt, 2, 40, 60))
 }
 
+// TestLocalStoreDeleteObjectsFrontOnly: raising a log start drops the manifest's ranges
+// wholly below it, so an object whose every range is gone is garbage at once, even when
+// an object in front of it is still pinned by another partition's live data; an object
+// that still holds live data is refused. Ranges that stay below the log start (committed
+// below it) are deleted from the front only.
 func TestLocalStoreDeleteObjectsFrontOnly(t *testing.T) {
 	ctx := context.Background()
 	s, _, tt, _ := localObjects(t)
@@ -170,50 +175,79 @@ func TestLocalStoreDeleteObjectsFrontOnly(t *testing.T) {
 
 	v := s.View().Version
 	localRefuse(t, s, v, s.DeleteObjects(ctx, []uint64{a})) // nothing below the log start
-	if err := s.SetLogStartOffset(ctx, tt.ID, 0, 20); err != nil {
+	old := s.View()
+	oldT0 := append([]ObjectRange(nil), localManifest(s, "t", 0)...)
+	if err := s.SetLogStartOffset(ctx, tt.ID, 0, 25); err != nil {
 		t.Fatal(err)
 	}
-	v = s.View().Version
-	localRefuse(t, s, v, s.DeleteObjects(ctx, []uint64{a})) // a holds live t/1 data
-	if e := s.View().ExpiredObjects(); len(e) != 0 {
-		t.Fatalf("expired while a holds live data of t/1: %+v", e)
+	// t/0 keeps only c (20..29 straddles the log start); a stays referenced by t/1
+	// alone, where its data is live.
+	if m := localManifest(s, "t", 0); len(m) != 1 || m[0].Object != c || m[0].FirstOffset != 20 {
+		t.Fatalf("t/0 manifest %+v after log start 25", m)
 	}
+	if m := localManifest(s, "t", 1); len(m) != 2 || m[0].Object != a || m[1].Object != c {
+		t.Fatalf("t/1 manifest %+v", m)
+	}
+	if p := old.Topics["t"].Partitions[0]; !reflect.DeepEqual(p.Objects, oldT0) || len(oldT0) != 3 || p.LogStartOffset != 0 {
+		t.Fatalf("the log start leaked into an old view: %+v", p)
+	}
+	if g := old.GarbageObjects(); len(g) != 0 {
+		t.Fatalf("old view's garbage %v", ids(g))
+	}
+	// b is garbage although a, in front of it in t/0, is pinned by t/1.
+	if g := ids(s.View().GarbageObjects()); !reflect.DeepEqual(g, []uint64{b}) {
+		t.Fatalf("garbage %v, want %d", g, b)
+	}
+	if e := s.View().ExpiredObjects(); len(e) != 0 {
+		t.Fatalf("expired %v: every range below a log start was dropped", ids(e))
+	}
+	v = s.View().Version
+	localRefuse(t, s, v, s.DeleteObjects(ctx, []uint64{a}))    // a holds live t/1 data
+	localRefuse(t, s, v, s.DeleteObjects(ctx, []uint64{b, a})) // one refusal refuses all
+	localRefuse(t, s, v, s.DeleteObjects(ctx, []uint64{b, c})) // c is live
+	if err := s.DeleteObjects(ctx, []uint64{b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.View().Object(b); ok {
+		t.Fatal("deleted object still in the view")
+	}
+
 	if err := s.SetLogStartOffset(ctx, tt.ID, 1, 5); err != nil {
 		t.Fatal(err)
 	}
-	if e := ids(s.View().ExpiredObjects()); !reflect.DeepEqual(e, []uint64{a, b}) {
-		t.Fatalf("expired %v, want %d %d", e, a, b)
+	if m := localManifest(s, "t", 1); len(m) != 1 || m[0].Object != c {
+		t.Fatalf("t/1 manifest %+v after log start 5", m)
+	}
+	if g := ids(s.View().GarbageObjects()); !reflect.DeepEqual(g, []uint64{a}) {
+		t.Fatalf("garbage %v, want %d", g, a)
+	}
+	if e := s.View().ExpiredObjects(); len(e) != 0 {
+		t.Fatalf("expired %v", ids(e))
 	}
 	v = s.View().Version
-	localRefuse(t, s, v, s.DeleteObjects(ctx, []uint64{b}))           // behind a
-	localRefuse(t, s, v, s.DeleteObjects(ctx, []uint64{a, b, c}))     // c is live
+	localRefuse(t, s, v, s.DeleteObjects(ctx, []uint64{a, c}))        // c is live
 	localRefuse(t, s, v, s.DeleteObjects(ctx, []uint64{a, p.ID + 1})) // never handed out
 	localRefuse(t, s, v, s.DeleteObjects(ctx, []uint64{0}))
 	if err := s.DeleteObjects(ctx, nil); err != nil || s.View().Version != v { // nothing to do, as with the controller's Client
 		t.Fatalf("delete nothing: %v", err)
 	}
 
-	old := s.View()
-	if err := s.DeleteObjects(ctx, []uint64{a}); err != nil {
+	old = s.View()
+	if err := s.DeleteObjects(ctx, []uint64{a, p.ID}); err != nil { // and a prepared one
 		t.Fatal(err)
 	}
-	if _, ok := s.View().Object(a); ok {
-		t.Fatal("deleted object still in the view")
+	for _, id := range []uint64{a, p.ID} {
+		if _, ok := s.View().Object(id); ok {
+			t.Fatalf("deleted object %d still in the view", id)
+		}
 	}
-	if m := localManifest(s, "t", 0); len(m) != 2 || m[0].Object != b || m[1].Object != c {
-		t.Fatalf("t/0 manifest %v", m)
-	}
-	if m := localManifest(s, "t", 1); len(m) != 1 || m[0].Object != c {
-		t.Fatalf("t/1 manifest %v", m)
-	}
-	if _, ok := old.Object(a); !ok || len(old.Topics["t"].Partitions[0].Objects) != 3 {
+	if _, ok := old.Object(a); !ok {
 		t.Fatal("the delete leaked into an old view")
 	}
-	if err := s.DeleteObjects(ctx, []uint64{b, p.ID}); err != nil { // and a prepared one
-		t.Fatal(err)
-	}
-	if m := localManifest(s, "t", 0); len(m) != 1 || m[0].Object != c {
-		t.Fatalf("t/0 manifest %v", m)
+	for part := range 2 {
+		if m := localManifest(s, "t", part); len(m) != 1 || m[0].Object != c {
+			t.Fatalf("t/%d manifest %v", part, m)
+		}
 	}
 	// A retry changes nothing and succeeds.
 	v = s.View().Version
@@ -222,6 +256,30 @@ func TestLocalStoreDeleteObjectsFrontOnly(t *testing.T) {
 	}
 	// The next upload continues after c.
 	commitAfterRefusal(t, s, prng(tt, 0, 0, 40), prng(tt, 0, 30, 40))
+
+	// Ranges committed below a log start raised before stay in the manifest (nothing
+	// trims them) and are expired; they go from the front only.
+	if err := s.SetLogStartOffset(ctx, tt.ID, 2, 50); err != nil {
+		t.Fatal(err)
+	}
+	x := localCommit(t, s, 1, prng(tt, 2, 40, 44))
+	y := localCommit(t, s, 1, prng(tt, 2, 45, 49))
+	z := localCommit(t, s, 1, prng(tt, 2, 50, 59))
+	if e := ids(s.View().ExpiredObjects()); !reflect.DeepEqual(e, []uint64{x, y}) {
+		t.Fatalf("expired %v, want %d %d", e, x, y)
+	}
+	if g := s.View().GarbageObjects(); len(g) != 0 {
+		t.Fatalf("garbage %v", ids(g))
+	}
+	v = s.View().Version
+	localRefuse(t, s, v, s.DeleteObjects(ctx, []uint64{y}))       // behind x
+	localRefuse(t, s, v, s.DeleteObjects(ctx, []uint64{x, y, z})) // z is live
+	if err := s.DeleteObjects(ctx, []uint64{y, x}); err != nil {
+		t.Fatal(err)
+	}
+	if m := localManifest(s, "t", 2); len(m) != 1 || m[0].Object != z {
+		t.Fatalf("t/2 manifest %v", m)
+	}
 }
 
 func TestLocalStoreGarbageObjectsAfterDeleteTopic(t *testing.T) {
@@ -247,12 +305,19 @@ func TestLocalStoreGarbageObjectsAfterDeleteTopic(t *testing.T) {
 	if g := s.View().GarbageObjects(); len(g) != 0 {
 		t.Fatalf("garbage %+v", g)
 	}
-	// Retention takes the other one once t/0 is below the log start.
+	// Once the log start passes t/0's range, no manifest references the other one: it is
+	// garbage (not expired).
 	if err := s.SetLogStartOffset(ctx, tt.ID, 0, 10); err != nil {
 		t.Fatal(err)
 	}
-	if e := ids(s.View().ExpiredObjects()); !reflect.DeepEqual(e, []uint64{both}) {
-		t.Fatalf("expired %v", e)
+	if m := localManifest(s, "t", 0); m != nil {
+		t.Fatalf("t/0 manifest %+v after log start 10", m)
+	}
+	if e := s.View().ExpiredObjects(); len(e) != 0 {
+		t.Fatalf("expired %v", ids(e))
+	}
+	if g := ids(s.View().GarbageObjects()); !reflect.DeepEqual(g, []uint64{both}) {
+		t.Fatalf("garbage %v, want %d", g, both)
 	}
 	if err := s.DeleteObjects(ctx, []uint64{both}); err != nil {
 		t.Fatal(err)
@@ -354,33 +419,99 @@ func TestObjectRangeJSON(t *testing.T) {
 	}
 }
 
-// After DeleteRecords past the manifest's end, the next range may start anywhere between
-// the manifest's end and the log start (offsets below the log start need not be stored).
+// TestLocalStoreCommitPastLogStart: offsets below the log start need not be stored.
+// DeleteRecords past the manifest's end empties the manifest (its ranges are dropped),
+// so the next range may start anywhere up to the log start; a manifest the log start
+// does not pass wholly keeps its live ranges and is continued as before; a manifest
+// that ends below the log start (its ranges were committed below it) may be continued
+// anywhere between its end and the log start.
 func TestLocalStoreCommitPastLogStart(t *testing.T) {
 	ctx := context.Background()
-	s, _, tt, _ := localObjects(t)
-	commit := func(first, last int64) error {
+	s, _, tt, u := localObjects(t)
+	commit := func(tp *Topic, partition int32, first, last int64) (uint64, error) {
 		o, err := s.PrepareObject(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.CommitObject(ctx, o.ID, 100, []PartitionRange{prng(tt, 0, first, last)})
+		return o.ID, s.CommitObject(ctx, o.ID, 100, []PartitionRange{prng(tp, partition, first, last)})
 	}
-	if err := commit(0, 9); err != nil {
-		t.Fatal(err)
+	mustCommit := func(tp *Topic, partition int32, first, last int64) uint64 {
+		t.Helper()
+		id, err := commit(tp, partition, first, last)
+		if err != nil {
+			t.Fatalf("%s/%d range %d..%d: %v", tp.Name, partition, first, last, err)
+		}
+		return id
 	}
-	if err := s.SetLogStartOffset(ctx, tt.ID, 0, 50); err != nil {
-		t.Fatal(err)
-	}
-	for _, first := range []int64{5, 51} {
-		if err := commit(first, 60); !errors.Is(err, ErrObjectRejected) {
-			t.Fatalf("range from %d with manifest end 10 and log start 50: %v, want a refusal", first, err)
+
+	// Emptied: t/0 and t/1 hold 0..9, the log start moves to 50. Any first offset up to
+	// the log start is accepted (45 straddles it, 5 repeats dropped offsets), none past it.
+	for _, tc := range []struct {
+		part  int32
+		first int64
+	}{{0, 45}, {1, 5}} {
+		part, first := tc.part, tc.first
+		dropped := mustCommit(tt, part, 0, 9)
+		if err := s.SetLogStartOffset(ctx, tt.ID, part, 50); err != nil {
+			t.Fatal(err)
+		}
+		if m := localManifest(s, "t", int(part)); m != nil {
+			t.Fatalf("t/%d manifest %+v after log start 50", part, m)
+		}
+		if g := ids(s.View().GarbageObjects()); !reflect.DeepEqual(g, []uint64{dropped}) {
+			t.Fatalf("garbage %v, want %d", g, dropped)
+		}
+		if _, err := commit(tt, part, 51, 60); !errors.Is(err, ErrObjectRejected) {
+			t.Fatalf("t/%d range from 51 with an empty manifest and log start 50: %v, want a refusal", part, err)
+		}
+		id := mustCommit(tt, part, first, 60)
+		if m := localManifest(s, "t", int(part)); !reflect.DeepEqual(m, []ObjectRange{{Object: id, FirstOffset: first, LastOffset: 60}}) {
+			t.Fatalf("t/%d manifest %+v", part, m)
+		}
+		if err := s.DeleteObjects(ctx, []uint64{dropped}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if err := commit(45, 60); err != nil {
-		t.Fatalf("range straddling the log start: %v", err)
+
+	// Not emptied: t/2 holds 0..9 and 10..99, the log start moves to 50: 10..99 stays and
+	// is continued at 100 only.
+	first := mustCommit(tt, 2, 0, 9)
+	second := mustCommit(tt, 2, 10, 99)
+	if err := s.SetLogStartOffset(ctx, tt.ID, 2, 50); err != nil {
+		t.Fatal(err)
 	}
-	if m := localManifest(s, "t", 0); len(m) != 2 || m[1].FirstOffset != 45 {
-		t.Fatalf("manifest %+v", m)
+	if m := localManifest(s, "t", 2); !reflect.DeepEqual(m, []ObjectRange{{Object: second, FirstOffset: 10, LastOffset: 99}}) {
+		t.Fatalf("t/2 manifest %+v after log start 50", m)
+	}
+	if g := ids(s.View().GarbageObjects()); !reflect.DeepEqual(g, []uint64{first}) {
+		t.Fatalf("garbage %v, want %d", g, first)
+	}
+	for _, from := range []int64{45, 50, 99, 120} {
+		if _, err := commit(tt, 2, from, 130); !errors.Is(err, ErrObjectRejected) {
+			t.Fatalf("t/2 range from %d with manifest end 100 and log start 50: %v, want a refusal", from, err)
+		}
+	}
+	third := mustCommit(tt, 2, 100, 130)
+	if m := localManifest(s, "t", 2); len(m) != 2 || m[0].Object != second || m[1].Object != third {
+		t.Fatalf("t/2 manifest %+v", m)
+	}
+
+	// Ending below the log start: u/0's log start is 50, 40..44 is committed below it
+	// (nothing trims it); the next range may start from 45 up to 50.
+	if err := s.SetLogStartOffset(ctx, u.ID, 0, 50); err != nil {
+		t.Fatal(err)
+	}
+	below := mustCommit(u, 0, 40, 44)
+	for _, from := range []int64{44, 51} {
+		if _, err := commit(u, 0, from, 60); !errors.Is(err, ErrObjectRejected) {
+			t.Fatalf("u/0 range from %d with manifest end 45 and log start 50: %v, want a refusal", from, err)
+		}
+	}
+	past := mustCommit(u, 0, 48, 60)
+	if m := localManifest(s, "u", 0); len(m) != 2 || m[0].Object != below || m[1].Object != past || m[1].FirstOffset != 48 {
+		t.Fatalf("u/0 manifest %+v", m)
+	}
+	if e := ids(s.View().ExpiredObjects()); !reflect.DeepEqual(e, []uint64{below}) {
+		t.Fatalf("expired %v, want %d", e, below)
 	}
 }

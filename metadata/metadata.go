@@ -92,8 +92,9 @@ type Partition struct {
 	Moving   bool  `json:"moving,omitempty"`
 	// Objects is the partition's manifest in object storage: the committed objects that
 	// hold its offsets, ascending and contiguous (each range starts where the previous
-	// one ended + 1). Retention removes ranges from the front only. Never modify the
-	// elements in place: Views share them.
+	// one ended + 1). Ranges leave from the front only: raising the log start offset
+	// drops those wholly below it (TrimManifest), DeleteObjects those of deleted
+	// objects. Never modify the elements in place: Views share them.
 	Objects []ObjectRange `json:"objects,omitempty"`
 }
 
@@ -242,8 +243,11 @@ func (v *View) Object(id uint64) (Object, bool) {
 // garbage collector may delete (first the key from object storage, then DeleteObjects):
 //   - prepared objects whose broker registration is over (the broker is fenced or
 //     registered again since): only that registration could have committed them;
-//   - committed objects no partition's manifest references any more (every range
-//     belonged to topics that were deleted).
+//   - committed objects no partition's manifest references any more: every range was
+//     dropped, because its topic was deleted or its partition's log start offset passed
+//     it (SetLogStartOffset drops the manifest's front ranges wholly below the new log
+//     start, TrimManifest). An object shared with a partition whose data is still live
+//     stays referenced by that partition and is not garbage.
 //
 // Prepared objects of a live registration are left to their broker, which knows
 // whether it is still uploading them.
@@ -280,6 +284,12 @@ func (v *View) GarbageObjects() []Object {
 // the front of its manifest once the other listed objects are gone (DeleteObjects
 // accepts exactly such a batch). An object that also holds live data of another
 // partition stays, and so does every object behind it in a manifest.
+//
+// Raising a log start drops the ranges wholly below it from the manifest, so objects
+// whose data it passed show up in GarbageObjects, not here. Ranges below the log start
+// stay in a manifest only when they were committed below a log start raised before
+// (an upload of offsets DeleteRecords had already passed) or come from state written
+// before SetLogStartOffset trimmed manifests; those are listed here.
 func (v *View) ExpiredObjects() []Object {
 	refs := v.referencedObjects()
 	// Candidates: objects with every range below its log start offset.
@@ -388,7 +398,9 @@ type Store interface {
 	CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) error
 	// AlterTopicConfigs applies incremental config ops to a topic.
 	AlterTopicConfigs(ctx context.Context, name string, ops []ConfigOp, validateOnly bool) error
-	// SetLogStartOffset raises a partition's log start offset (DeleteRecords, retention).
+	// SetLogStartOffset raises a partition's log start offset (DeleteRecords, retention)
+	// and drops the front ranges of its object manifest that lie wholly below it
+	// (TrimManifest); an object no manifest references any more is then garbage.
 	SetLogStartOffset(ctx context.Context, id TopicID, partition int32, offset int64) error
 	// AllocateProducerID returns a producer ID never handed out before.
 	AllocateProducerID(ctx context.Context) (int64, error)
@@ -398,9 +410,11 @@ type Store interface {
 // controller's client, and LocalStore for the single broker). The rules are the same
 // for both (ObjectRules; stated in controller/cmd_objects.go). An upload is: PrepareObject (an ID and key) → PUT the object →
 // CommitObject (its ranges join the partitions' manifests) → trim the WAL. Objects
-// prepared and never committed, and objects no manifest references, are found with
-// View.GarbageObjects; retention finds its objects with View.ExpiredObjects. A key is
-// deleted from object storage before DeleteObjects is called.
+// prepared and never committed, and objects no manifest references (their topics were
+// deleted, or SetLogStartOffset passed all their ranges), are found with
+// View.GarbageObjects; ranges that stay in a manifest below the log start (committed
+// below it) are found with View.ExpiredObjects. A key is deleted from object storage
+// before DeleteObjects is called.
 type ObjectManifest interface {
 	// PrepareObject reserves a new object for this broker's current registration.
 	PrepareObject(ctx context.Context) (Object, error)

@@ -119,8 +119,9 @@ func (r *ObjectRules) Commit(id uint64, broker int32, epoch int64, size int64, r
 		}
 		p := &t.Partitions[pr.Partition]
 		if next := p.UploadedThrough(); next >= 0 {
-			// Offsets below the log start need not be stored: after DeleteRecords past
-			// the manifest's end the next range may start anywhere up to the log start.
+			// Offsets below the log start need not be stored: a manifest that ends below
+			// the log start (its ranges were committed below it) may continue anywhere
+			// up to the log start. (DeleteRecords past the manifest's end empties it.)
 			if pr.FirstOffset != next && (pr.FirstOffset < next || pr.FirstOffset > p.LogStartOffset) {
 				return Object{}, nil, rejected("object %d: %s/%d continues at %d (or up to its log start %d), range starts at %d", id, t.Name, pr.Partition, next, p.LogStartOffset, pr.FirstOffset)
 			}
@@ -222,4 +223,30 @@ func WithObjects(objs map[uint64]Object, change func(objs map[uint64]Object)) ma
 		return nil
 	}
 	return c
+}
+
+// TrimManifest drops the front ranges of a manifest that lie wholly below logStart: once
+// the log start passes them nobody reads them, and an object no manifest references any
+// more is garbage (View.GarbageObjects) even if it was shared with partitions whose data
+// lives on. Without this, one long-lived partition sharing an object with a short-lived
+// one would pin that object and, since retention removes from the front only, every
+// later object of the short-lived partition. It returns the ranges kept (objs itself
+// when none is dropped, nil when all are, else a new slice: Views share the old one)
+// and the objects whose ranges were dropped, in manifest order.
+func TrimManifest(objs []ObjectRange, logStart int64) ([]ObjectRange, []uint64) {
+	n := 0
+	for n < len(objs) && objs[n].LastOffset < logStart {
+		n++
+	}
+	if n == 0 {
+		return objs, nil
+	}
+	dropped := make([]uint64, n)
+	for i, r := range objs[:n] {
+		dropped[i] = r.Object
+	}
+	if n == len(objs) {
+		return nil, dropped
+	}
+	return slices.Clone(objs[n:]), dropped
 }

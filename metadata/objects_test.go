@@ -1,6 +1,9 @@
 package metadata
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 func objView(brokers []Broker, parts []Partition, objs ...Object) *View {
 	m := map[uint64]Object{}
@@ -63,5 +66,41 @@ func TestGarbageObjects(t *testing.T) {
 	// Views built the old way have no objects.
 	if v := NewView(1, "c", -1, nil, nil); v.Objects != nil || v.GarbageObjects() != nil || len(v.ExpiredObjects()) != 0 {
 		t.Fatal("NewView view has objects")
+	}
+}
+
+func TestTrimManifest(t *testing.T) {
+	m := []ObjectRange{
+		{Object: 1, FirstOffset: 0, LastOffset: 9},
+		{Object: 2, FirstOffset: 10, LastOffset: 19},
+		{Object: 3, FirstOffset: 20, LastOffset: 29},
+	}
+	orig := append([]ObjectRange(nil), m...)
+	for _, tc := range []struct {
+		logStart int64
+		keep     []ObjectRange
+		dropped  []uint64
+	}{
+		{0, m, nil},
+		{9, m, nil}, // offset 9 is still live
+		{10, m[1:], []uint64{1}},
+		{25, m[2:], []uint64{1, 2}}, // 20..29 straddles the log start: kept
+		{30, nil, []uint64{1, 2, 3}},
+		{1000, nil, []uint64{1, 2, 3}},
+	} {
+		keep, dropped := TrimManifest(m, tc.logStart)
+		if !reflect.DeepEqual(keep, tc.keep) || !reflect.DeepEqual(dropped, tc.dropped) {
+			t.Fatalf("log start %d: kept %+v dropped %v, want %+v %v", tc.logStart, keep, dropped, tc.keep, tc.dropped)
+		}
+		// A trimmed manifest never aliases the old one (Views share it).
+		if len(dropped) > 0 && len(keep) > 0 && &keep[0] == &m[len(dropped)] {
+			t.Fatalf("log start %d: the kept ranges alias the old manifest", tc.logStart)
+		}
+	}
+	if !reflect.DeepEqual(m, orig) {
+		t.Fatalf("TrimManifest changed its input: %+v", m)
+	}
+	if keep, dropped := TrimManifest(nil, 10); keep != nil || dropped != nil {
+		t.Fatalf("empty manifest: %+v %v", keep, dropped)
 	}
 }

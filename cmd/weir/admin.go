@@ -18,7 +18,7 @@ const adminUsage = `Usage: weir admin <command> [flags]
 
 Commands:
   status     each controller's Raft state, leader, term and indexes
-  describe   brokers (zone, epoch, state) and partitions (leader, epoch, log chain)
+  describe   brokers (zone, epoch, state) and partitions (leader, epoch, what object storage holds, log chain)
   move       move a partition's leadership to another broker, without copying data
 
 Every command takes --controllers (default 127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403,
@@ -71,7 +71,7 @@ func runAdmin(ctx context.Context, args []string) error {
 		for _, b := range v.Brokers {
 			fmt.Fprintf(w, "%d\t%s\t%s:%d\t%d\t%s\n", b.ID, b.Rack, b.Host, b.Port, b.Epoch, b.State)
 		}
-		fmt.Fprintln(w, "\nTOPIC\tPARTITION\tLEADER\tEPOCH\tLOG START\tLOG CHAIN (broker@start)")
+		fmt.Fprintln(w, "\nTOPIC\tPARTITION\tLEADER\tEPOCH\tLOG START\tIN OBJECTS\tLOG CHAIN (broker@start)")
 		names := make([]string, 0, len(v.Topics))
 		for n := range v.Topics {
 			names = append(names, n)
@@ -87,7 +87,11 @@ func runAdmin(ctx context.Context, args []string) error {
 				if p.Moving {
 					moving = fmt.Sprintf(" (moving to %d)", p.MovingTo)
 				}
-				fmt.Fprintf(w, "%s\t%d\t%d%s\t%d\t%d\t%s\n", n, p.Index, p.Leader, moving, p.LeaderEpoch, p.LogStartOffset, strings.Join(chain, " "))
+				objects := "-"
+				if len(p.Objects) > 0 {
+					objects = fmt.Sprintf("below %d (%d objects)", p.UploadedThrough(), len(p.Objects))
+				}
+				fmt.Fprintf(w, "%s\t%d\t%d%s\t%d\t%d\t%s\t%s\n", n, p.Index, p.Leader, moving, p.LeaderEpoch, p.LogStartOffset, objects, strings.Join(chain, " "))
 			}
 		}
 	case "move":
