@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -353,4 +354,27 @@ func TestTierS3OutageFillsWALThenRecovers(t *testing.T) {
 		want[0][off] = v
 	}
 	consumeAll(t, b.addr(), "full", want)
+}
+
+// An object prepared and put but never committed (the broker died between PUT and
+// commit, or the commit was refused) is deleted by garbage collection, key and record.
+func TestTierGarbageCollectsUncommittedObjects(t *testing.T) {
+	store := faultyLocal(t)
+	b := tierBroker(t, t.TempDir(), store, nil)
+	ctx := testCtx(t)
+	o, err := b.meta.PrepareObject(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(ctx, o.Key, strings.NewReader("orphan"), 6); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the orphan deleted", func() bool {
+		_, inView := b.meta.View().Object(o.ID)
+		_, err := store.Head(ctx, o.Key)
+		return !inView && errors.Is(err, objectstore.ErrNotFound)
+	})
+	if n := testutil.ToFloat64(b.metrics.tier.deleted.WithLabelValues("garbage")) + testutil.ToFloat64(b.metrics.tier.deleted.WithLabelValues("orphan")); n < 1 {
+		t.Fatalf("deletions counted: %v", n)
+	}
 }
