@@ -322,6 +322,7 @@ func TestTierS3OutageFillsWALThenRecovers(t *testing.T) {
 	cl := b.client(t)
 	want := map[int32]map[int64]string{0: {}}
 	var code int16
+	throttled := 0
 	for i := 0; i < 400 && code == 0; i++ {
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks, req.TimeoutMillis = -1, 5000
@@ -337,12 +338,18 @@ func TestTierS3OutageFillsWALThenRecovers(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := resp.Topics[0].Partitions[0]
+		if resp.ThrottleMillis > 0 {
+			throttled++
+		}
 		if code = out.ErrorCode; code == 0 {
 			want[0][out.BaseOffset] = v
 		}
 	}
 	if code != kerr.KafkaStorageError.Code {
 		t.Fatalf("produce into a full WAL: error %d, want KAFKA_STORAGE_ERROR", code)
+	}
+	if throttled == 0 {
+		t.Fatal("produce was refused without being slowed first (no throttle_time_ms)")
 	}
 	if store.Calls(faulty.Put) == 0 {
 		t.Fatal("no upload was attempted")
