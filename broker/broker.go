@@ -52,6 +52,7 @@ type Broker struct {
 	inflight     map[uint64]bool  // prepared objects an upload is using
 	// unusedPrepared: own prepared objects unused at the last garbage collection
 	unusedPrepared map[uint64]bool
+	gcRounds       int // collections run (only the retention goroutine touches it)
 
 	ln      net.Listener
 	connsMu sync.Mutex

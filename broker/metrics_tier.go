@@ -17,7 +17,7 @@ import (
 //	wal_held_bytes                                            WAL bytes on disk
 //	wal_segments_trimmed_total                                segments removed after upload
 //	retention_actions_total                                   log starts raised by retention
-//	objects_deleted_total{why}                                expired, garbage, orphan
+//	objects_deleted_total{why}                                expired, garbage, orphan, stray
 type tierMetrics struct {
 	objects        prometheus.Counter
 	uploadFailures prometheus.Counter
@@ -49,7 +49,7 @@ func newTierMetrics(m *metrics) tierMetrics {
 		trimmed:        c("wal_segments_trimmed_total", "WAL segments removed once their data was in object storage."),
 		retained:       c("retention_actions_total", "Log start offsets raised by retention.ms/retention.bytes."),
 		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_tier_objects_deleted_total",
-			Help: "Objects deleted from object storage, by reason (expired: below the log start; garbage: unreferenced or never committed; orphan: own unused prepared)."}, []string{"why"}),
+			Help: "Objects deleted from object storage, by reason (expired: below the log start; garbage: unreferenced or never committed; orphan: own unused prepared; stray: a key with no object record)."}, []string{"why"}),
 	}
 	m.register(t.objects, t.uploadFailures, t.bytes, t.rejected, t.pending, t.lag, t.walHeld, t.trimmed, t.retained, t.deleted)
 	return t

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -139,6 +140,54 @@ func (b *Broker) collectGarbage() {
 	}
 	b.deleteObjects(v.ExpiredObjects(), "expired")
 	b.deleteObjects(append(v.GarbageObjects(), own...), "garbage")
+	if b.gcRounds++; b.gcRounds%sweepEvery == 1 {
+		b.sweepStrayKeys(v)
+	}
+}
+
+// sweepEvery: stray keys are looked for every this many collections (a LIST of the whole
+// prefix is not free).
+const sweepEvery = 10
+
+// sweepStrayKeys deletes keys under objects/ that no object record stands for: a PUT that
+// landed after garbage collection had already deleted its prepared record (a fenced
+// broker's late upload). Object IDs only grow, so a key whose ID is below the highest ID
+// in the table but not in it was deleted from the table: it is garbage whatever its age.
+func (b *Broker) sweepStrayKeys(v *metadata.View) {
+	var top uint64
+	for id := range v.Objects {
+		top = max(top, id)
+	}
+	if top == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	infos, err := b.objects.List(ctx, "objects/")
+	if err != nil {
+		b.log.Warn("listing objects for stray keys failed", "err", err)
+		return
+	}
+	n := 0
+	for _, in := range infos {
+		var id uint64
+		if _, err := fmt.Sscanf(in.Key, "objects/%d.obj", &id); err != nil || id >= top || in.Key != metadata.ObjectKey(id) {
+			continue
+		}
+		if _, ok := v.Object(id); ok {
+			continue
+		}
+		if err := b.objects.Delete(ctx, in.Key); err != nil {
+			b.log.Warn("deleting a stray object failed", "key", in.Key, "err", err)
+			return
+		}
+		b.objReader.Forget(in.Key)
+		n++
+	}
+	if n > 0 {
+		b.metrics.tier.deleted.WithLabelValues("stray").Add(float64(n))
+		b.log.Info("stray objects deleted", "objects", n)
+	}
 }
 
 // ownStalePrepared lists this broker's prepared objects that no upload uses and that were
