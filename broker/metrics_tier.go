@@ -61,13 +61,10 @@ func (b *Broker) updateTierGauges() {
 	var oldest time.Time
 	for _, p := range b.ledPartitions() {
 		p.mu.Lock()
-		for _, bl := range p.batches {
-			if bl.last >= p.tier.uploaded && bl.synced {
-				pending += int64(bl.size)
-			}
-		}
+		n, at := p.pendingLocked()
 		p.mu.Unlock()
-		if at := p.oldestPending(); !at.IsZero() && (oldest.IsZero() || at.Before(oldest)) {
+		pending += n
+		if !at.IsZero() && (oldest.IsZero() || at.Before(oldest)) {
 			oldest = at
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/objectstore/objfmt"
 	"github.com/weir-io/weir/objectstore/objread"
 	"github.com/weir-io/weir/wal"
 )
@@ -61,6 +62,10 @@ func tierObjOf(r metadata.ObjectRange, v *metadata.View) tierObj {
 	if o, ok := v.Object(r.Object); ok {
 		key, size = o.Key, o.Size
 	}
+	return newTierObj(r, key, size)
+}
+
+func newTierObj(r metadata.ObjectRange, key string, size int64) tierObj {
 	return tierObj{id: r.Object, maxTS: r.MaxTimestamp, bytes: r.Bytes,
 		ref: objread.ObjectRef{Key: key, Size: size, FirstOffset: r.FirstOffset, LastOffset: r.LastOffset}}
 }
@@ -134,15 +139,20 @@ func (p *partition) pendingUpload(maxBytes int64) (pieces []upPiece, bytes int64
 	return pieces, bytes
 }
 
-// oldestPending is when the oldest batch not in object storage was synced (zero: none).
-func (p *partition) oldestPending() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// pendingLocked returns the bytes of synced batches not in object storage yet and when
+// the oldest of them was synced (zero: none).
+func (p *partition) pendingLocked() (bytes int64, oldest time.Time) {
 	i := sort.Search(len(p.batches), func(i int) bool { return p.batches[i].last >= p.tier.uploaded })
-	if i == len(p.batches) || !p.batches[i].synced {
-		return time.Time{}
+	for _, b := range p.batches[i:] {
+		if !b.synced {
+			break
+		}
+		if bytes == 0 {
+			oldest = time.Unix(0, b.at)
+		}
+		bytes += int64(b.size)
 	}
-	return time.Unix(0, p.batches[i].at)
+	return bytes, oldest
 }
 
 // markUploaded records a committed object range and drops index entries of other
@@ -250,18 +260,15 @@ func (b *Broker) readObjectBatches(p *partition, fn func(base int64, batch []byt
 		if err != nil {
 			return err
 		}
-		for len(data) >= batchHeaderLen {
-			h, err := parseBatchHeader(data)
-			n := 12 + int(h.Length)
-			if err != nil || n > len(data) || n < batchHeaderLen {
-				return fmt.Errorf("broker: undecodable batch in object data at offset %d", offset)
+		batches, err := objfmt.SplitBatches(data)
+		if err != nil {
+			return fmt.Errorf("broker: object data at offset %d: %w", offset, err)
+		}
+		for _, bt := range batches {
+			if bt.LastOffset >= offset && bt.BaseOffset < end {
+				fn(bt.BaseOffset, bt.Data)
 			}
-			last := h.BaseOffset + int64(h.LastOffsetDelta)
-			if last >= offset && h.BaseOffset < end {
-				fn(h.BaseOffset, data[:n])
-			}
-			offset = max(offset, last+1)
-			data = data[n:]
+			offset = max(offset, bt.LastOffset+1)
 		}
 	}
 	return nil

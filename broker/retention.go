@@ -96,14 +96,9 @@ func (p *partition) retentionStart(nowMs, ms, limit int64) int64 {
 		}
 	}
 	if limit >= 0 {
-		size := int64(0)
+		size, _ := p.pendingLocked()
 		for _, o := range p.tier.objs {
 			size += o.bytes
-		}
-		for _, bl := range p.batches {
-			if bl.last >= p.tier.uploaded {
-				size += int64(bl.size)
-			}
 		}
 		for _, o := range p.tier.objs {
 			if size-o.bytes < limit {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore/objfmt"
-	"github.com/weir-io/weir/objectstore/objread"
 )
 
 // The uploader moves synced batches out of the WAL into objects: when the pending bytes
@@ -145,8 +144,7 @@ func (b *Broker) uploadObject(parts []upPart) error {
 	}
 	for i, up := range kept {
 		r := ranges[i]
-		up.p.markUploaded(tierObj{id: obj.ID, maxTS: r.MaxTimestamp, bytes: r.Bytes,
-			ref: objread.ObjectRef{Key: obj.Key, Size: size, FirstOffset: r.FirstOffset, LastOffset: r.LastOffset}}, b.wal)
+		up.p.markUploaded(newTierObj(r.ObjectRange(obj.ID), obj.Key, size), b.wal)
 	}
 	b.upMu.Lock()
 	delete(b.inflight, obj.ID)
