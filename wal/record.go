@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
+	"github.com/weir-io/weir/internal/crc32c"
 	"io"
 )
 
@@ -26,12 +26,10 @@ const (
 // segmentMagic opens every segment file.
 var segmentMagic = [8]byte{'W', 'E', 'I', 'R', '-', 'W', 'A', 'L'}
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // recordCRC is the CRC32C of the type byte followed by the payload.
 func recordCRC(typ byte, payload []byte) uint32 {
-	c := crc32.Update(0, castagnoli, []byte{typ})
-	return crc32.Update(c, castagnoli, payload)
+	c := crc32c.Update(0, []byte{typ})
+	return crc32c.Update(c, payload)
 }
 
 // FrameSize is the number of bytes a record with an n-byte payload occupies.
@@ -56,7 +54,7 @@ func AppendRecord(dst []byte, typ byte, payload []byte) []byte {
 func sealRecord(rec []byte, typ byte) {
 	rec[8] = typ
 	binary.LittleEndian.PutUint32(rec[0:4], uint32(len(rec)-8)) // type + payload
-	binary.LittleEndian.PutUint32(rec[4:8], crc32.Checksum(rec[8:], castagnoli))
+	binary.LittleEndian.PutUint32(rec[4:8], crc32c.Checksum(rec[8:]))
 }
 
 // checkLength validates a frame's length field. n is the field value (type +
@@ -108,7 +106,7 @@ func DecodeRecord(b []byte) (typ byte, payload []byte, n int, err error) {
 		return 0, nil, 0, err
 	}
 	n = 8 + int(length)
-	if got, want := crc32.Checksum(b[8:n], castagnoli), binary.LittleEndian.Uint32(b[4:8]); got != want {
+	if got, want := crc32c.Checksum(b[8:n]), binary.LittleEndian.Uint32(b[4:8]); got != want {
 		return 0, nil, 0, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, want, got)
 	}
 	return b[8], b[RecordHeaderSize:n:n], n, nil
@@ -189,7 +187,7 @@ func encodeSegmentHeader(base Pos) []byte {
 	copy(h[0:8], segmentMagic[:])
 	binary.LittleEndian.PutUint32(h[8:12], FormatVersion)
 	binary.LittleEndian.PutUint64(h[12:20], uint64(base))
-	binary.LittleEndian.PutUint32(h[20:24], crc32.Checksum(h[0:20], castagnoli))
+	binary.LittleEndian.PutUint32(h[20:24], crc32c.Checksum(h[0:20]))
 	return h
 }
 
@@ -204,7 +202,7 @@ func decodeSegmentHeader(h []byte) (Pos, error) {
 	if [8]byte(h[0:8]) != segmentMagic {
 		return 0, fmt.Errorf("%w: bad segment magic %q", ErrCorrupt, h[0:8])
 	}
-	if got, want := crc32.Checksum(h[0:20], castagnoli), binary.LittleEndian.Uint32(h[20:24]); got != want {
+	if got, want := crc32c.Checksum(h[0:20]), binary.LittleEndian.Uint32(h[20:24]); got != want {
 		return 0, fmt.Errorf("%w: segment header checksum mismatch", ErrCorrupt)
 	}
 	if v := binary.LittleEndian.Uint32(h[8:12]); v != FormatVersion {

@@ -5,13 +5,11 @@ package kafkatest
 import (
 	"context"
 	"encoding/binary"
-	"hash/crc32"
+	"github.com/weir-io/weir/internal/crc32c"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Batch encodes an uncompressed record batch v2 with one record per value. pid -1 makes a
 // non-idempotent batch; otherwise epoch and seq are the producer's.
@@ -41,7 +39,7 @@ func Batch(pid int64, epoch int16, seq int32, values ...[]byte) []byte {
 	binary.BigEndian.PutUint32(b[53:], uint32(seq))
 	binary.BigEndian.PutUint32(b[57:], uint32(len(values)))
 	b = append(b, recs...)
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+	binary.BigEndian.PutUint32(b[17:], crc32c.Checksum(b[21:]))
 	return b
 }
 

@@ -3,7 +3,8 @@ package objfmt
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
+	"github.com/weir-io/weir/internal/crc32c"
+	"github.com/weir-io/weir/internal/recbatch"
 	"sort"
 )
 
@@ -19,27 +20,14 @@ type Batch struct {
 // (12 + batchLength) and its offsets. It checks the frame, the magic and the offsets,
 // not the CRC.
 func batchFrame(b []byte) (total int, base, last int64, err error) {
-	if len(b) < minBatchLen {
-		return 0, 0, 0, fmt.Errorf("%d bytes left, a batch header needs %d", len(b), minBatchLen)
+	h, err := recbatch.Frame(b)
+	if err != nil {
+		return 0, 0, 0, err
 	}
-	n := int64(int32(binary.BigEndian.Uint32(b[8:]))) + 12
-	if n < minBatchLen || n > int64(len(b)) {
-		return 0, 0, 0, fmt.Errorf("batch of %d bytes with %d bytes left", n, len(b))
-	}
-	if b[16] != 2 {
-		return 0, 0, 0, fmt.Errorf("batch magic %d, only v2 is stored", int8(b[16]))
-	}
-	base = int64(binary.BigEndian.Uint64(b[0:]))
-	delta := int64(int32(binary.BigEndian.Uint32(b[23:])))
-	if base < 0 || delta < 0 || base > math.MaxInt64-delta {
-		return 0, 0, 0, fmt.Errorf("batch base offset %d with last offset delta %d", base, delta)
-	}
-	return int(n), base, base + delta, nil
+	return h.Size(), h.BaseOffset, h.LastOffset(), nil
 }
 
-func batchCRCOK(b []byte) bool {
-	return crc32c(b[21:]) == binary.BigEndian.Uint32(b[17:])
-}
+func batchCRCOK(b []byte) bool { return recbatch.CRCOK(b) }
 
 // SplitBatches splits concatenated record batches v2 (a block, or a run of blocks) into
 // batches and verifies each one's CRC32C (Kafka's, over bytes 21 to the end). The Data of
@@ -116,7 +104,7 @@ func decodeBlock(dst []Batch, blk Block, data []byte) ([]Batch, error) {
 	if int64(len(data)) != blk.Length {
 		return dst, corruptf("block at %d is %d bytes, read %d", blk.Position, blk.Length, len(data))
 	}
-	if got := crc32c(data); got != blk.CRC {
+	if got := crc32c.Checksum(data); got != blk.CRC {
 		return dst, corruptf("block at %d: checksum %08x, index says %08x", blk.Position, got, blk.CRC)
 	}
 	start := len(dst)

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
+	"github.com/weir-io/weir/internal/crc32c"
 )
 
 const (
@@ -33,10 +33,6 @@ var (
 	ErrVersion = errors.New("objfmt: unsupported object format version")
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
-
 func corruptf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
 }
@@ -64,7 +60,7 @@ func appendFooter(dst []byte, f Footer) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.IndexPos))
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(f.IndexLen))
 	dst = binary.LittleEndian.AppendUint32(dst, f.IndexCRC)
-	return binary.LittleEndian.AppendUint32(dst, crc32c(dst[start:]))
+	return binary.LittleEndian.AppendUint32(dst, crc32c.Checksum(dst[start:]))
 }
 
 // ParseFooter decodes the footer in the last FooterSize bytes of b, so b may be the
@@ -78,7 +74,7 @@ func ParseFooter(b []byte) (Footer, error) {
 	if string(b[:8]) != magic {
 		return f, corruptf("bad footer magic %q", b[:8])
 	}
-	if got, want := crc32c(b[:32]), binary.LittleEndian.Uint32(b[32:]); got != want {
+	if got, want := crc32c.Checksum(b[:32]), binary.LittleEndian.Uint32(b[32:]); got != want {
 		return f, corruptf("footer checksum %08x, stored %08x", got, want)
 	}
 	f.Version = binary.LittleEndian.Uint32(b[8:])

@@ -3,6 +3,7 @@ package objfmt
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/weir-io/weir/internal/crc32c"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -63,7 +64,7 @@ func FuzzParseIndex(f *testing.F) {
 	f.Add(make([]byte, indexHeaderLen+partEntryLen+blockEntryLen), uint64(100))
 	f.Fuzz(func(t *testing.T, data []byte, dataLen uint64) {
 		// The footer is made to match, so the fuzzer gets past the checksum.
-		ft := Footer{Version: Version, IndexPos: int64(dataLen), IndexLen: int64(len(data)), IndexCRC: crc32c(data)}
+		ft := Footer{Version: Version, IndexPos: int64(dataLen), IndexLen: int64(len(data)), IndexCRC: crc32c.Checksum(data)}
 		idx, err := ParseIndex(data, ft)
 		if err != nil {
 			return
@@ -124,7 +125,7 @@ func fixCRCs(b []byte) {
 		if n < minBatchLen || n > len(b)-pos {
 			return
 		}
-		binary.BigEndian.PutUint32(b[pos+17:], crc32c(b[pos+21:pos+n]))
+		binary.BigEndian.PutUint32(b[pos+17:], crc32c.Checksum(b[pos+21:pos+n]))
 		pos += n
 	}
 }
@@ -174,7 +175,7 @@ func FuzzSplitBatches(f *testing.F) {
 				continue
 			}
 			blk := Block{FirstOffset: bs[0].BaseOffset, LastOffset: bs[len(bs)-1].LastOffset,
-				Length: int64(len(data)), Batches: len(bs), CRC: crc32c(data)}
+				Length: int64(len(data)), Batches: len(bs), CRC: crc32c.Checksum(data)}
 			got, err := DecodeBlock(blk, data)
 			if dense != (err == nil) || (err == nil && len(got) != len(bs)) {
 				t.Fatalf("DecodeBlock: %v, dense %v", err, dense)
@@ -183,8 +184,8 @@ func FuzzSplitBatches(f *testing.F) {
 				// Split in two adjacent blocks at the middle batch.
 				m := len(bs) / 2
 				cut := int64(len(data)) - int64(len(bytes.Join(batchData(bs[m:]), nil)))
-				b1 := Block{FirstOffset: bs[0].BaseOffset, LastOffset: bs[m-1].LastOffset, Length: cut, Batches: m, CRC: crc32c(data[:cut])}
-				b2 := Block{FirstOffset: bs[m].BaseOffset, LastOffset: blk.LastOffset, Position: cut, Length: int64(len(data)) - cut, Batches: len(bs) - m, CRC: crc32c(data[cut:])}
+				b1 := Block{FirstOffset: bs[0].BaseOffset, LastOffset: bs[m-1].LastOffset, Length: cut, Batches: m, CRC: crc32c.Checksum(data[:cut])}
+				b2 := Block{FirstOffset: bs[m].BaseOffset, LastOffset: blk.LastOffset, Position: cut, Length: int64(len(data)) - cut, Batches: len(bs) - m, CRC: crc32c.Checksum(data[cut:])}
 				if got, err := DecodeBlocks([]Block{b1, b2}, data); err != nil || len(got) != len(bs) {
 					t.Fatalf("DecodeBlocks: %v", err)
 				}

@@ -3,6 +3,7 @@ package objfmt
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/weir-io/weir/internal/crc32c"
 	"math/rand/v2"
 	"testing"
 )
@@ -38,7 +39,7 @@ func makeBatch(base int64, nrec, valSize int, baseTs int64, fill byte) []byte {
 	binary.BigEndian.PutUint32(b[53:], 0xffffffff)
 	binary.BigEndian.PutUint32(b[57:], uint32(nrec))
 	b = append(b, recs...)
-	binary.BigEndian.PutUint32(b[17:], crc32c(b[21:]))
+	binary.BigEndian.PutUint32(b[17:], crc32c.Checksum(b[21:]))
 	return b
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"github.com/weir-io/weir/internal/crc32c"
 	"io"
 	"math"
 	"slices"
@@ -169,7 +170,7 @@ func ParseIndex(b []byte, f Footer) (*Index, error) {
 	if int64(len(b)) != f.IndexLen {
 		return nil, corruptf("index is %d bytes, footer says %d", len(b), f.IndexLen)
 	}
-	if got := crc32c(b); got != f.IndexCRC {
+	if got := crc32c.Checksum(b); got != f.IndexCRC {
 		return nil, corruptf("index checksum %08x, footer says %08x", got, f.IndexCRC)
 	}
 	if len(b) < indexHeaderLen {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/weir-io/weir/internal/crc32c"
 	"io"
 	"math/rand/v2"
 	"testing"
@@ -360,7 +361,7 @@ func TestCorruptFooter(t *testing.T) {
 	for _, off := range []int{8, 12} {
 		c := bytes.Clone(foot)
 		binary.LittleEndian.PutUint32(c[off:], 2)
-		binary.LittleEndian.PutUint32(c[32:], crc32c(c[:32]))
+		binary.LittleEndian.PutUint32(c[32:], crc32c.Checksum(c[:32]))
 		if _, err := ParseFooter(c); !errors.Is(err, ErrVersion) {
 			t.Fatalf("field at %d = 2: %v", off, err)
 		}
@@ -368,7 +369,7 @@ func TestCorruptFooter(t *testing.T) {
 	// Index length beyond the limit, with a valid checksum.
 	c := bytes.Clone(foot)
 	binary.LittleEndian.PutUint32(c[24:], MaxIndexLen+1)
-	binary.LittleEndian.PutUint32(c[32:], crc32c(c[:32]))
+	binary.LittleEndian.PutUint32(c[32:], crc32c.Checksum(c[:32]))
 	if _, err := ParseFooter(c); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("huge index: %v", err)
 	}
@@ -426,7 +427,7 @@ func TestCorruptIndex(t *testing.T) {
 		c := bytes.Clone(ib)
 		mutate(c)
 		f2 := f
-		f2.IndexCRC = crc32c(c)
+		f2.IndexCRC = crc32c.Checksum(c)
 		if _, err := ParseIndex(c, f2); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -475,7 +476,7 @@ func TestCorruptBatch(t *testing.T) {
 		c := bytes.Clone(data)
 		c[i] ^= 0x04
 		b2 := blk
-		b2.CRC = crc32c(c)
+		b2.CRC = crc32c.Checksum(c)
 		if _, err := DecodeBlock(b2, c); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("batch byte %d flipped, block checksum fixed: %v", i, err)
 		}

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
+	"github.com/weir-io/weir/internal/crc32c"
 	"io"
 	"math"
 	"slices"
@@ -147,7 +147,7 @@ func (w *Writer) Add(topicID [16]byte, partition int32, baseOffset, lastOffset i
 	w.blk.Length += n
 	w.blk.Batches++
 	w.blk.MaxTimestamp = max(w.blk.MaxTimestamp, maxTimestamp)
-	w.blk.CRC = crc32.Update(w.blk.CRC, castagnoli, batch)
+	w.blk.CRC = crc32c.Update(w.blk.CRC, batch)
 
 	p := w.cur
 	p.LastOffset = lastOffset
@@ -216,7 +216,7 @@ func (w *Writer) Close() (Summary, error) {
 		w.err = fmt.Errorf("objfmt: index of %d bytes exceeds %d (too many partitions or blocks in one object)", len(buf), MaxIndexLen)
 		return Summary{}, w.err
 	}
-	f := Footer{Version: Version, IndexPos: w.pos, IndexLen: int64(len(buf)), IndexCRC: crc32c(buf)}
+	f := Footer{Version: Version, IndexPos: w.pos, IndexLen: int64(len(buf)), IndexCRC: crc32c.Checksum(buf)}
 	buf = appendFooter(buf, f)
 	if _, err := w.w.Write(buf); err != nil {
 		w.err = fmt.Errorf("objfmt: write: %w", err)
