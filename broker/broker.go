@@ -1,6 +1,15 @@
-// Package broker is Weir's Kafka broker: the listener and one handler per API key, the
-// partition logs kept as indexes into the broker's write-ahead log, idempotent producer
-// state, and the wiring to the group coordinator and the metadata store.
+// Package broker is Weir's broker: it wires the Kafka front end (broker/kafka), the
+// partition logs (broker/partlog), the object tier (broker/tier) and the group
+// coordinator (broker/group) to a write-ahead log and a metadata store, keeps the set of
+// partitions it leads in step with the metadata (leadership.go: loading, graceful
+// hand-off, leases), replays its WAL at start-up (replay.go), and stores committed
+// offsets in __consumer_offsets (offsets_topic.go). backend.go is the local
+// implementation of the front end's Backend: appends to this broker's WAL and reads from
+// the WALs of a partition's chain and from objects.
+//
+// Lock order: partlog.Set → partlog.Partition (see partlog's doc); the Broker's own
+// fields are set before Start and read-only afterwards, except those guarded by the
+// packages that own them.
 package broker
 
 import (
@@ -14,9 +23,10 @@ import (
 	"time"
 
 	"github.com/weir-io/weir/broker/group"
+	"github.com/weir-io/weir/broker/kafka"
+	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/broker/tier"
 	"github.com/weir-io/weir/metadata"
-	"github.com/weir-io/weir/objectstore"
-	"github.com/weir-io/weir/objectstore/objread"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -29,38 +39,23 @@ type Broker struct {
 	meta    metadata.Store
 	wal     *wal.WAL
 	groups  *group.Coordinator
-	cache   *tailCache
+	parts   *partlog.Set
+	cache   *partlog.Cache
+	loader  *partlog.Loader
+	tier    *tier.Tier // nil: the WAL keeps everything
+	front   *kafka.Server
 	log     *slog.Logger
 	metrics *metrics
 
-	mu       sync.RWMutex
-	parts    map[metadata.TopicID]map[int32]*partition // partitions led here
-	starting bool                                      // replay in progress: New loads partitions itself
+	// starting: replay in progress; New loads the partitions itself (guarded by the
+	// partition set's lock through syncPartitions).
+	starting bool
 
-	foreignMu sync.Mutex
-	foreign   map[int32]*wal.ReadOnly // read-only views of WALs (others', and our own for scans)
-
-	// object tier (tier.go); manifest is nil when it is off
-	objects      objectstore.Store
-	manifest     metadata.ObjectManifest
-	objReader    *objread.Reader
-	instrumented *objectstore.Instrumented
-	pinMu        sync.Mutex
-	pins         map[partKey]walPin // WAL positions others still need (trim.go)
-	upMu         sync.Mutex
-	spare        *metadata.Object // prepared by an upload whose PUT failed; reused
-	inflight     map[uint64]bool  // prepared objects an upload is using
-	// unusedPrepared: own prepared objects unused at the last garbage collection
-	unusedPrepared map[uint64]bool
-	gcRounds       int // collections run (only the retention goroutine touches it)
-
-	ln      net.Listener
-	connsMu sync.Mutex
-	conns   map[*conn]struct{}
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	closeMu sync.Once
+	ln     net.Listener
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
 
 	// now is the clock for LogAppendTime and commit timestamps; tests may replace it.
 	now func() time.Time
@@ -80,21 +75,27 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
-		cfg:      cfg,
-		meta:     meta,
-		cache:    newTailCache(cfg.TailCacheBytes),
-		log:      log.With("broker", cfg.NodeID),
-		metrics:  newMetrics(cfg.Registerer),
-		parts:    map[metadata.TopicID]map[int32]*partition{},
-		foreign:  map[int32]*wal.ReadOnly{},
-		conns:    map[*conn]struct{}{},
-		ctx:      ctx,
-		cancel:   cancel,
-		now:      time.Now,
-		pins:     map[partKey]walPin{},
-		inflight: map[uint64]bool{},
+		cfg:     cfg,
+		meta:    meta,
+		parts:   partlog.NewSet(),
+		cache:   partlog.NewCache(cfg.TailCacheBytes),
+		log:     log.With("broker", cfg.NodeID),
+		metrics: newMetrics(cfg.Registerer),
+		ctx:     ctx,
+		cancel:  cancel,
+		now:     time.Now,
 	}
-	if err := b.openTier(); err != nil {
+	fail := func(err error) (*Broker, error) {
+		if b.tier != nil {
+			b.tier.Close()
+		}
+		if b.wal != nil {
+			b.wal.Close()
+		}
+		if b.loader != nil {
+			b.loader.Close()
+		}
+		b.metrics.close()
 		cancel()
 		return nil, err
 	}
@@ -107,27 +108,59 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	}
 	w, err := wal.Open(wcfg)
 	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("broker: open wal: %w", err)
+		return fail(fmt.Errorf("broker: open wal: %w", err))
 	}
 	b.wal = w
+	b.loader = partlog.NewLoader(cfg.NodeID, w, b.walDir)
+	if err := b.openTier(); err != nil {
+		return fail(err)
+	}
 	gcfg := cfg.Group
 	gcfg.Owns = b.ownsGroup
 	b.groups = group.New(gcfg, offsetStore{b}, topicChecker{b})
 	b.starting = true
 	b.syncPartitions(meta.View())
 	err = b.replay()
-	b.mu.Lock()
-	b.starting = false
-	b.mu.Unlock()
+	b.parts.Update(func(partlog.SetTx) { b.starting = false })
 	if err != nil {
-		w.Close()
-		b.closeTier()
-		cancel()
-		return nil, err
+		b.groups.Close()
+		return fail(err)
 	}
 	b.metrics.attach(b) // partitions led, consumer groups and lag, read at scrape time
+	b.front = kafka.NewServer(kafka.Config{
+		NodeID:            cfg.NodeID,
+		MaxRequestBytes:   cfg.MaxRequestBytes,
+		MaxInFlight:       cfg.MaxInFlight,
+		IdleTimeout:       cfg.IdleTimeout,
+		AutoCreateTopics:  cfg.AutoCreateTopics,
+		DefaultPartitions: cfg.DefaultPartitions,
+		BrokerConfigs:     cfg.staticConfigs(),
+	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil
+}
+
+// clock is b.now behind a call, so tests may replace b.now after New.
+func (b *Broker) clock() time.Time { return b.now() }
+
+// openTier turns the object tier on when both an object store and object manifests exist.
+func (b *Broker) openTier() error {
+	if b.cfg.Objects == nil {
+		return nil
+	}
+	m, _ := b.meta.(metadata.ObjectManifest)
+	if m == nil {
+		b.log.Warn("object store configured but the metadata store keeps no object manifests; the WAL keeps everything")
+		return nil
+	}
+	t, err := tier.New(b.cfg.Tier, tier.Deps{
+		NodeID: b.cfg.NodeID, Store: b.cfg.Objects, Meta: b.meta, Manifest: m, WAL: b.wal,
+		Led: b.parts.All, Registerer: b.cfg.Registerer, Logger: b.log, Now: b.clock,
+	})
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	b.tier = t
+	return nil
 }
 
 // Start opens the Kafka listener and begins serving.
@@ -143,13 +176,11 @@ func (b *Broker) Start() error {
 			return fmt.Errorf("broker: register: %w", err)
 		}
 	}
-	b.wg.Add(2)
-	go b.acceptLoop()
+	b.front.Serve(ln)
+	b.wg.Add(1)
 	go b.watchMetadata()
-	if b.tiered() {
-		b.wg.Add(2)
-		go b.every(b.cfg.Tier.CheckInterval, b.uploadRound)
-		go b.every(b.cfg.Tier.RetentionInterval, b.retentionRound)
+	if b.tier != nil {
+		b.tier.Start()
 	}
 	b.log.Info("broker serving", "listen", ln.Addr().String(), "advertised", b.Advertised(), "rack", b.cfg.Rack)
 	return nil
@@ -178,76 +209,27 @@ func (b *Broker) ReplayInfo() wal.ReplayInfo { return b.replayInfo }
 // Groups exposes the group coordinator (metrics, tests).
 func (b *Broker) Groups() *group.Coordinator { return b.groups }
 
+// WALBytes is the bytes this broker's WAL keeps on disk; with the object tier it shrinks
+// as uploaded segments are trimmed.
+func (b *Broker) WALBytes() int64 { return int64(b.wal.End() - b.wal.Start()) }
+
 // Close stops accepting, closes every connection, and closes the WAL after in-flight
 // appends finish.
 func (b *Broker) Close() error {
 	var err error
-	b.closeMu.Do(func() {
+	b.closed.Do(func() {
 		b.cancel()
-		if b.ln != nil {
-			b.ln.Close()
-		}
-		b.connsMu.Lock()
-		for c := range b.conns {
-			c.nc.Close()
-		}
-		b.connsMu.Unlock()
+		b.front.Close()
 		b.wg.Wait()
+		if b.tier != nil {
+			b.tier.Close()
+		}
 		b.metrics.close()
-		b.closeTier()
 		b.groups.Close()
 		err = b.wal.Close()
-		b.foreignMu.Lock()
-		for _, ro := range b.foreign {
-			ro.Close()
-		}
-		b.foreignMu.Unlock()
+		b.loader.Close()
 	})
 	return err
-}
-
-func (b *Broker) acceptLoop() {
-	defer b.wg.Done()
-	var delay time.Duration
-	for {
-		nc, err := b.ln.Accept()
-		if err != nil {
-			if b.ctx.Err() != nil {
-				return
-			}
-			// Out of file descriptors and the like: back off instead of spinning.
-			if delay == 0 {
-				delay = 5 * time.Millisecond
-			} else if delay < time.Second {
-				delay *= 2
-			}
-			b.log.Warn("accept failed", "err", err, "retry_in", delay)
-			select {
-			case <-time.After(delay):
-			case <-b.ctx.Done():
-				return
-			}
-			continue
-		}
-		delay = 0
-		c := newConn(b, nc)
-		b.connsMu.Lock()
-		if b.ctx.Err() != nil {
-			b.connsMu.Unlock()
-			nc.Close()
-			return
-		}
-		b.conns[c] = struct{}{}
-		b.connsMu.Unlock()
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			c.serve()
-			b.connsMu.Lock()
-			delete(b.conns, c)
-			b.connsMu.Unlock()
-		}()
-	}
 }
 
 // watchMetadata keeps the partition set in step with the metadata store.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/weir-io/weir/broker/group"
+	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/wal"
 )
@@ -55,7 +57,7 @@ type Config struct {
 	// Objects is the object store WAL data moves to (shared by the cluster); nil keeps
 	// everything in the WAL. The tier also needs a metadata store with object manifests.
 	Objects objectstore.Store
-	Tier    TierConfig
+	Tier    tier.Config
 
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -76,7 +78,7 @@ func DefaultConfig() Config {
 		IdleTimeout:            10 * time.Minute,
 		WAL:                    wal.DefaultConfig(""),
 		Group:                  group.DefaultConfig(),
-		Tier:                   DefaultTierConfig(),
+		Tier:                   tier.DefaultConfig(),
 	}
 }
 
@@ -150,4 +152,20 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.WAL.SegmentSize, "wal-segment-bytes", c.WAL.SegmentSize, "size of one WAL segment file")
 	c.Tier.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
+}
+
+// staticConfigs are the broker settings DescribeConfigs reports (read-only in Weir: they
+// are flags).
+func (c *Config) staticConfigs() map[string]string {
+	return map[string]string{
+		"broker.id":                  strconv.Itoa(int(c.NodeID)),
+		"broker.rack":                c.Rack,
+		"num.partitions":             strconv.Itoa(int(c.DefaultPartitions)),
+		"auto.create.topics.enable":  strconv.FormatBool(c.AutoCreateTopics),
+		"socket.request.max.bytes":   strconv.Itoa(int(c.MaxRequestBytes)),
+		"message.max.bytes":          strconv.Itoa(metadata.DefaultMaxMessageBytes),
+		"default.replication.factor": "1",
+		"min.insync.replicas":        "1",
+		"log.dirs":                   c.WAL.Dir,
+	}
 }

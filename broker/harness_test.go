@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/internal/kafkatest"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -91,6 +92,10 @@ func discardLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func makeBatch(pid int64, epoch int16, seq int32, values ...[]byte) []byte {
+	return kafkatest.Batch(pid, epoch, seq, values...)
 }
 
 // clientFor is a client bootstrapped at b only.

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/broker/group"
+	"github.com/weir-io/weir/broker/partlog"
 )
 
 // brokerCollector computes, at scrape time, what is cheaper to read than to keep counting:
@@ -68,13 +69,7 @@ func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	b := c.b
-	b.mu.RLock()
-	led := 0
-	for _, ps := range b.parts {
-		led += len(ps)
-	}
-	b.mu.RUnlock()
-	ch <- prometheus.MustNewConstMetric(c.partitionsLed, prometheus.GaugeValue, float64(led))
+	ch <- prometheus.MustNewConstMetric(c.partitionsLed, prometheus.GaugeValue, float64(b.parts.Len()))
 
 	infos := b.groups.Groups()
 	byState := make(map[string]int, len(groupStates))
@@ -127,9 +122,7 @@ func (c *brokerCollector) collectLag(ch chan<- prometheus.Metric, infos []group.
 		if t == nil || e.tp.partition < 0 || int(e.tp.partition) >= len(t.Partitions) {
 			continue // deleted since the commit: no lag to speak of
 		}
-		b.mu.RLock()
-		p := b.parts[t.ID][e.tp.partition]
-		b.mu.RUnlock()
+		p := b.parts.Get(t.ID, e.tp.partition)
 		if p == nil {
 			if t.Partitions[e.tp.partition].Leader != b.cfg.NodeID {
 				hws[e.tp] = -1 // placeholder: ask its leader
@@ -137,10 +130,9 @@ func (c *brokerCollector) collectLag(ch chan<- prometheus.Metric, infos []group.
 			}
 			continue
 		}
-		p.mu.Lock()
-		st, hw := p.state, p.hw
-		p.mu.Unlock()
-		if st == partReady || st == partClosing {
+		st := p.State()
+		_, hw := p.Offsets()
+		if st == partlog.Ready || st == partlog.Closing {
 			hws[e.tp] = hw
 		} // loading: its high watermark is not known yet
 	}

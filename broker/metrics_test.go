@@ -85,9 +85,9 @@ func TestBrokerMetrics(t *testing.T) {
 	if r.ErrorCode != kerr.CorruptMessage.Code {
 		t.Fatalf("corrupt batch answered %v", kerr.ErrorForCode(r.ErrorCode))
 	}
-	want := map[string]string{"api": "Produce", "error": errorName(r.ErrorCode)}
+	want := map[string]string{"api": "Produce", "error": kerr.ErrorForCode(r.ErrorCode).(*kerr.Error).Message}
 	if v := mustMetric(t, b.reg, "weir_broker_request_errors_total", want); v != 1 {
-		t.Fatalf("Produce %s errors = %v, want 1", errorName(r.ErrorCode), v)
+		t.Fatalf("Produce %s errors = %v, want 1", kerr.ErrorForCode(r.ErrorCode).(*kerr.Error).Message, v)
 	}
 
 	// A group that committed 3 of 10 and 4 of 4: lag 7 and 0; it is Empty (no members).

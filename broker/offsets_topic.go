@@ -8,6 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/weir-io/weir/broker/group"
+	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -16,7 +19,7 @@ import (
 // is the group's coordinator, and a commit is one record batch appended to it (key: the
 // group, value: JSON of the offsets). So a coordinator moves with its partition and the
 // new leader restores the groups from the partition's data.
-const offsetsTopic = "__consumer_offsets"
+const offsetsTopic = tier.OffsetsTopic
 
 // coordinatorPartition returns the __consumer_offsets partition of group, creating the
 // topic if it does not exist yet.
@@ -65,8 +68,8 @@ func (s offsetStore) CommitOffsets(ctx context.Context, g string, offsets []grou
 	if err != nil {
 		return err
 	}
-	batch := encodeRecordBatch([]byte(g), value, b.now().UnixMilli())
-	h, err := parseBatchHeader(batch)
+	batch := recbatch.EncodeSingle([]byte(g), value, b.now().UnixMilli())
+	h, err := recbatch.Parse(batch)
 	if err != nil {
 		return err
 	}
@@ -81,13 +84,11 @@ func (s offsetStore) CommitOffsets(ctx context.Context, g string, offsets []grou
 }
 
 // restoreGroups replays the commits stored in an offsets partition into the coordinator.
-func (b *Broker) restoreGroups(p *partition) {
-	p.mu.Lock()
-	locs := append([]*batchLoc(nil), p.batches...)
-	p.mu.Unlock()
+func (b *Broker) restoreGroups(p *partlog.Partition) {
+	locs := p.Batches()
 	n := 0
 	apply := func(off int64, data []byte) {
-		err := decodeRecords(data, func(key, value []byte) {
+		err := recbatch.DecodeRecords(data, func(key, value []byte) {
 			var offs []group.Offset
 			if json.Unmarshal(value, &offs) != nil {
 				return
@@ -98,25 +99,27 @@ func (b *Broker) restoreGroups(p *partition) {
 			n++
 		})
 		if err != nil {
-			b.log.Warn("restoring group offsets: undecodable batch", "partition", p.index, "offset", off, "err", err)
+			b.log.Warn("restoring group offsets: undecodable batch", "partition", p.Index(), "offset", off, "err", err)
 		}
 	}
 	// Older commits first: those only object storage holds, then the index's.
-	if err := b.readObjectBatches(p, apply); err != nil {
-		b.log.Error("restoring group offsets: object read failed; older commits are missing", "partition", p.index, "err", err)
+	if b.tier != nil {
+		if err := b.tier.ReadObjectBatches(b.ctx, p, apply); err != nil {
+			b.log.Error("restoring group offsets: object read failed; older commits are missing", "partition", p.Index(), "err", err)
+		}
 	}
 	for _, loc := range locs {
-		data := loc.data
+		data := loc.Data
 		if data == nil {
-			data = make([]byte, loc.size)
-			if err := loc.src.ReadAt(data, loc.pos); err != nil {
-				b.log.Error("restoring group offsets: read failed", "partition", p.index, "offset", loc.base, "err", err)
+			data = make([]byte, loc.Size)
+			if err := loc.Src.ReadAt(data, loc.Pos); err != nil {
+				b.log.Error("restoring group offsets: read failed", "partition", p.Index(), "offset", loc.Base, "err", err)
 				continue
 			}
 		}
-		apply(loc.base, data)
+		apply(loc.Base, data)
 	}
 	if n > 0 {
-		b.log.Info("group offsets restored", "partition", p.index, "commits", n)
+		b.log.Info("group offsets restored", "partition", p.Index(), "commits", n)
 	}
 }

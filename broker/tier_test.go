@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -128,13 +127,22 @@ func consumeAll(t *testing.T, addr, topic string, want map[int32]map[int64]strin
 	}
 }
 
+// objectsDeleted sums weir_tier_objects_deleted_total over the given reasons.
+func (tb *testBroker) objectsDeleted(t *testing.T, whys ...string) float64 {
+	n := 0.0
+	for _, why := range whys {
+		v, _ := metricValue(t, tb.reg, "weir_tier_objects_deleted_total", map[string]string{"why": why})
+		n += v
+	}
+	return n
+}
+
 // allUploaded reports whether every partition led has everything in object storage.
 func (tb *testBroker) allUploaded() bool {
-	for _, p := range tb.ledPartitions() {
-		p.mu.Lock()
-		ok := p.tier.uploaded >= p.hw || p.hw == p.logStart && p.tier.uploaded < 0
-		p.mu.Unlock()
-		if !ok {
+	for _, p := range tb.parts.All() {
+		up := p.Uploaded()
+		logStart, hw := p.Offsets()
+		if !(up >= hw || hw == logStart && up < 0) {
 			return false
 		}
 	}
@@ -211,7 +219,7 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		v := b.meta.View()
-		deleted := testutil.ToFloat64(b.metrics.tier.deleted.WithLabelValues("expired")) + testutil.ToFloat64(b.metrics.tier.deleted.WithLabelValues("garbage"))
+		deleted := b.objectsDeleted(t, "expired", "garbage")
 		if len(v.ExpiredObjects()) == 0 && len(v.GarbageObjects()) == 0 && deleted > 0 {
 			break
 		}
@@ -355,7 +363,7 @@ func TestTierS3OutageFillsWALThenRecovers(t *testing.T) {
 		t.Fatal("no upload was attempted")
 	}
 	store.Clear() // S3 is back: uploads drain the WAL and produce works again
-	eventually(t, "uploads catch up", func() bool { return b.allUploaded() && b.walHeld() < 1<<20*3/4 })
+	eventually(t, "uploads catch up", func() bool { return b.allUploaded() && b.WALBytes() < 1<<20*3/4 })
 	more := produceN(t, cl, "full", 1, 10, 100)
 	for off, v := range more[0] {
 		want[0][off] = v
@@ -379,7 +387,7 @@ func TestTierGarbageCollectsUncommittedObjects(t *testing.T) {
 	eventually(t, "the orphan deleted and counted", func() bool {
 		_, inView := b.meta.View().Object(o.ID)
 		_, err := store.Head(ctx, o.Key)
-		n := testutil.ToFloat64(b.metrics.tier.deleted.WithLabelValues("garbage")) + testutil.ToFloat64(b.metrics.tier.deleted.WithLabelValues("orphan"))
+		n := b.objectsDeleted(t, "garbage", "orphan")
 		return !inView && errors.Is(err, objectstore.ErrNotFound) && n >= 1
 	})
 

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weir-io/weir/broker"
+	"github.com/weir-io/weir/broker/tier"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/objectstore/s3"
@@ -87,7 +88,7 @@ func BenchmarkTierColdRead(b *testing.B) {
 			bc.WAL.SegmentSize = int64(segMiB) << 20
 			bc.TailCacheBytes = tailCache
 			bc.OffsetsTopicPartitions = 6
-			bc.Tier = broker.DefaultTierConfig()
+			bc.Tier = tier.DefaultConfig()
 			bc.Tier.MaxUploadDelay = time.Second
 		},
 	})
@@ -98,7 +99,7 @@ func BenchmarkTierColdRead(b *testing.B) {
 	if _, err := c.WaitLeader(30 * time.Second); err != nil {
 		b.Fatal(err)
 	}
-	tier := broker.DefaultTierConfig()
+	tcfg := tier.DefaultConfig()
 
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.RetryTimeout(2*time.Minute))
 	if err != nil {
@@ -163,7 +164,7 @@ func BenchmarkTierColdRead(b *testing.B) {
 		}
 		return nil
 	})
-	time.Sleep(2 * tier.CheckInterval) // one more upload loop: trim and gauges
+	time.Sleep(2 * tcfg.CheckInterval) // one more upload loop: trim and gauges
 	view := coldControllerView(c)
 	var committed []metadata.Object
 	var committedBytes int64
@@ -280,8 +281,8 @@ func BenchmarkTierColdRead(b *testing.B) {
 	p("config: %d MiB of %d B records (%d records), %d partitions (leaders per broker %v), %d producers, no compression",
 		mib, recordSize, records, partitions, coldSortedCounts(leaders), producers)
 	p("        tier: target object %d MiB, max object %d MiB, block %d KiB, max upload delay 1s; WAL segment %d MiB; tail cache %d MiB",
-		tier.TargetObjectBytes>>20, tier.MaxObjectBytes>>20, tier.BlockSize>>10, segMiB, tailCache>>20)
-	p("        objread: block cache %d MiB, readahead %d MiB, %d readaheads", tier.Read.BlockCacheBytes>>20, tier.Read.ReadaheadBytes>>20, tier.Read.MaxReadaheads)
+		tcfg.TargetObjectBytes>>20, tcfg.MaxObjectBytes>>20, tcfg.BlockSize>>10, segMiB, tailCache>>20)
+	p("        objread: block cache %d MiB, readahead %d MiB, %d readaheads", tcfg.Read.BlockCacheBytes>>20, tcfg.Read.ReadaheadBytes>>20, tcfg.Read.MaxReadaheads)
 	p("produce:   %.1f MB/s of values (%.1f MB/s of record batches): %.1f MB values, %.1f MB batches in %s",
 		float64(prod.valueBytes)/1e6/prod.elapsed.Seconds(), batchBytes/1e6/prod.elapsed.Seconds(),
 		float64(prod.valueBytes)/1e6, batchBytes/1e6, prod.elapsed.Round(time.Millisecond))

@@ -1,0 +1,210 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weir-io/weir/broker/kafka"
+	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/internal/recbatch"
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/wal"
+)
+
+// backend is the front end's view of this broker: its own partitions, appended to this
+// broker's WAL and read from the WALs of their chains and from objects.
+type backend struct{ b *Broker }
+
+var _ kafka.Backend = backend{}
+
+func (be backend) Writer(t *metadata.Topic, index int32) (kafka.Writer, error) {
+	p, err := be.b.lookup(t, index, true)
+	if err != nil {
+		return nil, err
+	}
+	if !be.b.leaseOK() {
+		return nil, partlog.ErrNotLeader
+	}
+	return localPartition{be.b, p}, nil
+}
+
+func (be backend) Reader(t *metadata.Topic, index int32, currentEpoch int32) (kafka.Reader, error) {
+	p, err := be.b.lookup(t, index, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.CheckEpoch(currentEpoch); err != nil {
+		return nil, err
+	}
+	return localPartition{be.b, p}, nil
+}
+
+func (be backend) Refresh() { be.b.syncPartitions(be.b.meta.View()) }
+
+func (be backend) Admit() (time.Duration, error) {
+	if be.b.tier == nil {
+		return 0, nil
+	}
+	return be.b.tier.Admit()
+}
+
+func (be backend) CoordinatorPartition(ctx context.Context, group string, create bool) (*metadata.Topic, int32, error) {
+	return be.b.coordinatorPartition(ctx, group, create)
+}
+
+// localPartition is a partition this broker leads: kafka.Writer and kafka.Reader.
+type localPartition struct {
+	b *Broker
+	p *partlog.Partition
+}
+
+func (lp localPartition) Topic() string { return lp.p.Topic() }
+
+func (lp localPartition) Append(h *recbatch.Header, batch []byte, logAppendTime bool, done func(kafka.AppendResult)) {
+	lp.b.appendBatch(lp.p, h, batch, logAppendTime, func(base, logStart, stamped int64, err error) {
+		done(kafka.AppendResult{Base: base, LogStart: logStart, AppendTime: stamped, Err: err})
+	})
+}
+
+func (lp localPartition) Offsets() (logStart, hw int64) { return lp.p.Offsets() }
+
+func (lp localPartition) SetLogStart(ctx context.Context, offset int64) error {
+	if err := lp.b.meta.SetLogStartOffset(ctx, lp.p.ID(), lp.p.Index(), offset); err != nil {
+		return err
+	}
+	lp.p.SetLogStart(offset)
+	return nil
+}
+
+func (lp localPartition) LogInfo() (logStart, hw int64, leaderEpoch int32) {
+	logStart, hw = lp.p.Offsets()
+	return logStart, hw, lp.p.LeaderEpoch()
+}
+
+func (lp localPartition) Wait(c chan struct{})   { lp.p.Wait(c) }
+func (lp localPartition) Unwait(c chan struct{}) { lp.p.Unwait(c) }
+
+func (lp localPartition) MaxTimestamp() (int64, int64) { return lp.p.MaxTimestamp() }
+
+func (lp localPartition) EndOffsetForEpoch(e int32) (int32, int64) { return lp.p.EndOffsetForEpoch(e) }
+
+func (lp localPartition) OffsetForTime(ctx context.Context, ts int64) (int64, int64, bool) {
+	if lp.b.tier == nil {
+		return lp.p.OffsetForTime(ts)
+	}
+	return lp.b.tier.OffsetForTime(ctx, lp.p, ts)
+}
+
+// Read locates the batches in the partition's index and reads them from the tail cache,
+// the WALs of its chain or objects. A second try covers a read that raced with a WAL
+// trim: the index then sends it to object storage.
+func (lp localPartition) Read(ctx context.Context, offset int64, maxBytes int, first bool, currentEpoch int32) (data []byte, hw, logStart int64, err error) {
+	for try := 0; try < 2; try++ {
+		var pieces []partlog.Piece
+		pieces, hw, logStart, err = lp.p.Read(offset, maxBytes, first, currentEpoch)
+		if err != nil {
+			return nil, hw, logStart, err
+		}
+		if data, err = lp.readPieces(ctx, offset, pieces, maxBytes, first); err == nil {
+			return data, hw, logStart, nil
+		}
+	}
+	return nil, hw, logStart, err
+}
+
+// readPieces reads what Partition.Read located: cached bytes, WAL ranges, or objects.
+// A WAL read failure after some bytes returns those (the consumer asks again from there).
+func (lp localPartition) readPieces(ctx context.Context, offset int64, pieces []partlog.Piece, limit int, first bool) ([]byte, error) {
+	b, p := lp.b, lp.p
+	if len(pieces) == 1 && pieces[0].Objs != nil {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		data, err := b.tier.Read(ctx, p, offset, limit, pieces[0].Objs)
+		if err != nil {
+			b.log.Warn("fetch: object read failed", "topic", p.Topic(), "partition", p.Index(), "offset", offset, "err", err)
+			return nil, fmt.Errorf("%w: %w", partlog.ErrStorage, err)
+		}
+		if !first && len(data) > limit {
+			return nil, nil // only the first partition may exceed its limit (KIP-74)
+		}
+		return data, nil
+	}
+	n := 0
+	for _, pc := range pieces {
+		n += int(pc.Size)
+	}
+	buf := make([]byte, 0, n)
+	for _, pc := range pieces {
+		if pc.Data != nil {
+			buf = append(buf, pc.Data...)
+			continue
+		}
+		start := len(buf)
+		buf = buf[:start+int(pc.Size)]
+		if err := pc.Src.ReadAt(buf[start:], pc.Pos); err != nil {
+			b.log.Warn("fetch: WAL read failed", "topic", p.Topic(), "partition", p.Index(), "pos", pc.Pos, "err", err)
+			if start == 0 {
+				return nil, fmt.Errorf("%w: %w", partlog.ErrStorage, err)
+			}
+			return buf[:start], nil
+		}
+	}
+	return buf, nil
+}
+
+// appendBatch queues batch on the WAL for p; done runs on the WAL committer once the batch
+// is durable (or failed), with the base offset it got. stamped is the LogAppendTime
+// given to the batch, or -1.
+func (b *Broker) appendBatch(p *partlog.Partition, h *recbatch.Header, batch []byte, logAppendTime bool, done func(base, logStart, stamped int64, err error)) {
+	payload := partlog.EncodeBatchRec(p.ID(), p.Index(), batch)
+	var res partlog.Prepared
+	stamped := int64(-1)
+	b.wal.Append(wal.Entry{
+		Type:    partlog.RecBatch,
+		Payload: payload,
+		Prepare: func(pl []byte) error {
+			if logAppendTime {
+				stamped = b.now().UnixMilli()
+			}
+			var err error
+			res, err = p.Prepare(h, pl[partlog.BatchRecHdr:], stamped)
+			if err == nil && res.Dup != nil {
+				return res.Dup // nothing to write
+			}
+			return err
+		},
+		Done: func(pos wal.Pos, err error) {
+			var dup *partlog.DuplicateError
+			switch {
+			case errors.As(err, &dup):
+				// The original was prepared earlier in log order, so by now it is
+				// either synced or rolled back.
+				logStart, hw := p.Offsets()
+				if dup.Offset < hw {
+					done(dup.Offset, logStart, stamped, nil)
+				} else {
+					done(0, 0, -1, wal.ErrFailed)
+				}
+			case err != nil:
+				if base := res.Base(); base >= 0 {
+					p.Rollback(base)
+				}
+				done(0, 0, -1, err)
+			default:
+				p.Commit(res, b.wal, pos+partlog.BatchRecHdr)
+				b.cache.Add(p, res)
+				b.metrics.bytesIn.WithLabelValues(p.Topic()).Add(float64(len(batch)))
+				if !b.leaseOK() {
+					// Durable, but this broker may already be fenced: no ack. The client
+					// retries at the leader the metadata names.
+					done(0, 0, -1, partlog.ErrNotLeader)
+					return
+				}
+				logStart, _ := p.Offsets()
+				done(res.Base(), logStart, stamped, nil)
+			}
+		},
+	})
+}

@@ -1,0 +1,70 @@
+package kafka
+
+import (
+	"context"
+	"time"
+
+	"github.com/weir-io/weir/internal/recbatch"
+	"github.com/weir-io/weir/metadata"
+)
+
+// Backend is the rest of the broker as the handlers see it.
+type Backend interface {
+	// Writer returns the append path of partition index of t (t nil: unknown topic).
+	// Errors: metadata.ErrUnknownTopic, partlog.ErrNotLeader (not led here, not ready, or
+	// this broker may not ack: its lease ran out).
+	Writer(t *metadata.Topic, index int32) (Writer, error)
+	// Reader returns the read path of partition index of t, checking the request's
+	// current leader epoch (-1: unchecked).
+	Reader(t *metadata.Topic, index int32, currentEpoch int32) (Reader, error)
+	// Refresh applies the current metadata now (after a topic change), so the partitions
+	// this broker leads exist before the answer is sent.
+	Refresh()
+	// Admit is the delay to impose on a produce request, or the error refusing it (the
+	// WAL is full while uploads lag).
+	Admit() (time.Duration, error)
+	// CoordinatorPartition returns the __consumer_offsets partition of a group, creating
+	// the topic when create is set.
+	CoordinatorPartition(ctx context.Context, group string, create bool) (*metadata.Topic, int32, error)
+}
+
+// AppendResult is the outcome of one append: the base offset the batch got (or had, for
+// an idempotent retry), the log start, and the LogAppendTime given to it (-1: none).
+type AppendResult struct {
+	Base, LogStart, AppendTime int64
+	Err                        error
+}
+
+// Writer is a partition's append path.
+type Writer interface {
+	// Append makes batch (exactly one validated record batch, h its header) durable and
+	// calls done exactly once, possibly on another goroutine, when it is acked or failed.
+	// Appends of one caller reach the log in call order.
+	Append(h *recbatch.Header, batch []byte, logAppendTime bool, done func(AppendResult))
+	// Offsets returns the log start and the high watermark.
+	Offsets() (logStart, hw int64)
+	// SetLogStart raises the log start offset (DeleteRecords), in the metadata first.
+	SetLogStart(ctx context.Context, offset int64) error
+}
+
+// Reader is a partition's read path.
+type Reader interface {
+	// Topic is the partition's topic name (metrics).
+	Topic() string
+	// Read returns whole record batches from the one holding offset on, up to about
+	// maxBytes; when first it returns at least one batch even if larger (KIP-74).
+	Read(ctx context.Context, offset int64, maxBytes int, first bool, currentEpoch int32) (data []byte, hw, logStart int64, err error)
+	// LogInfo returns the log start, the high watermark and the leader epoch.
+	LogInfo() (logStart, hw int64, leaderEpoch int32)
+	// Wait registers c to be signalled (non-blocking send) when the high watermark
+	// advances or the partition goes away; Unwait removes it.
+	Wait(c chan struct{})
+	Unwait(c chan struct{})
+	// MaxTimestamp is the offset and timestamp of the record batch with the largest
+	// timestamp.
+	MaxTimestamp() (offset, ts int64)
+	// OffsetForTime is the first offset whose batch timestamp is at or after ts.
+	OffsetForTime(ctx context.Context, ts int64) (offset, batchTS int64, ok bool)
+	// EndOffsetForEpoch answers OffsetForLeaderEpoch.
+	EndOffsetForEpoch(epoch int32) (int32, int64)
+}

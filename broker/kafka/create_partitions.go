@@ -1,0 +1,32 @@
+package kafka
+
+// CreatePartitions (key 37), versions 0-3.
+//
+// Grows a topic to count partitions (INVALID_PARTITIONS if not larger). Assignments are
+// accepted and ignored: the new partitions are led according to placement. validate_only
+// checks without changing anything.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	register(api{key: 37, min: 0, max: 3, blocking: true, handle: answer((*Server).handleCreatePartitions)})
+}
+
+func (s *Server) handleCreatePartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		if err := s.meta.CreatePartitions(ctx, rt.Topic, rt.Count, req.ValidateOnly); err != nil {
+			st.ErrorCode = kafkaCode(err)
+			st.ErrorMessage = errMessage(err)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	s.be.Refresh()
+	return resp
+}

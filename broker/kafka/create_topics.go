@@ -1,0 +1,79 @@
+package kafka
+
+// CreateTopics (key 19), versions 0-7.
+//
+// Creates topics through the metadata store. num_partitions -1 takes the broker default;
+// a replica assignment sets the partition count (its broker lists are ignored: storage is
+// shared, there are no replicas to place). The replication factor is accepted and ignored
+// for the same reason, but must be -1 or positive. Configs are validated against the
+// catalogue (INVALID_CONFIG names the bad key). validate_only (v1+) checks without
+// creating. v5+ answer with the topic's partitions and configs, v7 with its ID. A topic
+// named twice in one request fails both times with INVALID_REQUEST, as in Kafka.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/metadata"
+)
+
+func init() {
+	register(api{key: 19, min: 0, max: 7, blocking: true, handle: answer((*Server).handleCreateTopics)})
+}
+
+func (s *Server) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	seen := map[string]int{}
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		st.NumPartitions, st.ReplicationFactor = -1, -1
+		if seen[rt.Topic] > 1 {
+			st.ErrorCode = kerr.InvalidRequest.Code
+			msg := "topic named more than once in the request"
+			st.ErrorMessage = &msg
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		spec := metadata.TopicSpec{Name: rt.Topic, Partitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor, Configs: map[string]string{}}
+		if len(rt.ReplicaAssignment) > 0 {
+			if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
+				st.ErrorCode = kerr.InvalidRequest.Code
+				msg := "replica assignment requires num_partitions and replication_factor -1"
+				st.ErrorMessage = &msg
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			spec.Partitions = int32(len(rt.ReplicaAssignment))
+		}
+		for _, c := range rt.Configs {
+			if c.Value != nil {
+				spec.Configs[c.Name] = *c.Value
+			}
+		}
+		t, err := s.meta.CreateTopic(ctx, spec, req.ValidateOnly)
+		if err != nil {
+			st.ErrorCode = kafkaCode(err)
+			st.ErrorMessage = errMessage(err)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		st.TopicID = t.ID
+		st.NumPartitions = int32(len(t.Partitions))
+		st.ReplicationFactor = 1
+		for _, c := range describeTopicConfigs(t, nil, false) {
+			rc := kmsg.NewCreateTopicsResponseTopicConfig()
+			rc.Name, rc.Value, rc.ReadOnly, rc.Source, rc.IsSensitive = c.Name, c.Value, c.ReadOnly, int8(c.Source), c.IsSensitive
+			st.Configs = append(st.Configs, rc)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if !req.ValidateOnly {
+		s.be.Refresh()
+	}
+	return resp
+}

@@ -1,0 +1,79 @@
+package kafka
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/internal/recbatch"
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/wal"
+)
+
+// kafkaCode translates an internal error to a Kafka error code. This is the only place
+// where package errors become protocol codes.
+func kafkaCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	var ke *kerr.Error
+	switch {
+	case errors.As(err, &ke):
+		return ke.Code
+	case errors.Is(err, recbatch.ErrCRC):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, recbatch.ErrMagic):
+		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, recbatch.ErrMessageTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, recbatch.ErrTooShort), errors.Is(err, recbatch.ErrLength):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, recbatch.ErrInvalid), errors.Is(err, recbatch.ErrMultiple):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, recbatch.ErrTransactional):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, partlog.ErrOutOfOrderSeq):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, partlog.ErrProducerFenced):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, partlog.ErrNotLeader):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, partlog.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, partlog.ErrFencedEpoch):
+		return kerr.FencedLeaderEpoch.Code
+	case errors.Is(err, partlog.ErrUnknownEpoch):
+		return kerr.UnknownLeaderEpoch.Code
+	case errors.Is(err, metadata.ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, metadata.ErrUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, metadata.ErrInvalidTopic):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, metadata.ErrInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, metadata.ErrInvalidReplication):
+		return kerr.InvalidReplicationFactor.Code
+	case errors.Is(err, metadata.ErrInvalidConfig):
+		return kerr.InvalidConfig.Code
+	case errors.Is(err, metadata.ErrInvalidOffset):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, metadata.ErrNotController):
+		return kerr.NotController.Code
+	case errors.Is(err, wal.ErrNoSpace), errors.Is(err, wal.ErrFailed), errors.Is(err, wal.ErrClosed),
+		errors.Is(err, partlog.ErrStorage), errors.Is(err, tier.ErrWALFull):
+		return kerr.KafkaStorageError.Code
+	default:
+		return kerr.UnknownServerError.Code
+	}
+}
+
+// errMessage is the error text sent to clients in responses that carry one.
+func errMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

@@ -1,0 +1,166 @@
+package kafka
+
+// Fetch (key 1), versions 4-16.
+//
+// Reads synced batches (below the high watermark) of each partition from the tail cache,
+// or from the WAL for evicted ones, bounded by partition max bytes and the response's max
+// bytes; the first batch found is returned whole even when larger (KIP-74), so a consumer
+// never gets stuck on a big batch. When less than min bytes is available the fetch waits up
+// to max wait, woken by high-watermark advances of its partitions. Fetch sessions (KIP-227)
+// are not kept: the answer carries session id 0, which tells clients to keep sending full
+// fetches. v13+ name topics by ID. read_committed equals read_uncommitted: Weir has no
+// transactions, so the last stable offset is the high watermark.
+//
+// Registered as blocking: a cold partition's first read may wait on object storage, and a
+// long poll waits for data, on the fetch's own goroutine; the connection keeps reading.
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/metadata"
+)
+
+func init() {
+	register(api{key: 1, min: 4, max: 16, blocking: true, handle: func(s *Server, c *conn, sl *slot, req kmsg.Request) {
+		s.handleFetch(c, sl, req.(*kmsg.FetchRequest))
+	}})
+}
+
+type fetchTarget struct {
+	r   Reader
+	req *kmsg.FetchRequestTopicPartition
+	out *kmsg.FetchResponseTopicPartition
+}
+
+func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if req.Version >= 7 && req.SessionID != 0 {
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		sl.respond(resp)
+		return
+	}
+	view := s.meta.View()
+	var targets []fetchTarget
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		var t *metadata.Topic
+		if req.Version >= 13 {
+			t = view.TopicByID(rt.TopicID)
+		} else {
+			t = view.Topics[rt.Topic]
+		}
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			out := &st.Partitions[j]
+			*out = kmsg.NewFetchResponseTopicPartition()
+			out.Partition = rp.Partition
+			out.HighWatermark, out.LastStableOffset, out.LogStartOffset = -1, -1, -1
+			r, err := s.be.Reader(t, rp.Partition, -1) // the epoch is checked by each read
+			switch {
+			case t == nil && req.Version >= 13:
+				out.ErrorCode = kerr.UnknownTopicID.Code
+			case err != nil:
+				out.ErrorCode = kafkaCode(err)
+			default:
+				targets = append(targets, fetchTarget{r: r, req: rp, out: out})
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 52428800 // fetch.max.bytes default; v<3 has no field
+	}
+	// Register for wake-ups before the first read so an append between the read and the
+	// wait cannot be missed.
+	wake := make(chan struct{}, 1)
+	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	if wait > 0 {
+		for _, t := range targets {
+			t.r.Wait(wake)
+		}
+	}
+	if got, errs := s.fillFetch(c.ctx, targets, maxBytes); got >= int(req.MinBytes) || errs || wait <= 0 || len(targets) == 0 {
+		unwait(targets, wake)
+		s.finishFetch(sl, resp, targets)
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-wake:
+			unwait(targets, wake) // drop stale registrations before registering again
+		case <-timer.C:
+			unwait(targets, wake)
+			s.fillFetch(c.ctx, targets, maxBytes)
+			s.finishFetch(sl, resp, targets)
+			return
+		case <-c.ctx.Done():
+			unwait(targets, wake)
+			sl.respond(resp) // never written; frees the slot
+			return
+		}
+		for _, t := range targets {
+			t.r.Wait(wake)
+		}
+		if got, errs := s.fillFetch(c.ctx, targets, maxBytes); got >= int(req.MinBytes) || errs {
+			unwait(targets, wake)
+			s.finishFetch(sl, resp, targets)
+			return
+		}
+	}
+}
+
+// fillFetch (re)computes every target's answer; it reports the record bytes found and
+// whether any partition has an error (which answers the fetch at once).
+func (s *Server) fillFetch(ctx context.Context, targets []fetchTarget, maxBytes int) (int, bool) {
+	total, errs := 0, false
+	for _, t := range targets {
+		out := t.out
+		out.RecordBatches = out.RecordBatches[:0]
+		out.ErrorCode = 0
+		limit := int(t.req.PartitionMaxBytes)
+		if rem := maxBytes - total; rem < limit {
+			limit = rem
+		}
+		if limit < 0 {
+			limit = 0
+		}
+		buf, hw, logStart, err := t.r.Read(ctx, t.req.FetchOffset, limit, total == 0, t.req.CurrentLeaderEpoch)
+		out.HighWatermark, out.LastStableOffset, out.LogStartOffset = hw, hw, logStart
+		if err != nil {
+			out.ErrorCode = kafkaCode(err)
+			errs = true
+			continue
+		}
+		out.RecordBatches = buf
+		total += len(buf)
+	}
+	return total, errs
+}
+
+// finishFetch accounts the bytes served and answers.
+func (s *Server) finishFetch(sl *slot, resp *kmsg.FetchResponse, targets []fetchTarget) {
+	for _, t := range targets {
+		if n := len(t.out.RecordBatches); n > 0 {
+			s.metrics.bytesOut.WithLabelValues(t.r.Topic()).Add(float64(n))
+		}
+	}
+	sl.respond(resp)
+}
+
+// unwait removes wake from the partitions' waiter lists so idle partitions do not
+// accumulate stale channels from repeated long polls.
+func unwait(targets []fetchTarget, wake chan struct{}) {
+	for _, t := range targets {
+		t.r.Unwait(wake)
+	}
+}

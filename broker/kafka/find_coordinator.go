@@ -1,0 +1,59 @@
+package kafka
+
+// FindCoordinator (key 10), versions 0-6.
+//
+// A group's coordinator is the leader of its __consumer_offsets partition (the topic is
+// created on first use). Transactions are not supported, so transaction coordinator
+// lookups get COORDINATOR_NOT_AVAILABLE with a message saying so. v4+ batch several keys
+// in one request.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/metadata"
+)
+
+func init() {
+	register(api{key: 10, min: 0, max: 6, blocking: true, handle: answer((*Server).handleFindCoordinator)})
+}
+
+func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	answer := func(key string) (metadata.Broker, int16, *string) {
+		fail := func(code int16, msg string) (metadata.Broker, int16, *string) {
+			return metadata.Broker{ID: -1, Port: -1}, code, &msg
+		}
+		if req.CoordinatorType != 0 {
+			return fail(kerr.CoordinatorNotAvailable.Code, "Weir does not support transactions")
+		}
+		if key == "" {
+			return fail(kerr.InvalidGroupID.Code, "group id must not be empty")
+		}
+		t, idx, err := s.be.CoordinatorPartition(ctx, key, true)
+		if err != nil {
+			return fail(kerr.CoordinatorNotAvailable.Code, err.Error())
+		}
+		br, ok := s.meta.View().Broker(t.Partitions[idx].Leader)
+		if !ok || !br.Active() {
+			return fail(kerr.CoordinatorNotAvailable.Code, "the coordinator's broker is not available")
+		}
+		return br, 0, nil
+	}
+	if req.Version <= 3 {
+		br, code, msg := answer(req.CoordinatorKey)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		resp.NodeID, resp.Host, resp.Port = br.ID, br.Host, br.Port
+		return resp
+	}
+	for _, key := range req.CoordinatorKeys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key = key
+		var br metadata.Broker
+		br, c.ErrorCode, c.ErrorMessage = answer(key)
+		c.NodeID, c.Host, c.Port = br.ID, br.Host, br.Port
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	return resp
+}

@@ -1,0 +1,41 @@
+package kafka
+
+// InitProducerId (key 22), versions 0-4.
+//
+// Hands idempotent producers a producer ID from the metadata store (never reused, also
+// across restarts) with epoch 0. v3+ producers may pass their current ID and epoch to bump
+// the epoch after an error (KIP-360); at the maximum epoch a new ID is issued. A
+// transactional ID is refused: Weir has no transaction coordinator.
+
+import (
+	"context"
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	register(api{key: 22, min: 0, max: 4, blocking: true, handle: answer((*Server).handleInitProducerID)})
+}
+
+func (s *Server) handleInitProducerID(ctx context.Context, req *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp
+	}
+	if req.ProducerID >= 0 && req.ProducerEpoch >= 0 && req.ProducerEpoch < math.MaxInt16-1 {
+		resp.ProducerID, resp.ProducerEpoch = req.ProducerID, req.ProducerEpoch+1
+		return resp
+	}
+	id, err := s.meta.AllocateProducerID(ctx)
+	if err != nil {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		s.log.Warn("allocate producer id failed", "err", err)
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return resp
+}

@@ -1,0 +1,118 @@
+package kafka
+
+// Metadata (key 3), versions 0-12.
+//
+// Lists brokers (with their rack) and the requested topics (all when the request's list
+// is null, or empty before v1). Unknown topics are auto-created when the broker allows it
+// and the request does (v4+; implied before), otherwise UNKNOWN_TOPIC_OR_PARTITION. v10+
+// carry topic IDs, v12 lets clients ask by ID. Every partition's replica set is its leader
+// alone: storage is shared, so there are no follower copies to report.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/metadata"
+)
+
+func init() {
+	register(api{key: 3, min: 0, max: 12, blocking: true, handle: answer((*Server).handleMetadata)})
+}
+
+func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	view := s.meta.View()
+	allowAuto := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	var topics []*metadata.Topic
+	if all {
+		for _, t := range view.Topics {
+			topics = append(topics, t)
+		}
+	}
+	for _, rt := range req.Topics {
+		var t *metadata.Topic
+		switch {
+		case rt.Topic != nil:
+			t = view.Topics[*rt.Topic]
+			if t == nil && allowAuto && metadata.ValidTopicName(*rt.Topic) == nil {
+				_, err := s.meta.CreateTopic(ctx, metadata.TopicSpec{Name: *rt.Topic, Partitions: s.cfg.DefaultPartitions, ReplicationFactor: -1}, false)
+				if err == nil || errors.Is(err, metadata.ErrTopicExists) {
+					view = s.meta.View()
+					t = view.Topics[*rt.Topic]
+				}
+			}
+			if t == nil {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = rt.Topic
+				mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				if metadata.ValidTopicName(*rt.Topic) != nil {
+					mt.ErrorCode = kerr.InvalidTopicException.Code
+				}
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+		default:
+			t = view.TopicByID(rt.TopicID)
+			if t == nil {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = rt.TopicID
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+		}
+		topics = append(topics, t)
+	}
+
+	active := map[int32]bool{}
+	for _, br := range view.Brokers {
+		if !br.Active() {
+			continue // fenced: clients must not be sent there
+		}
+		active[br.ID] = true
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = br.ID, br.Host, br.Port
+		if br.Rack != "" {
+			rack := br.Rack
+			mb.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+	cid := view.ClusterID
+	resp.ClusterID = &cid
+	resp.ControllerID = view.ControllerID
+	for _, t := range topics {
+		resp.Topics = append(resp.Topics, metadataTopic(t, active))
+	}
+	return resp
+}
+
+// metadataTopic describes t; a partition whose leader is not an active broker is
+// reported without a leader (LEADER_NOT_AVAILABLE), so clients wait instead of
+// connecting to a fenced broker.
+func metadataTopic(t *metadata.Topic, active map[int32]bool) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	mt.TopicID = t.ID
+	mt.IsInternal = len(t.Name) > 2 && t.Name[:2] == "__"
+	for _, p := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.Index
+		mp.Leader = p.Leader
+		mp.LeaderEpoch = p.LeaderEpoch
+		mp.Replicas = []int32{p.Leader}
+		mp.ISR = []int32{p.Leader}
+		if p.Leader < 0 || !active[p.Leader] {
+			mp.Leader = -1
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			mp.Replicas, mp.ISR = []int32{}, []int32{}
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}

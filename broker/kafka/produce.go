@@ -1,0 +1,159 @@
+package kafka
+
+// Produce (key 0), versions 3-11.
+//
+// Each partition's data must be exactly one record batch v2 (Kafka's rule for v3+). The
+// batch is validated (size against the topic's max.message.bytes, CRC32C, header sanity,
+// no transactional or control batches), copied once into a WAL record and queued on the
+// WAL. Offsets are assigned when the WAL's committer prepares the record, so offset order
+// is log order, and the partition acknowledges only after the record's group has been
+// fdatasync'ed. acks=0, 1 and all are therefore equally durable; acks=0 just sends no
+// answer (and, like Kafka, closes the connection if a partition failed so the client
+// notices). A retried idempotent batch is answered with the offset its original got, once
+// that original is durable.
+//
+// Produce runs on the connection's reader goroutine (not registered as blocking), so the
+// batches of one connection reach the WAL in arrival order; the answer is sent from the
+// WAL's callbacks. It may still wait there on purpose: backpressure delays the next
+// request of a connection whose WAL is filling up, and auto-creating a topic asks the
+// controller.
+
+import (
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/internal/recbatch"
+	"github.com/weir-io/weir/metadata"
+)
+
+func init() {
+	register(api{key: 0, min: 3, max: 11, handle: func(s *Server, c *conn, sl *slot, req kmsg.Request) {
+		s.handleProduce(c, sl, req.(*kmsg.ProduceRequest))
+	}})
+}
+
+func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
+	if req.TransactionID != nil {
+		sl.respond(produceError(req, kerr.TransactionalIDAuthorizationFailed.Code))
+		return
+	}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	// Uploads behind and the WAL filling up: slow this connection down first (its next
+	// request is read only after this one is queued), refuse at the limit.
+	delay, walErr := s.be.Admit()
+	if delay > 0 {
+		resp.ThrottleMillis = int32(delay / time.Millisecond)
+		select {
+		case <-time.After(delay):
+		case <-s.ctx.Done():
+		}
+	}
+	view := s.meta.View()
+
+	// Each partition's answer is written by its own append callback (distinct elements);
+	// the last callback's pending.Add orders those writes before the response is sent.
+	var pending atomic.Int32
+	pending.Store(1) // released after all partitions are queued
+	var failed atomic.Bool
+	finish := func() {
+		if pending.Add(-1) != 0 {
+			return
+		}
+		if req.Acks == 0 {
+			if failed.Load() {
+				sl.closeIt = true
+			}
+			sl.respond(nil)
+			return
+		}
+		sl.respond(resp)
+	}
+	fail := func(out *kmsg.ProduceResponseTopicPartition, err error, withMessage bool) {
+		out.ErrorCode = kafkaCode(err)
+		if withMessage {
+			out.ErrorMessage = errMessage(err)
+		}
+		failed.Store(true)
+		s.metrics.produceErrs.WithLabelValues(kerr.ErrorForCode(out.ErrorCode).Error()).Inc()
+	}
+
+	for _, rt := range req.Topics {
+		t := view.Topics[rt.Topic]
+		if t == nil && s.cfg.AutoCreateTopics && metadata.ValidTopicName(rt.Topic) == nil {
+			t = s.autoCreate(c, rt.Topic)
+			if t != nil {
+				// Make sure the broker has the partitions before appending.
+				s.be.Refresh()
+			}
+		}
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		resp.Topics = append(resp.Topics, st)
+		sp := resp.Topics[len(resp.Topics)-1].Partitions
+		for i, rp := range rt.Partitions {
+			out := &sp[i]
+			*out = kmsg.NewProduceResponseTopicPartition()
+			out.Partition = rp.Partition
+			w, err := s.be.Writer(t, rp.Partition)
+			if err == nil && walErr != nil {
+				fail(out, walErr, true)
+				continue
+			}
+			if err != nil {
+				fail(out, err, false)
+				continue
+			}
+			maxBytes, _ := t.Config("max.message.bytes")
+			mb, _ := strconv.Atoi(maxBytes)
+			h, err := recbatch.ValidateProduce(rp.Records, mb)
+			if err != nil {
+				fail(out, err, true)
+				continue
+			}
+			tsType, _ := t.Config("message.timestamp.type")
+			pending.Add(1)
+			w.Append(&h, rp.Records, tsType == "LogAppendTime", func(r AppendResult) {
+				if r.Err != nil {
+					fail(out, r.Err, true)
+				} else {
+					out.BaseOffset = r.Base
+					out.LogStartOffset = r.LogStart
+					out.LogAppendTime = r.AppendTime
+				}
+				finish()
+			})
+		}
+	}
+	finish()
+}
+
+// autoCreate creates a topic with the broker's defaults; a concurrent creation is fine.
+func (s *Server) autoCreate(c *conn, name string) *metadata.Topic {
+	_, err := s.meta.CreateTopic(c.ctx, metadata.TopicSpec{Name: name, Partitions: s.cfg.DefaultPartitions, ReplicationFactor: -1}, false)
+	if err != nil && !errors.Is(err, metadata.ErrTopicExists) {
+		s.log.Warn("auto-create topic failed", "topic", name, "err", err)
+		return nil
+	}
+	return s.meta.View().Topics[name]
+}
+
+func produceError(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode = code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

@@ -1,0 +1,60 @@
+package partlog
+
+import "sync"
+
+// Cache bounds the bytes of recent batches kept in memory for fetchers at the tail.
+// Batches are evicted oldest first; an evicted batch is read back from the WAL. One Cache
+// serves every partition of a broker.
+//
+// Lock order: the cache's mu is never held while taking a partition's mu; eviction
+// collects its victims first and clears them after releasing mu.
+type Cache struct {
+	mu    sync.Mutex
+	limit int64
+	bytes int64
+	queue []cached // FIFO ring as a slice with a moving head
+	head  int
+}
+
+type cached struct {
+	p   *Partition
+	loc *batchLoc
+}
+
+// NewCache returns a cache of at most limit bytes (0 or less: nothing is cached).
+func NewCache(limit int64) *Cache { return &Cache{limit: limit} }
+
+// Add keeps a just-committed batch's bytes (Prepared by p) for tail fetchers.
+func (c *Cache) Add(p *Partition, pr Prepared) {
+	loc := pr.loc
+	if loc == nil {
+		return
+	}
+	if c.limit <= 0 {
+		p.mu.Lock()
+		loc.data = nil
+		p.mu.Unlock()
+		return
+	}
+	var victims []cached
+	c.mu.Lock()
+	c.queue = append(c.queue, cached{p, loc})
+	c.bytes += int64(loc.size)
+	for c.bytes > c.limit && c.head < len(c.queue) {
+		v := c.queue[c.head]
+		c.queue[c.head] = cached{}
+		c.head++
+		c.bytes -= int64(v.loc.size)
+		victims = append(victims, v)
+	}
+	if c.head > 1024 && c.head*2 > len(c.queue) {
+		c.queue = append([]cached(nil), c.queue[c.head:]...)
+		c.head = 0
+	}
+	c.mu.Unlock()
+	for _, v := range victims {
+		v.p.mu.Lock()
+		v.loc.data = nil
+		v.p.mu.Unlock()
+	}
+}

@@ -1,0 +1,26 @@
+// Package partlog is a partition's log on one broker: the index of its record batches in
+// write-ahead logs (this broker's own, and other brokers' on the shared file system for
+// the older links of its log chain), its high watermark and leader epochs, idempotent
+// producer state, the tail cache of recent batch bytes, the partition's side of the
+// object tier (which offsets objects hold, what is pending upload), and loading a
+// partition from the WALs of its chain.
+//
+// It knows nothing of the Kafka protocol, the controller or object storage I/O: the
+// broker feeds it metadata (Apply), WAL callbacks (Prepare, Commit, Rollback) and object
+// commits (MarkUploaded); the Kafka front end and the object tier read through its
+// methods.
+//
+// Offsets are assigned by Prepare, which the WAL's committer calls in log order, so offset
+// order equals WAL order; a batch becomes readable only when its group is synced (Commit),
+// which advances the high watermark. A failed WAL write rolls the partition back
+// (Rollback) before any later batch is prepared, so offsets stay dense.
+//
+// Lock rules:
+//   - Each Partition has one mutex guarding all its state; every exported method takes it
+//     briefly and none calls out (network, WAL I/O, other partitions) while holding it.
+//   - Set.mu (which partitions this broker leads) may be held while taking a Partition's
+//     mutex, never the reverse.
+//   - Cache.mu is never held while taking a Partition's mutex: eviction collects its
+//     victims, releases the cache lock, then clears each victim under its partition lock.
+//   - Loader.mu (open read-only views of other WALs) is a leaf.
+package partlog

@@ -1,0 +1,81 @@
+package tier
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/weir-io/weir/objectstore/objread"
+)
+
+// Config configures the object tier.
+type Config struct {
+	// TargetObjectBytes is the object size the uploader waits for (8 MiB: S3 requests are
+	// money); a partition with that much pending data gets an object of its own.
+	TargetObjectBytes int64
+	// MaxObjectBytes bounds one object.
+	MaxObjectBytes int64
+	// MaxUploadDelay uploads whatever is pending once its oldest batch is this old, so a
+	// quiet cluster still moves its data out of the WAL.
+	MaxUploadDelay time.Duration
+	// BlockSize is the object block size (objfmt.Options.BlockSize): the unit of ranged
+	// reads and of the block cache.
+	BlockSize int
+	// CheckInterval is how often the uploader looks for pending data.
+	CheckInterval time.Duration
+	// WALMaxBytes bounds the WAL while uploads lag: above 3/4 of it produce requests are
+	// slowed (throttle_time_ms, delayed answers), at it they fail with
+	// KAFKA_STORAGE_ERROR. 0: no bound (the disk is).
+	WALMaxBytes int64
+	// RetentionInterval is how often retention.ms/retention.bytes are applied and
+	// unneeded objects deleted (log.retention.check.interval.ms).
+	RetentionInterval time.Duration
+	// Read configures the object read path (block cache, readahead).
+	Read objread.Config
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		TargetObjectBytes: 8 << 20,
+		MaxObjectBytes:    64 << 20,
+		MaxUploadDelay:    10 * time.Second,
+		BlockSize:         1 << 20,
+		CheckInterval:     200 * time.Millisecond,
+		WALMaxBytes:       8 << 30,
+		RetentionInterval: 30 * time.Second,
+		Read:              objread.DefaultConfig(),
+	}
+}
+
+// Validate fills zero fields with defaults and reports the first invalid setting.
+func (c *Config) Validate() error {
+	d := DefaultConfig()
+	if c.TargetObjectBytes == 0 && c.MaxObjectBytes == 0 && c.MaxUploadDelay == 0 && c.BlockSize == 0 {
+		*c = d // a Config literal without a tier: defaults
+	}
+	switch {
+	case c.TargetObjectBytes < 1:
+		return fmt.Errorf("tier: target object bytes must be > 0")
+	case c.MaxObjectBytes < c.TargetObjectBytes:
+		return fmt.Errorf("tier: max object bytes %d is below the target %d", c.MaxObjectBytes, c.TargetObjectBytes)
+	case c.MaxUploadDelay <= 0 || c.CheckInterval <= 0 || c.RetentionInterval <= 0:
+		return fmt.Errorf("tier: upload delay, check and retention intervals must be > 0")
+	case c.BlockSize < 4096:
+		return fmt.Errorf("tier: object block size %d is too small (>= 4096)", c.BlockSize)
+	case c.WALMaxBytes < 0:
+		return fmt.Errorf("tier: WAL max bytes must be >= 0")
+	}
+	return c.Read.Validate()
+}
+
+// BindFlags registers the tier's flags.
+func (c *Config) BindFlags(fs *flag.FlagSet) {
+	fs.Int64Var(&c.TargetObjectBytes, "upload-target-bytes", c.TargetObjectBytes, "object size the uploader waits for; a partition with this much pending data gets its own object")
+	fs.Int64Var(&c.MaxObjectBytes, "upload-max-bytes", c.MaxObjectBytes, "largest object the uploader writes")
+	fs.DurationVar(&c.MaxUploadDelay, "upload-max-delay", c.MaxUploadDelay, "upload pending data once it is this old, even if less than the target size")
+	fs.Int64Var(&c.WALMaxBytes, "wal-max-bytes", c.WALMaxBytes, "WAL size at which produce fails while uploads lag (slowed from 3/4 of it); 0 = no bound")
+	fs.DurationVar(&c.RetentionInterval, "retention-check-interval", c.RetentionInterval, "how often retention.ms/retention.bytes are applied and unneeded objects deleted")
+	fs.Int64Var(&c.Read.BlockCacheBytes, "block-cache-bytes", c.Read.BlockCacheBytes, "memory for object blocks read by lagging consumers")
+	fs.Int64Var(&c.Read.ReadaheadBytes, "readahead-bytes", c.Read.ReadaheadBytes, "how far ahead of a sequential consumer object blocks are prefetched; 0 disables")
+}

@@ -1,0 +1,223 @@
+package tier
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/objectstore/objfmt"
+)
+
+// The uploader moves synced batches out of the WAL into objects: when the pending bytes
+// of the partitions this broker leads reach TargetObjectBytes, or the oldest pending batch
+// is MaxUploadDelay old, or the WAL nears its bound. A partition with TargetObjectBytes
+// pending gets an object of its own; the others share one. Each object is
+//
+//	PrepareObject (an ID and key under this broker's epoch) → PUT → CommitObject (one
+//	range per partition, each continuing its manifest) → trim the WAL
+//
+// A failed PUT keeps the prepared ID for the next attempt (the key is overwritten) and the
+// data stays in the WAL; a refused commit leaves a prepared object that garbage
+// collection deletes. Nothing is dropped from the WAL before its commit.
+
+// upPart is one partition's share of an object.
+type upPart struct {
+	p      *partlog.Partition
+	pieces []partlog.UpPiece
+	bytes  int64
+}
+
+// UploadRound uploads until nothing is due, trimming after each object.
+func (t *Tier) UploadRound() {
+	for t.ctx.Err() == nil {
+		more, err := t.uploadOnce()
+		if err != nil {
+			t.metrics.uploadFailures.Inc()
+			t.log.Warn("upload failed; the WAL keeps the data, retrying", "err", err)
+			break
+		}
+		t.Trim()
+		if !more {
+			break
+		}
+	}
+	t.updateGauges()
+}
+
+// uploadOnce uploads what is due; more reports that more is pending right away.
+func (t *Tier) uploadOnce() (more bool, err error) {
+	cfg := t.cfg
+	var parts []upPart
+	var total int64
+	var oldest time.Time
+	for _, p := range t.d.Led() {
+		pieces, n := p.PendingUpload(cfg.MaxObjectBytes)
+		if n == 0 {
+			continue
+		}
+		parts = append(parts, upPart{p: p, pieces: pieces, bytes: n})
+		total += n
+		if at := time.Unix(0, pieces[0].At); oldest.IsZero() || at.Before(oldest) {
+			oldest = at
+		}
+	}
+	pressure := cfg.WALMaxBytes > 0 && t.WALHeld() > cfg.WALMaxBytes/2
+	if total == 0 || total < cfg.TargetObjectBytes && time.Since(oldest) < cfg.MaxUploadDelay && !pressure {
+		return false, nil
+	}
+	slices.SortFunc(parts, func(a, c upPart) int { return cmp.Compare(c.bytes, a.bytes) })
+	var shared []upPart
+	var sharedBytes int64
+	flush := func() error {
+		if len(shared) == 0 {
+			return nil
+		}
+		err := t.uploadObject(shared)
+		shared, sharedBytes = nil, 0
+		return err
+	}
+	for _, up := range parts {
+		if up.bytes >= cfg.TargetObjectBytes {
+			more = more || up.bytes >= cfg.MaxObjectBytes
+			if err := t.uploadObject([]upPart{up}); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if sharedBytes+up.bytes > cfg.MaxObjectBytes || len(shared) == metadata.MaxCommitRanges {
+			if err := flush(); err != nil {
+				return false, err
+			}
+		}
+		shared = append(shared, up)
+		sharedBytes += up.bytes
+	}
+	return more, flush()
+}
+
+// uploadObject writes, PUTs and commits one object holding parts.
+func (t *Tier) uploadObject(parts []upPart) error {
+	ctx, cancel := context.WithTimeout(t.ctx, 2*time.Minute)
+	defer cancel()
+	var buf bytes.Buffer
+	w := objfmt.NewWriter(&buf, objfmt.Options{BlockSize: t.cfg.BlockSize})
+	var ranges []metadata.PartitionRange
+	var kept []upPart
+	for _, up := range parts {
+		r, n, err := t.writeRun(w, up)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			continue
+		}
+		ranges = append(ranges, r)
+		kept = append(kept, up)
+	}
+	if len(ranges) == 0 {
+		return nil
+	}
+	if _, err := w.Close(); err != nil {
+		return fmt.Errorf("tier: writing object: %w", err)
+	}
+	obj, err := t.preparedObject(ctx)
+	if err != nil {
+		return err
+	}
+	size := int64(buf.Len())
+	if err := t.objects.Put(ctx, obj.Key, bytes.NewReader(buf.Bytes()), size); err != nil {
+		return fmt.Errorf("tier: put %s: %w", obj.Key, err) // the prepared ID is kept for the retry
+	}
+	t.upMu.Lock()
+	t.spare = nil
+	t.upMu.Unlock()
+	if err := t.commitObject(ctx, obj, size, ranges); err != nil {
+		t.upMu.Lock()
+		delete(t.inflight, obj.ID)
+		t.upMu.Unlock()
+		return err
+	}
+	for i, up := range kept {
+		r := ranges[i]
+		up.p.MarkUploaded(partlog.NewTierObj(r.ObjectRange(obj.ID), obj.Key, size), t.d.WAL)
+	}
+	t.upMu.Lock()
+	delete(t.inflight, obj.ID)
+	t.upMu.Unlock()
+	t.metrics.objects.Inc()
+	t.metrics.bytes.Add(float64(size))
+	t.log.Debug("object uploaded", "key", obj.Key, "bytes", size, "partitions", len(ranges))
+	return nil
+}
+
+// writeRun adds a partition's pieces to the object. A batch that cannot be read ends the
+// run there (the rest waits for the next object); n is the batches written.
+func (t *Tier) writeRun(w *objfmt.Writer, up upPart) (metadata.PartitionRange, int, error) {
+	p := up.p
+	r := metadata.PartitionRange{Topic: p.ID(), Partition: p.Index(), MaxTimestamp: -1}
+	n := 0
+	for _, pc := range up.pieces {
+		data := pc.Data
+		if data == nil {
+			data = make([]byte, pc.Size)
+			if err := pc.Src.ReadAt(data, pc.Pos); err != nil {
+				t.log.Warn("upload: reading a batch from the WAL failed", "topic", p.Topic(), "partition", p.Index(), "offset", pc.Base, "err", err)
+				break
+			}
+		}
+		if err := w.Add(p.ID(), p.Index(), pc.Base, pc.Last, pc.MaxTS, data); err != nil {
+			return r, 0, fmt.Errorf("tier: object of %s/%d at %d: %w", p.Topic(), p.Index(), pc.Base, err)
+		}
+		if n == 0 {
+			r.FirstOffset = pc.Base
+		}
+		r.LastOffset, r.MaxTimestamp = pc.Last, max(r.MaxTimestamp, pc.MaxTS)
+		r.Bytes += int64(pc.Size)
+		n++
+	}
+	return r, n, nil
+}
+
+// preparedObject returns the object ID kept from a failed PUT, or prepares a new one.
+func (t *Tier) preparedObject(ctx context.Context) (metadata.Object, error) {
+	t.upMu.Lock()
+	defer t.upMu.Unlock()
+	if t.spare != nil {
+		return *t.spare, nil
+	}
+	obj, err := t.manifest.PrepareObject(ctx)
+	if err != nil {
+		return metadata.Object{}, fmt.Errorf("tier: prepare object: %w", err)
+	}
+	t.spare = &obj
+	t.inflight[obj.ID] = true
+	return obj, nil
+}
+
+// commitObject commits, retrying while the controller is unreachable; a refusal is final.
+func (t *Tier) commitObject(ctx context.Context, obj metadata.Object, size int64, ranges []metadata.PartitionRange) error {
+	delay := 50 * time.Millisecond
+	for {
+		err := t.manifest.CommitObject(ctx, obj.ID, size, ranges)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, metadata.ErrObjectRejected):
+			t.metrics.rejected.Inc()
+			return fmt.Errorf("tier: commit of %s refused (it becomes garbage): %w", obj.Key, err)
+		}
+		t.log.Warn("committing an object failed; retrying", "key", obj.Key, "err", err)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return fmt.Errorf("tier: commit of %s: %w", obj.Key, err)
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
