@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -81,16 +82,11 @@ func TestSingleControllerOwnListeners(t *testing.T) {
 		cfg.Registerer = reg
 		cfg.Logger = testLogger()
 		var c *Controller
-		var err error
-		for i := 0; i < 100; i++ { // the previous instance's sockets may linger briefly
-			if c, err = New(cfg); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The previous instance's sockets may linger briefly.
+		testutil.EventuallyNoError(t, 10*time.Second, "binding the controller's own addresses", func() (err error) {
+			c, err = New(cfg)
+			return err
+		})
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +136,7 @@ func TestSingleControllerOwnListeners(t *testing.T) {
 	}
 	c = start() // same registry: Close unregistered the metrics
 	defer c.Close()
-	waitFor(t, 20*time.Second, "the restarted controller to replay", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the restarted controller to replay", func() bool {
 		tt := c.View().Topics["solo"]
 		return tt != nil && tt.ID == top.ID && c.IsLeader()
 	})
@@ -170,3 +166,4 @@ func labels(m *dto.Metric) map[string]string {
 	}
 	return out
 }
+
