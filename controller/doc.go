@@ -11,7 +11,14 @@
 //   - commands.go, cmd_*.go: the Raft log entries, applied by domain (cluster, brokers,
 //     topics, moves, producer IDs, objects: cmd_objects.go states the manifest rules).
 //   - raft.go: hashicorp/raft wiring (raft-boltdb/v2 log+stable store in raft.db, file
-//     snapshots, TCP transport, static bootstrap) and hclog → slog.
+//     snapshots, TCP transport, static bootstrap) and hclog → slog. Config's
+//     RaftTransport, LogStore, StableStore and SnapshotStore replace any of those
+//     defaults; `weir controller` leaves them nil. They are the seam for tests that run
+//     a quorum in memory (quorum_mem_test.go: raft.NewInmemTransport and in-memory
+//     stores; links cut with Disconnect to make a minority). An injected transport's
+//     address must be the node's RaftAddr in Peers; the Controller closes the transport
+//     but never an injected store, which keeps its state across a restart like a data
+//     dir does.
 //   - controller.go, config.go, metrics.go: the Controller life cycle, Config, metrics.
 //   - api*.go, wire.go, errors.go: the HTTP API (route table in api.go), its JSON bodies
 //     and error codes; writes reaching a follower are proxied to the leader.
@@ -52,7 +59,8 @@
 // (ranges still in a manifest below the log start: committed below it, or restored
 // from a snapshot written before log starts trimmed manifests).
 //
-// Data dir: raft.db (bolt, log + stable store), snapshots/ (raft file snapshots, 2 kept).
+// Data dir: raft.db (bolt, log + stable store), snapshots/ (raft file snapshots, 2 kept);
+// neither is created when the corresponding stores are injected.
 //
 // # Determinism
 //
