@@ -36,9 +36,10 @@
 // 12 CancelMove, 13 PrepareObject, 14 CommitObject, 15 DeleteObjects. An entry that
 // does not decode is refused alike by every replica.
 //
-// Snapshot: the JSON of State: {"cluster_id", "version", "next_producer_id",
-// "next_object_id", "brokers": {"<id>": metadata.Broker}, "topics": {"<name>":
-// metadata.Topic, each partition with its manifest "objects": [{"object",
+// Snapshot: the JSON of State after the snapshot format version: {"format_version": 1,
+// "cluster_id", "version", "next_producer_id", "next_object_id", "brokers": {"<id>":
+// metadata.Broker}, "topics": {"<name>": metadata.Topic, each partition with its
+// manifest "objects": [{"object",
 // "first_offset", "last_offset", "max_timestamp", "bytes"}]}, "objects": {"<id>":
 // metadata.Object}}. "max_timestamp" and "bytes" are left out while 0 (ranges committed
 // before they existed restore with 0).
@@ -47,6 +48,11 @@
 // restores as no objects. Object IDs start at 1; an object's key is
 // "objects/<ID, 20 digits>.obj". Deleted objects are dropped from "objects" (an ID
 // below next_object_id that is not there was deleted). Restore replaces the state.
+// "format_version" (SnapshotFormatVersion; "version" counts commands) is absent from
+// snapshots written before it existed, which are version 1; Restore refuses any other
+// version (ErrSnapshotVersion). Golden snapshots: testdata/snapshot-v1.json and the
+// frozen testdata/snapshot-unversioned.json; `go test ./controller/ -run Golden -update`
+// rewrites the current version's file only.
 //
 // Objects: prepare → PUT → commit → trim the WAL; retention and garbage collection
 // delete the key from object storage first, then DeleteObjects. The rules are in
