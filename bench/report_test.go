@@ -160,8 +160,15 @@ func TestRunProgress(t *testing.T) {
 	stop := make(chan struct{})
 	var out syncBuffer
 	done := runProgress(stop, 40*time.Millisecond, begin, &out, st)
-	deadline := time.Now().Add(130 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	// Records arrive 1 ms apart, like a paced producer, until three intervals were
+	// printed: the sleep paces the load and waits for nothing, and the loop ends on
+	// what runProgress printed, not on the clock, so a slow machine only makes it
+	// longer. Stopping right after a tick leaves the short tail to fold.
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(out.String(), "\n") < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than 3 progress lines after 30 s:\n%s", out.String())
+		}
 		st.rec.observe(10, time.Millisecond, time.Now())
 		time.Sleep(time.Millisecond)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -42,7 +43,7 @@ func BenchmarkLeaderFailover(b *testing.B) {
 		tc.restart(leader)
 		newLeader := tc.waitLeader()
 		want := tc.ctrls[newLeader].View().Version
-		waitFor(b, 30*time.Second, "the restarted controller to catch up", func() bool { return tc.ctrls[leader].View().Version >= want })
+		testutil.Eventually(b, 30*time.Second, "the restarted controller to catch up", func() bool { return tc.ctrls[leader].View().Version >= want })
 		b.StartTimer()
 	}
 	b.StopTimer()
@@ -66,7 +67,7 @@ func BenchmarkMetadataPropagation(b *testing.B) {
 			if _, err := writer.CreateTopic(ctx, metadata.TopicSpec{Name: "base", Partitions: int32(n), ReplicationFactor: -1}, false); err != nil {
 				b.Fatal(err)
 			}
-			waitFor(b, 60*time.Second, "the watcher to see the base topic", func() bool { return watcher.View().Topics["base"] != nil })
+			testutil.Eventually(b, 60*time.Second, "the watcher to see the base topic", func() bool { return watcher.View().Topics["base"] != nil })
 			hc := &http.Client{Timeout: 30 * time.Second}
 			url := "http://" + tc.peers[leader].APIAddr + "/v1/topics"
 			var times []time.Duration

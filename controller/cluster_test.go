@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -53,7 +54,7 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("30 partitions over brokers in zones a/b/c: %v", n)
 		}
 		for i, c := range tc.ctrls {
-			waitFor(t, 10*time.Second, fmt.Sprintf("controller %d to apply the topic", i+1), func() bool {
+			testutil.Eventually(t, 10*time.Second, fmt.Sprintf("controller %d to apply the topic", i+1), func() bool {
 				tt := c.View().Topics["orders"]
 				return tt != nil && tt.ID == top.ID
 			})
@@ -335,7 +336,7 @@ func TestLeaderFailoverUnderCreates(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, 30*time.Second, "10 topics before the kill", func() bool {
+	testutil.Eventually(t, 30*time.Second, "10 topics before the kill", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) >= 10
@@ -398,7 +399,7 @@ func TestRestartKeepsMetadata(t *testing.T) {
 	want := stateOf(t, tc.ctrls[leader])
 	wantVersion := tc.ctrls[leader].View().Version
 	for i, c := range tc.ctrls {
-		waitFor(t, 10*time.Second, "replicas to catch up", func() bool { return c.View().Version == wantVersion })
+		testutil.Eventually(t, 10*time.Second, "replicas to catch up", func() bool { return c.View().Version == wantVersion })
 		if got := stateOf(t, c); got != want {
 			t.Fatalf("controller %d differs before the restart", i+1)
 		}
@@ -413,7 +414,7 @@ func TestRestartKeepsMetadata(t *testing.T) {
 	}
 	tc.waitLeader()
 	for i, c := range tc.ctrls {
-		waitFor(t, 20*time.Second, fmt.Sprintf("controller %d to replay its log", i+1), func() bool { return c.View().Version >= wantVersion })
+		testutil.Eventually(t, 20*time.Second, fmt.Sprintf("controller %d to replay its log", i+1), func() bool { return c.View().Version >= wantVersion })
 		if got := stateOf(t, c); got != want {
 			t.Fatalf("controller %d after restart:\n got %s\nwant %s", i+1, got, want)
 		}
@@ -445,7 +446,7 @@ func TestSnapshotRestore(t *testing.T) {
 	want := stateOf(t, tc.ctrls[leader])
 	wantVersion := tc.ctrls[leader].View().Version
 	for i, c := range tc.ctrls {
-		waitFor(t, 20*time.Second, fmt.Sprintf("controller %d to snapshot", i+1), func() bool {
+		testutil.Eventually(t, 20*time.Second, fmt.Sprintf("controller %d to snapshot", i+1), func() bool {
 			st := c.Status()
 			return c.View().Version == wantVersion && st.LastSnapshotIndex > 0
 		})
@@ -459,7 +460,7 @@ func TestSnapshotRestore(t *testing.T) {
 		if c.fsm.restores.Load() == 0 {
 			t.Fatalf("controller %d did not restore a snapshot", i+1)
 		}
-		waitFor(t, 20*time.Second, fmt.Sprintf("controller %d to catch up", i+1), func() bool { return c.View().Version >= wantVersion })
+		testutil.Eventually(t, 20*time.Second, fmt.Sprintf("controller %d to catch up", i+1), func() bool { return c.View().Version >= wantVersion })
 		if got := stateOf(t, c); got != want {
 			t.Fatalf("controller %d after snapshot restore:\n got %s\nwant %s", i+1, got, want)
 		}
@@ -492,7 +493,7 @@ func TestLeaseExpiryFencing(t *testing.T) {
 	}
 
 	b1.hbPaused.Store(true)
-	waitFor(t, 30*time.Second, "broker 1 to be fenced", func() bool {
+	testutil.Eventually(t, 30*time.Second, "broker 1 to be fenced", func() bool {
 		b, ok := b2.View().Broker(1)
 		return ok && b.State == metadata.BrokerFenced && b.Epoch == 1
 	})
@@ -512,12 +513,12 @@ func TestLeaseExpiryFencing(t *testing.T) {
 	}
 
 	b1.hbPaused.Store(false) // the next heartbeat is answered "fenced": register again
-	waitFor(t, 30*time.Second, "broker 1 to re-register", func() bool {
+	testutil.Eventually(t, 30*time.Second, "broker 1 to re-register", func() bool {
 		b, ok := b2.View().Broker(1)
 		return ok && b.Active() && b.Epoch == 2 && b1.Epoch() == 2
 	})
-	waitFor(t, 10*time.Second, "broker 1's lease to be valid again", func() bool { return b1.LeaseValid(time.Now()) })
-	waitFor(t, 10*time.Second, "OnEpochChange(1, 2)", func() bool {
+	testutil.Eventually(t, 10*time.Second, "broker 1's lease to be valid again", func() bool { return b1.LeaseValid(time.Now()) })
+	testutil.Eventually(t, 10*time.Second, "OnEpochChange(1, 2)", func() bool {
 		n, ok := epochChanges.Load(int64(1))
 		return ok && n.(int64) == 2
 	})

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -85,7 +86,8 @@ type Config struct {
 	// The Peers entry is what the others dial (the advertised address).
 	RaftAddr string
 	APIAddr  string
-	// DataDir holds raft.db (bolt: log and stable store) and snapshots/.
+	// DataDir holds raft.db (bolt: log and stable store) and snapshots/. It may be empty
+	// when LogStore, StableStore and SnapshotStore are all injected.
 	DataDir string
 	// Peers is the static quorum (3 or 5 voters), identical on every controller. A
 	// controller without Raft state bootstraps the cluster with it; one with state ignores it
@@ -136,6 +138,25 @@ type Config struct {
 	// owns and closes them.
 	RaftListener net.Listener
 	APIListener  net.Listener
+
+	// RaftTransport, LogStore, StableStore and SnapshotStore, when set, replace what the
+	// controller builds itself: the TCP transport on RaftAddr (or RaftListener), the
+	// bolt log and stable store in DataDir/raft.db, the file snapshots in
+	// DataDir/snapshots. Nil keeps that default, so `weir controller` never sets them.
+	// They exist so tests can run a quorum without sockets or files
+	// (raft.NewInmemTransport, NewInmemStore, NewInmemSnapshotStore) and cut its links
+	// at will.
+	//
+	// The transport's LocalAddr must be this node's RaftAddr in Peers, because the
+	// bootstrap configuration names every voter by that address; it cannot be combined
+	// with RaftListener. Like the listeners, the Controller closes the transport (if it
+	// has a Close method, raft.WithClose). The stores stay the caller's and stay open:
+	// a controller started again on the same stores comes back with its Raft state, as
+	// one started again on the same DataDir does.
+	RaftTransport raft.Transport
+	LogStore      raft.LogStore
+	StableStore   raft.StableStore
+	SnapshotStore raft.SnapshotStore
 }
 
 // DefaultConfig returns a configuration with the defaults; NodeID, DataDir and Peers
@@ -237,8 +258,16 @@ func (c *Config) Validate() error {
 	if c.APIAddr == "" {
 		c.APIAddr = c.peer(c.NodeID).APIAddr
 	}
-	if c.DataDir == "" {
+	if c.DataDir == "" && (c.LogStore == nil || c.StableStore == nil || c.SnapshotStore == nil) {
 		return errors.New("controller: no data dir")
+	}
+	if c.RaftTransport != nil {
+		if c.RaftListener != nil {
+			return fmt.Errorf("%w: both a raft transport and a raft listener", ErrBadConfig)
+		}
+		if got, want := string(c.RaftTransport.LocalAddr()), c.peer(c.NodeID).RaftAddr; got != want {
+			return fmt.Errorf("%w: the raft transport's address %q is not peer %d's raft address %q", ErrBadConfig, got, c.NodeID, want)
+		}
 	}
 	if c.HeartbeatTimeout < 5*time.Millisecond || c.ElectionTimeout < c.HeartbeatTimeout {
 		return errors.New("controller: need heartbeat timeout >= 5ms and election timeout >= heartbeat timeout")

@@ -1,14 +1,18 @@
 package controller
 
 import (
+	"errors"
 	"flag"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -81,16 +85,11 @@ func TestSingleControllerOwnListeners(t *testing.T) {
 		cfg.Registerer = reg
 		cfg.Logger = testLogger()
 		var c *Controller
-		var err error
-		for i := 0; i < 100; i++ { // the previous instance's sockets may linger briefly
-			if c, err = New(cfg); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The previous instance's sockets may linger briefly.
+		testutil.EventuallyNoError(t, 10*time.Second, "binding the controller's own addresses", func() (err error) {
+			c, err = New(cfg)
+			return err
+		})
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +139,7 @@ func TestSingleControllerOwnListeners(t *testing.T) {
 	}
 	c = start() // same registry: Close unregistered the metrics
 	defer c.Close()
-	waitFor(t, 20*time.Second, "the restarted controller to replay", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the restarted controller to replay", func() bool {
 		tt := c.View().Topics["solo"]
 		return tt != nil && tt.ID == top.ID && c.IsLeader()
 	})
@@ -169,4 +168,78 @@ func labels(m *dto.Metric) map[string]string {
 		out[l.GetName()] = l.GetValue()
 	}
 	return out
+}
+
+// TestInjectedRaft checks the rules for an injected transport and stores, and that a
+// controller given all of them touches neither the network for Raft nor its DataDir,
+// and comes back with its state when started again on the same stores.
+func TestInjectedRaft(t *testing.T) {
+	base := func() Config {
+		c := DefaultConfig()
+		c.NodeID = 1
+		c.Peers = Peers{{ID: 1, RaftAddr: "mem-1", APIAddr: "127.0.0.1:0"}}
+		return c
+	}
+	_, tr := raft.NewInmemTransport("mem-1")
+	store := raft.NewInmemStore()
+
+	c := base()
+	_, c.RaftTransport = raft.NewInmemTransport("mem-2")
+	if err := c.Validate(); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("a transport on another node's address: %v, want ErrBadConfig", err)
+	}
+	c = base()
+	c.RaftTransport = tr
+	c.RaftListener = listenLoopback(t, "127.0.0.1:0")
+	c.RaftListener.Close()
+	if err := c.Validate(); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("a transport and a raft listener: %v, want ErrBadConfig", err)
+	}
+	c = base()
+	c.DataDir = ""
+	c.LogStore, c.StableStore = store, store
+	if err := c.Validate(); err == nil {
+		t.Error("no data dir for the file snapshots was accepted")
+	}
+	c.SnapshotStore = raft.NewInmemSnapshotStore()
+	if err := c.Validate(); err != nil {
+		t.Errorf("all stores injected, no data dir: %v", err)
+	}
+
+	// A data dir that is set but must stay unused.
+	dir := t.TempDir()
+	snaps := raft.NewInmemSnapshotStore()
+	start := func() *Controller {
+		cfg := base()
+		cfg.DataDir = dir
+		_, cfg.RaftTransport = raft.NewInmemTransport("mem-1")
+		cfg.LogStore, cfg.StableStore, cfg.SnapshotStore = store, store, snaps
+		cfg.APIListener = listenLoopback(t, "127.0.0.1:0")
+		cfg.Logger = testLogger()
+		ctl, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ctl.Start(); err != nil {
+			ctl.Close()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ctl.Close() })
+		testutil.Eventually(t, 20*time.Second, "the single controller to lead with a cluster ID", func() bool {
+			return ctl.IsLeader() && ctl.View().ClusterID != ""
+		})
+		return ctl
+	}
+	ctl := start()
+	id := ctl.View().ClusterID
+	if err := ctl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ctl = start(); ctl.View().ClusterID != id {
+		t.Fatalf("cluster ID %q after a restart on the same stores, was %q", ctl.View().ClusterID, id)
+	}
+	ctl.Close()
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Fatalf("data dir of a controller with injected stores: %v %v", entries, err)
+	}
 }

@@ -49,7 +49,8 @@ type Controller struct {
 }
 
 // New validates cfg, opens the Raft stores under cfg.DataDir and binds the Raft and API
-// listeners. Nothing is served before Start.
+// listeners (stores and transport the config injects are used as they are). Nothing is
+// served before Start.
 func New(cfg Config) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -85,6 +86,8 @@ func New(cfg Config) (*Controller, error) {
 			c.node.close()
 		} else if cfg.RaftListener != nil {
 			cfg.RaftListener.Close()
+		} else {
+			closeTransport(cfg.RaftTransport)
 		}
 		if c.apiLn != nil {
 			c.apiLn.Close()

@@ -11,7 +11,14 @@
 //   - commands.go, cmd_*.go: the Raft log entries, applied by domain (cluster, brokers,
 //     topics, moves, producer IDs, objects: cmd_objects.go states the manifest rules).
 //   - raft.go: hashicorp/raft wiring (raft-boltdb/v2 log+stable store in raft.db, file
-//     snapshots, TCP transport, static bootstrap) and hclog → slog.
+//     snapshots, TCP transport, static bootstrap) and hclog → slog. Config's
+//     RaftTransport, LogStore, StableStore and SnapshotStore replace any of those
+//     defaults; `weir controller` leaves them nil. They are the seam for tests that run
+//     a quorum in memory (quorum_mem_test.go: raft.NewInmemTransport and in-memory
+//     stores; links cut with Disconnect to make a minority). An injected transport's
+//     address must be the node's RaftAddr in Peers; the Controller closes the transport
+//     but never an injected store, which keeps its state across a restart like a data
+//     dir does.
 //   - controller.go, config.go, metrics.go: the Controller life cycle, Config, metrics.
 //   - api*.go, wire.go, errors.go: the HTTP API (route table in api.go), its JSON bodies
 //     and error codes; writes reaching a follower are proxied to the leader.
@@ -29,9 +36,10 @@
 // 12 CancelMove, 13 PrepareObject, 14 CommitObject, 15 DeleteObjects. An entry that
 // does not decode is refused alike by every replica.
 //
-// Snapshot: the JSON of State: {"cluster_id", "version", "next_producer_id",
-// "next_object_id", "brokers": {"<id>": metadata.Broker}, "topics": {"<name>":
-// metadata.Topic, each partition with its manifest "objects": [{"object",
+// Snapshot: the JSON of State after the snapshot format version: {"format_version": 1,
+// "cluster_id", "version", "next_producer_id", "next_object_id", "brokers": {"<id>":
+// metadata.Broker}, "topics": {"<name>": metadata.Topic, each partition with its
+// manifest "objects": [{"object",
 // "first_offset", "last_offset", "max_timestamp", "bytes"}]}, "objects": {"<id>":
 // metadata.Object}}. "max_timestamp" and "bytes" are left out while 0 (ranges committed
 // before they existed restore with 0).
@@ -40,6 +48,11 @@
 // restores as no objects. Object IDs start at 1; an object's key is
 // "objects/<ID, 20 digits>.obj". Deleted objects are dropped from "objects" (an ID
 // below next_object_id that is not there was deleted). Restore replaces the state.
+// "format_version" (SnapshotFormatVersion; "version" counts commands) is absent from
+// snapshots written before it existed, which are version 1; Restore refuses any other
+// version (ErrSnapshotVersion). Golden snapshots: testdata/snapshot-v1.json and the
+// frozen testdata/snapshot-unversioned.json; `go test ./controller/ -run Golden -update`
+// rewrites the current version's file only.
 //
 // Objects: prepare → PUT → commit → trim the WAL; retention and garbage collection
 // delete the key from object storage first, then DeleteObjects. The rules are in
@@ -52,7 +65,8 @@
 // (ranges still in a manifest below the log start: committed below it, or restored
 // from a snapshot written before log starts trimmed manifests).
 //
-// Data dir: raft.db (bolt, log + stable store), snapshots/ (raft file snapshots, 2 kept).
+// Data dir: raft.db (bolt, log + stable store), snapshots/ (raft file snapshots, 2 kept);
+// neither is created when the corresponding stores are injected.
 //
 // # Determinism
 //

@@ -21,6 +21,9 @@ var (
 	ErrBadRequest = errors.New("controller: bad request")
 	// ErrClosed is returned by a closed Controller or Client.
 	ErrClosed = errors.New("controller: closed")
+	// ErrBadConfig: Config.Validate refused an injected Raft transport that cannot work
+	// (the checks older than injection return plain "controller: ..." errors).
+	ErrBadConfig = errors.New("controller: bad configuration")
 
 	errInvalidRequest = ErrBadRequest
 	errNotFound       = errors.New("controller: no such endpoint")

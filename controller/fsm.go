@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -150,10 +151,28 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
+// SnapshotFormatVersion is the version of the snapshot encoding, written as
+// "format_version" before the State's fields. Snapshots written before the field existed
+// have none and are version 1: adding it changed nothing else. A change that an older
+// controller would misread bumps it, so that the older one refuses the snapshot
+// (ErrSnapshotVersion) instead of restoring a wrong state.
+const SnapshotFormatVersion = 1
+
+// ErrSnapshotVersion: Restore was given a snapshot of a format version this build does
+// not read, written by a newer controller.
+var ErrSnapshotVersion = errors.New("controller: unsupported snapshot format version")
+
+// snapshotFile is what Persist writes. Only encoded: State.UnmarshalJSON reads (and
+// checks) the version, so Restore decodes into a State.
+type snapshotFile struct {
+	FormatVersion uint32 `json:"format_version"`
+	State
+}
+
 type fsmSnapshot struct{ st State }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := json.NewEncoder(sink).Encode(&s.st); err != nil {
+	if err := json.NewEncoder(sink).Encode(snapshotFile{FormatVersion: SnapshotFormatVersion, State: s.st}); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("controller: write snapshot: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // testCluster is an in-process quorum on loopback, each controller with its own
@@ -28,18 +29,16 @@ func testLogger() *slog.Logger {
 	return nil
 }
 
+// listenLoopback binds addr, retrying while a restarted controller's old socket on the
+// same port is still being torn down.
 func listenLoopback(t testing.TB, addr string) net.Listener {
 	t.Helper()
-	var err error
-	for i := 0; i < 100; i++ { // a restart may race the old socket's teardown
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			return ln
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("listen %s: %v", addr, err)
-	return nil
+	var ln net.Listener
+	testutil.EventuallyNoError(t, 10*time.Second, "listening on "+addr, func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
+	return ln
 }
 
 func newTestCluster(t testing.TB, n int, mutate func(*Config)) *testCluster {
@@ -119,7 +118,7 @@ func (tc *testCluster) apiAddrs() []string {
 func (tc *testCluster) waitLeader() int {
 	tc.t.Helper()
 	leader := -1
-	waitFor(tc.t, 30*time.Second, "a leader with a cluster ID", func() bool {
+	testutil.Eventually(tc.t, 30*time.Second, "a leader with a cluster ID", func() bool {
 		for i, c := range tc.ctrls {
 			if c != nil && c.IsLeader() && c.View().ClusterID != "" {
 				leader = i
@@ -175,18 +174,6 @@ func (tc *testCluster) broker(id int32, rack string) *Client {
 		tc.t.Fatalf("register broker %d: %v", id, err)
 	}
 	return c
-}
-
-// waitFor polls cond until it holds or the (generous) timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func ctxT(t testing.TB) context.Context {

@@ -20,56 +20,85 @@ import (
 
 // raftNode is the Raft side of a controller: stores, transport and the raft instance.
 type raftNode struct {
-	store     *raftboltdb.BoltStore
+	bolt      *raftboltdb.BoltStore // nil when the log and stable stores were injected
+	logs      raft.LogStore
+	stable    raft.StableStore
 	snaps     raft.SnapshotStore
-	transport *raft.NetworkTransport
+	transport raft.Transport
 	addr      net.Addr // bound Raft address
 	raft      *raft.Raft
 }
 
-// openRaftStores opens the bolt log+stable store and the snapshot store under dataDir
-// and binds the Raft transport (New; raft itself starts in Start).
+// openRaftStores opens the stores and the transport the config does not inject: the
+// bolt log+stable store and the snapshot store under dataDir, and the bound TCP
+// transport (New; raft itself starts in Start).
 func openRaftStores(cfg *Config, hlog hclog.Logger) (*raftNode, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("controller: %w", err)
+	n := &raftNode{logs: cfg.LogStore, stable: cfg.StableStore, snaps: cfg.SnapshotStore}
+	if n.logs == nil || n.stable == nil || n.snaps == nil {
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("controller: %w", err)
+		}
 	}
-	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.DataDir, "raft.db"))
-	if err != nil {
-		return nil, fmt.Errorf("controller: open raft.db: %w", err)
+	if n.logs == nil || n.stable == nil {
+		store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.DataDir, "raft.db"))
+		if err != nil {
+			return nil, fmt.Errorf("controller: open raft.db: %w", err)
+		}
+		n.bolt = store
+		if n.logs == nil {
+			n.logs = store
+		}
+		if n.stable == nil {
+			n.stable = store
+		}
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog.Named("snapshots"))
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("controller: snapshot store: %w", err)
+	if n.snaps == nil {
+		snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog.Named("snapshots"))
+		if err != nil {
+			n.closeBolt()
+			return nil, fmt.Errorf("controller: snapshot store: %w", err)
+		}
+		n.snaps = snaps
+	}
+	if cfg.RaftTransport != nil {
+		n.transport = cfg.RaftTransport
+		n.addr = transportAddr(cfg.RaftTransport.LocalAddr())
+		return n, nil
 	}
 	advertise, err := net.ResolveTCPAddr("tcp", cfg.peer(cfg.NodeID).RaftAddr)
 	if err != nil {
-		store.Close()
+		n.closeBolt()
 		return nil, fmt.Errorf("controller: raft advertise address: %w", err)
 	}
-	var trans *raft.NetworkTransport
-	var bound net.Addr
 	if cfg.RaftListener != nil {
-		bound = cfg.RaftListener.Addr()
-		trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		n.addr = cfg.RaftListener.Addr()
+		n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream:  &streamLayer{Listener: cfg.RaftListener, advertise: advertise},
 			MaxPool: 3,
 			Timeout: 10 * time.Second,
 			Logger:  hlog.Named("transport"),
 		})
-	} else {
-		trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, 10*time.Second, hlog.Named("transport"))
-		if err != nil {
-			store.Close()
-			return nil, fmt.Errorf("controller: raft transport on %s: %w", cfg.RaftAddr, err)
-		}
-		bound = advertise
-		if a, err := net.ResolveTCPAddr("tcp", string(trans.LocalAddr())); err == nil {
-			bound = a
-		}
+		return n, nil
 	}
-	return &raftNode{store: store, snaps: snaps, transport: trans, addr: bound}, nil
+	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, 10*time.Second, hlog.Named("transport"))
+	if err != nil {
+		n.closeBolt()
+		return nil, fmt.Errorf("controller: raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	n.transport = trans
+	n.addr = advertise
+	if a, err := net.ResolveTCPAddr("tcp", string(trans.LocalAddr())); err == nil {
+		n.addr = a
+	}
+	return n, nil
 }
+
+// transportAddr is an injected transport's address: whatever string it routes by,
+// not necessarily host:port (an in-memory transport's is any name).
+type transportAddr raft.ServerAddress
+
+func (a transportAddr) Network() string { return "raft" }
+func (a transportAddr) String() string  { return string(a) }
 
 // start creates the raft instance and bootstraps the static quorum if there is no state.
 func (n *raftNode) start(cfg *Config, fsm raft.FSM, hlog hclog.Logger, notify chan<- bool) error {
@@ -88,15 +117,15 @@ func (n *raftNode) start(cfg *Config, fsm raft.FSM, hlog hclog.Logger, notify ch
 	if err := raft.ValidateConfig(rc); err != nil {
 		return fmt.Errorf("controller: raft config: %w", err)
 	}
-	logs := raft.LogStore(n.store)
-	if cached, err := raft.NewLogCache(512, n.store); err == nil {
+	logs := n.logs
+	if cached, err := raft.NewLogCache(512, n.logs); err == nil {
 		logs = cached
 	}
-	existing, err := raft.HasExistingState(logs, n.store, n.snaps)
+	existing, err := raft.HasExistingState(logs, n.stable, n.snaps)
 	if err != nil {
 		return fmt.Errorf("controller: raft state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, fsm, logs, n.store, n.snaps, n.transport)
+	r, err := raft.NewRaft(rc, fsm, logs, n.stable, n.snaps, n.transport)
 	if err != nil {
 		return fmt.Errorf("controller: start raft: %w", err)
 	}
@@ -114,7 +143,8 @@ func (n *raftNode) start(cfg *Config, fsm raft.FSM, hlog hclog.Logger, notify ch
 	return nil
 }
 
-// close shuts raft down, then the transport and the store. Safe on a partial start.
+// close shuts raft down, then the transport and the bolt store (injected stores are
+// the caller's). Safe on a partial start.
 func (n *raftNode) close() error {
 	var first error
 	if n.raft != nil {
@@ -122,17 +152,30 @@ func (n *raftNode) close() error {
 			first = err
 		}
 	}
-	if n.transport != nil {
-		if err := n.transport.Close(); err != nil && first == nil {
-			first = err
-		}
+	// Raft's shutdown closed the transport already if it started; a transport that
+	// never reached raft (New failed, Start never ran) is closed here.
+	if err := closeTransport(n.transport); err != nil && first == nil {
+		first = err
 	}
-	if n.store != nil {
-		if err := n.store.Close(); err != nil && first == nil {
-			first = err
-		}
+	if err := n.closeBolt(); err != nil && first == nil {
+		first = err
 	}
 	return first
+}
+
+func (n *raftNode) closeBolt() error {
+	if n.bolt == nil {
+		return nil
+	}
+	return n.bolt.Close()
+}
+
+// closeTransport closes t if it can be closed; both of ours tolerate a second Close.
+func closeTransport(t raft.Transport) error {
+	if c, ok := t.(raft.WithClose); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 func serverID(id int32) raft.ServerID { return raft.ServerID(strconv.Itoa(int(id))) }

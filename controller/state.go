@@ -35,14 +35,22 @@ type State struct {
 
 // UnmarshalJSON decodes a State. The "objects" field was reserved (and never written)
 // before object manifests existed: an absent, null or empty value ({}, [], "") decodes
-// as no objects.
+// as no objects. A "format_version" (see snapshotFile) other than SnapshotFormatVersion
+// is refused with ErrSnapshotVersion; an absent one is version 1.
 func (s *State) UnmarshalJSON(b []byte) error {
 	type plain State
 	aux := struct {
 		*plain
-		Objects json.RawMessage `json:"objects"`
+		FormatVersion *uint32         `json:"format_version"`
+		Objects       json.RawMessage `json:"objects"`
 	}{plain: (*plain)(s)}
-	if err := json.Unmarshal(b, &aux); err != nil {
+	err := json.Unmarshal(b, &aux)
+	// Checked before err: a newer format may well not decode, and its version is the
+	// reason to report. Unmarshal fills the fields it can despite type errors.
+	if v := aux.FormatVersion; v != nil && *v != SnapshotFormatVersion {
+		return fmt.Errorf("%w %d (this build reads %d)", ErrSnapshotVersion, *v, SnapshotFormatVersion)
+	}
+	if err != nil {
 		return err
 	}
 	s.Objects = nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 func TestMembershipMetadataAndEpochUpdate(t *testing.T) {
@@ -43,7 +44,7 @@ func TestMembershipMetadataAndEpochUpdate(t *testing.T) {
 			}
 			n := n
 			if !ok {
-				waitFor(t, convergeTimeout, "OnJoin delivered", func() bool {
+				testutil.Eventually(t, convergeTimeout, "OnJoin delivered", func() bool {
 					ev, ok = n.rec.find(byID(o.cfg.BrokerID), "join")
 					return ok
 				})
@@ -66,7 +67,7 @@ func TestMembershipMetadataAndEpochUpdate(t *testing.T) {
 	}
 	for _, n := range []*testNode{nodes[0], nodes[2]} {
 		n := n
-		waitFor(t, convergeTimeout, "epoch 7 of broker 2 reaches the others", func() bool {
+		testutil.Eventually(t, convergeTimeout, "epoch 7 of broker 2 reaches the others", func() bool {
 			m, ok := n.g.Lookup(2)
 			_, ev := n.rec.find(byIDEpoch(2, 7), "update")
 			return ok && m.Epoch == 7 && ev
@@ -91,7 +92,12 @@ func TestCrashDetection(t *testing.T) {
 	var all []time.Duration
 	for trial := 1; trial <= trials; trial++ {
 		nodes := startCluster(t, size)
-		time.Sleep(500 * time.Millisecond) // let probing settle into its steady state
+		// Not synchronisation (startCluster already waited for convergence): what is
+		// measured is how fast a cluster that has been running notices a crash, so a
+		// few probe rounds pass first instead of measuring from the join transient,
+		// where every member has just reshuffled its probe order. No assertion
+		// depends on it.
+		time.Sleep(3 * DefaultProbeInterval)
 		victim := nodes[len(nodes)-1]
 		survivors := nodes[:len(nodes)-1]
 		closedAt := time.Now()
@@ -102,7 +108,7 @@ func TestCrashDetection(t *testing.T) {
 		for _, n := range survivors {
 			n := n
 			var ev recEvent
-			waitFor(t, detectTimeout, "OnLeave for the crashed member", func() bool {
+			testutil.Eventually(t, detectTimeout, "OnLeave for the crashed member", func() bool {
 				var ok bool
 				ev, ok = n.rec.find(byID(victim.cfg.BrokerID), "leave")
 				return ok
@@ -144,7 +150,7 @@ func TestGracefulLeave(t *testing.T) {
 	for _, n := range nodes[:2] {
 		n := n
 		var ev recEvent
-		waitFor(t, detectTimeout, "OnLeave after graceful leave", func() bool {
+		testutil.Eventually(t, detectTimeout, "OnLeave after graceful leave", func() bool {
 			var ok bool
 			ev, ok = n.rec.find(byID(3), "leave")
 			return ok
@@ -175,7 +181,7 @@ func TestRestartAfterDetectionNewAddress(t *testing.T) {
 	}
 	for _, n := range nodes[:2] {
 		n := n
-		waitFor(t, detectTimeout, "OnLeave for broker 3", func() bool {
+		testutil.Eventually(t, detectTimeout, "OnLeave for broker 3", func() bool {
 			_, ok := n.rec.find(byID(3), "leave")
 			return ok
 		})
@@ -188,7 +194,7 @@ func TestRestartAfterDetectionNewAddress(t *testing.T) {
 	waitConverged(t, all, 3)
 	for _, n := range nodes[:2] {
 		n := n
-		waitFor(t, convergeTimeout, "OnJoin/OnUpdate with epoch 2", func() bool {
+		testutil.Eventually(t, convergeTimeout, "OnJoin/OnUpdate with epoch 2", func() bool {
 			m, ok := n.g.Lookup(3)
 			_, ev := n.rec.find(byIDEpoch(3, 2), "join", "update")
 			return ok && m.Epoch == 2 && ev
@@ -212,7 +218,7 @@ func TestFastRestartSameAddress(t *testing.T) {
 	all := []*testNode{nodes[0], nodes[1], restarted}
 	for _, n := range nodes[:2] {
 		n := n
-		waitFor(t, convergeTimeout, "epoch 5 of broker 3 visible", func() bool {
+		testutil.Eventually(t, convergeTimeout, "epoch 5 of broker 3 visible", func() bool {
 			m, ok := n.g.Lookup(3)
 			_, ev := n.rec.find(byIDEpoch(3, 5), "join", "update")
 			return ok && m.Epoch == 5 && ev
@@ -240,7 +246,7 @@ func TestFastRestartNewAddress(t *testing.T) {
 	restarted := startNode(t, testConfig(3, 5, "127.0.0.1:0", nodes[0].g.Addr()))
 	for _, n := range nodes[:2] {
 		n := n
-		waitFor(t, convergeTimeout, "epoch 5 of broker 3 visible", func() bool {
+		testutil.Eventually(t, convergeTimeout, "epoch 5 of broker 3 visible", func() bool {
 			m, ok := n.g.Lookup(3)
 			_, ev := n.rec.find(byIDEpoch(3, 5), "join", "update")
 			return ok && m.Epoch == 5 && ev
@@ -313,12 +319,15 @@ func TestMalformedPeerIgnored(t *testing.T) {
 	// exchange with the seed has happened.
 	for _, r := range raws {
 		r := r
-		waitFor(t, convergeTimeout, "raw node learns the cluster", func() bool { return r.NumMembers() >= 4 })
+		testutil.Eventually(t, convergeTimeout, "raw node learns the cluster", func() bool { return r.NumMembers() >= 4 })
 	}
-	waitFor(t, convergeTimeout, "malformed metadata counted on the seed", func() bool {
+	testutil.Eventually(t, convergeTimeout, "malformed metadata counted on the seed", func() bool {
 		return metricValue(t, nodes[0].reg, "weir_gossip_malformed_meta_total") >= float64(len(bad))
 	})
-	// Let gossip run for a while with the bad nodes around.
+	// Not synchronisation: the waits above proved every exchange with the bad nodes
+	// happened. What must not happen is a bad node showing up later, so gossip runs
+	// with them for several gossip (100 ms) and probe (200 ms) rounds before the
+	// members and events are checked.
 	time.Sleep(time.Second)
 	for _, n := range nodes {
 		got := n.g.Members()
@@ -353,7 +362,7 @@ func TestPeerTurningMalformedKeepsLastValidView(t *testing.T) {
 	if err := raw.UpdateNode(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, convergeTimeout, "malformed update counted", func() bool {
+	testutil.Eventually(t, convergeTimeout, "malformed update counted", func() bool {
 		return metricValue(t, nodes[0].reg, "weir_gossip_malformed_meta_total") >= 1 &&
 			metricValue(t, nodes[1].reg, "weir_gossip_malformed_meta_total") >= 1
 	})
@@ -396,7 +405,11 @@ func TestBlockedCallbackDoesNotBlockGossip(t *testing.T) {
 	<-blocked // the first callback is now stuck
 	third := startNode(t, testConfig(3, 1, "127.0.0.1:0", second.g.Addr()))
 	waitConverged(t, []*testNode{first, second, third}, 3)
-	time.Sleep(2 * time.Second) // several probe rounds and suspicion timeouts
+	// Not synchronisation: nothing is expected to happen. If the blocked callback
+	// stalled memberlist, a member's probes would go unanswered and it would be
+	// suspected and declared dead within a few probe rounds (200 ms) plus the
+	// suspicion timeout (800 ms for 3 members); 2 s gives that every chance to show.
+	time.Sleep(2 * time.Second)
 	for _, n := range []*testNode{second, third} {
 		if _, ok := n.rec.find(func(Member) bool { return true }, "leave"); ok {
 			t.Fatalf("broker %d saw a leave while broker 1's callback was blocked", n.cfg.BrokerID)
@@ -419,7 +432,7 @@ func TestJoinRetriesUntilSeedAnswers(t *testing.T) {
 		n := startNode(t, cfg)
 		nodes = append(nodes, n)
 		if i == 0 {
-			waitFor(t, convergeTimeout, "join failures counted", func() bool {
+			testutil.Eventually(t, convergeTimeout, "join failures counted", func() bool {
 				return metricValue(t, n.reg, "weir_gossip_join_failures_total") >= 2
 			})
 			if got := len(n.g.Members()); got != 1 {

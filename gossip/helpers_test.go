@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // Deadlines are generous (the race detector on 2 cores is slow); tests poll and never
@@ -135,7 +136,7 @@ func startCluster(t testing.TB, n int) []*testNode {
 
 func waitConverged(t testing.TB, nodes []*testNode, want int) {
 	t.Helper()
-	waitFor(t, convergeTimeout, fmt.Sprintf("%d members see each other", want), func() bool {
+	testutil.Eventually(t, convergeTimeout, fmt.Sprintf("%d members see each other", want), func() bool {
 		for _, n := range nodes {
 			if len(n.g.Members()) != want {
 				return false
@@ -143,17 +144,6 @@ func waitConverged(t testing.TB, nodes []*testNode, want int) {
 		}
 		return true
 	})
-}
-
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // metricValue reads a counter or gauge from reg (0 if absent).

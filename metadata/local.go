@@ -43,7 +43,19 @@ type LocalStore struct {
 	changed chan struct{}
 }
 
+// LocalFormatVersion is the version of the state file's format, written as
+// "format_version". Files written before the field existed have none (0 here) and are
+// version 1: adding it changed nothing else. A change that an older build would misread
+// bumps it, so that the older build refuses the file (ErrFormatVersion) instead of
+// running on a wrong state and rewriting the file without the fields it does not know.
+const LocalFormatVersion = 1
+
+// ErrFormatVersion: the state file is of a format version this build does not read,
+// written by a newer build.
+var ErrFormatVersion = errors.New("metadata: unsupported metadata file format version")
+
 type localState struct {
+	FormatVersion  uint32            `json:"format_version"`
 	ClusterID      string            `json:"cluster_id"`
 	Version        uint64            `json:"version"`
 	NextProducerID int64             `json:"next_producer_id"`
@@ -76,7 +88,7 @@ func OpenLocal(cfg LocalConfig) (*LocalStore, error) {
 	b, err := os.ReadFile(cfg.Path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		s.state = localState{ClusterID: newClusterID(), Topics: map[string]*Topic{}}
+		s.state = localState{FormatVersion: LocalFormatVersion, ClusterID: newClusterID(), Topics: map[string]*Topic{}}
 		if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
 			return nil, fmt.Errorf("metadata: %w", err)
 		}
@@ -86,9 +98,17 @@ func OpenLocal(cfg LocalConfig) (*LocalStore, error) {
 	case err != nil:
 		return nil, fmt.Errorf("metadata: read %s: %w", cfg.Path, err)
 	default:
-		if err := json.Unmarshal(b, &s.state); err != nil {
+		err := json.Unmarshal(b, &s.state)
+		// Checked before err: a newer format may well not parse, and its version is the
+		// reason to report. Unmarshal fills the fields it can despite type errors.
+		if v := s.state.FormatVersion; v != 0 && v != LocalFormatVersion {
+			return nil, fmt.Errorf("%w %d in %s (this build reads %d)", ErrFormatVersion, v, cfg.Path, LocalFormatVersion)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("metadata: parse %s: %w", cfg.Path, err)
 		}
+		// The next write records the version in a file written before it existed.
+		s.state.FormatVersion = LocalFormatVersion
 		if s.state.Topics == nil {
 			s.state.Topics = map[string]*Topic{}
 		}

@@ -110,4 +110,20 @@
 // later segments (logging their names) and starts a new segment at the cut,
 // so new appends never follow garbage. Replay also starts a new segment after
 // a clean end, truncating the previous one's unused preallocated space.
+//
+// A segment header with a valid checksum but another version is not damage: it
+// was written by another build. Replay (and ReadOnly.Scan) refuse it with
+// ErrVersion, naming the file, and leave the log untouched.
+//
+// # Golden files
+//
+// testdata/segments-v1/ holds two segments of format version 1 (a few records,
+// preallocated zero tails). TestGolden* read them with this build and check that
+// it still writes them byte for byte. A format change bumps FormatVersion and
+// adds testdata/segments-v<N>/ with
+//
+//	go test ./wal/ -run Golden -update
+//
+// which writes the current version's directory only; older ones are never
+// regenerated and must still be read or refused with ErrVersion.
 package wal

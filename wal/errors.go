@@ -21,6 +21,10 @@ var (
 	ErrCorrupt = errors.New("wal: corrupt record")
 	// ErrTorn: a record or segment header is cut short (a torn write).
 	ErrTorn = errors.New("wal: torn record")
+	// ErrVersion: a segment header is intact (magic and checksum match) but of a format
+	// version this build does not read. Replay returns it and leaves the log as it is:
+	// cutting there, as for damage, would delete a newer build's records.
+	ErrVersion = errors.New("wal: unsupported segment format version")
 	// ErrTooLarge: the payload is larger than Config.MaxRecordSize.
 	ErrTooLarge = errors.New("wal: record too large")
 	// ErrNotReplayed: Append was called before Replay finished.

@@ -75,7 +75,8 @@ func (r *ReadOnly) refresh() error {
 
 // Scan calls fn for each valid record in log order and returns the position just past
 // the last one. The payload is only valid during the call. An error from fn stops the
-// scan and is returned.
+// scan and is returned, and so does a segment of a format version this build does not
+// read (ErrVersion).
 func (r *ReadOnly) Scan(fn func(typ byte, payload []byte, pos Pos) error) (Pos, error) {
 	if err := r.refresh(); err != nil {
 		return 0, err
@@ -100,7 +101,12 @@ func (r *ReadOnly) Scan(fn func(typ byte, payload []byte, pos Pos) error) (Pos, 
 		if err != nil && err != io.EOF {
 			return end, fmt.Errorf("wal: reading %s: %w", s.path, err)
 		}
-		if base, err := decodeSegmentHeader(hdr[:n]); err != nil || base != s.base || limit < HeaderSize {
+		base, err := decodeSegmentHeader(hdr[:n])
+		if errors.Is(err, ErrVersion) {
+			// Not damage: stopping quietly would hide the newer build's records.
+			return end, fmt.Errorf("wal: scan %s: %w", s.path, err)
+		}
+		if err != nil || base != s.base || limit < HeaderSize {
 			return end, nil // a segment still being installed, or damaged: stop here
 		}
 		rd := NewReader(io.NewSectionReader(s.f, HeaderSize, limit-HeaderSize), limit-HeaderSize)

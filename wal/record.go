@@ -191,7 +191,9 @@ func encodeSegmentHeader(base Pos) []byte {
 	return h
 }
 
-// decodeSegmentHeader checks a segment header and returns its base position.
+// decodeSegmentHeader checks a segment header and returns its base position. The
+// version is checked after the checksum, so that damage is never mistaken for a newer
+// format (ErrVersion) nor a newer format for damage.
 func decodeSegmentHeader(h []byte) (Pos, error) {
 	if len(h) < HeaderSize {
 		return 0, fmt.Errorf("%w: segment header cut short (%d bytes)", ErrTorn, len(h))
@@ -206,7 +208,7 @@ func decodeSegmentHeader(h []byte) (Pos, error) {
 		return 0, fmt.Errorf("%w: segment header checksum mismatch", ErrCorrupt)
 	}
 	if v := binary.LittleEndian.Uint32(h[8:12]); v != FormatVersion {
-		return 0, fmt.Errorf("%w: unsupported segment format version %d", ErrCorrupt, v)
+		return 0, fmt.Errorf("%w %d (this build reads %d)", ErrVersion, v, FormatVersion)
 	}
 	base := binary.LittleEndian.Uint64(h[12:20])
 	if base > 1<<62 {

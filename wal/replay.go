@@ -47,8 +47,9 @@ type scanned struct {
 // segment is truncated and later segments are removed. Appends then continue
 // in a new segment. Replay must succeed once before records can be appended;
 // fn may be nil. An error from fn stops Replay and is returned (wrapped) with
-// the log untouched. I/O errors are returned as they are, never treated as a
-// torn log. After a failed Replay the WAL should be closed.
+// the log untouched. I/O errors are returned as they are, and a segment of a
+// format version this build does not read as an error wrapping ErrVersion;
+// neither is treated as a torn log. After a failed Replay the WAL should be closed.
 func (w *WAL) Replay(fn func(typ byte, payload []byte, pos Pos) error) (ReplayInfo, error) {
 	w.replayMu.Lock()
 	defer w.replayMu.Unlock()
@@ -108,6 +109,8 @@ func (w *WAL) scan(segs []*scanned, fn func(byte, []byte, Pos) error, info *Repl
 		}
 		base, herr := decodeSegmentHeader(hdr[:n])
 		switch {
+		case errors.Is(herr, ErrVersion):
+			return 0, fmt.Errorf("wal: replay %s: %w", s.path, herr)
 		case herr != nil:
 		case base != s.base:
 			herr = fmt.Errorf("%w: segment header says base %d, file name says %d", ErrCorrupt, base, s.base)

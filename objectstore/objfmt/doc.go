@@ -122,4 +122,16 @@
 // uploader gathers batches per partition anyway, and a partition's run stays contiguous
 // in the object without buffering. A large partition gets an object of its own the same
 // way: an object with one partition in its index.
+//
+// # Golden file
+//
+// testdata/object-v1.obj is a small object of format version 1 (two partitions' runs of
+// two blocks each, index, footer). TestGoldenObject* read it back with this build and
+// check that the Writer still writes it byte for byte. A format change bumps Version and
+// adds testdata/object-v<N>.obj with
+//
+//	go test ./objectstore/objfmt/ -run Golden -update
+//
+// which writes the current version's file only; older files are never regenerated and
+// must still be read or refused with ErrVersion.
 package objfmt

@@ -19,7 +19,8 @@ func BenchmarkReadSequential(b *testing.B) {
 	}
 	size := f.put("o/bench.obj", 0, p)
 	objs := []ObjectRef{ref("o/bench.obj", size, p)}
-	// S3's first-byte latency is tens of milliseconds: where readahead pays.
+	// S3's first-byte latency is tens of milliseconds: where readahead pays. The
+	// sleep is that latency, the thing measured, not a wait for anything.
 	latency := func(ctx context.Context, key string, off, n int64) error {
 		time.Sleep(10 * time.Millisecond)
 		return nil

@@ -10,8 +10,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/objectstore/objfmt"
 )
 
@@ -33,7 +34,7 @@ func TestSecondReadNoGETs(t *testing.T) {
 	// The result is the caller's: changing it does not change the cache.
 	first[0] ^= 0xff
 	checkRead(t, p, 40, read(t, r, p, 40, 8000, objs))
-	if hits := testutil.ToFloat64(r.m.hits.WithLabelValues(kindBlock)); hits == 0 {
+	if hits := promtest.ToFloat64(r.m.hits.WithLabelValues(kindBlock)); hits == 0 {
 		t.Fatal("no block cache hits counted")
 	}
 }
@@ -86,8 +87,8 @@ func TestConcurrentReadersCoalesce(t *testing.T) {
 	for i := range results {
 		wg.Go(func() { results[i] = read(t, r, p, 50, 6000, objs) })
 	}
-	eventually(t, "15 readers waiting for the index", func() bool {
-		return waiting.Load() == 1 && testutil.ToFloat64(r.m.coalesced.WithLabelValues(kindIndex)) == 15
+	testutil.Eventually(t, waitTimeout, "15 readers waiting for the index", func() bool {
+		return waiting.Load() == 1 && promtest.ToFloat64(r.m.coalesced.WithLabelValues(kindIndex)) == 15
 	})
 	release()
 	wg.Wait()
@@ -114,17 +115,17 @@ func TestWaiterLoadsWhenOwnerCancelled(t *testing.T) {
 		_, err := r.Read(ctx, p.topic, p.part, off, 1, objs)
 		ownerErr <- err
 	}()
-	eventually(t, "the owner's GET", func() bool { return waiting.Load() == 1 })
+	testutil.Eventually(t, waitTimeout, "the owner's GET", func() bool { return waiting.Load() == 1 })
 	got := make(chan []byte, 1)
 	go func() { got <- read(t, r, p, off, 1, objs) }()
-	eventually(t, "the second reader to wait", func() bool {
-		return testutil.ToFloat64(r.m.coalesced.WithLabelValues(kindBlock)) == 1
+	testutil.Eventually(t, waitTimeout, "the second reader to wait", func() bool {
+		return promtest.ToFloat64(r.m.coalesced.WithLabelValues(kindBlock)) == 1
 	})
 	cancel()
 	if err := <-ownerErr; !errors.Is(err, context.Canceled) {
 		t.Fatalf("owner: %v, want context.Canceled", err)
 	}
-	eventually(t, "the waiter's own GET", func() bool { return waiting.Load() == 1 })
+	testutil.Eventually(t, waitTimeout, "the waiter's own GET", func() bool { return waiting.Load() == 1 })
 	release()
 	checkRead(t, p, off, <-got)
 }

@@ -249,15 +249,9 @@ func read(t testing.TB, r *Reader, p *tpart, offset int64, maxBytes int, objs []
 	return b
 }
 
-// eventually polls cond for up to 10 seconds.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
+// waitTimeout bounds a wait for the Reader's goroutines: generous, since nothing is
+// asserted about how long they take.
+const waitTimeout = 10 * time.Second
 
 // noReadahead is the default config without readahead, for tests that count GETs.
 func noReadahead() Config {

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestReadEveryOffset reads every offset of three partitions of one object (many small
@@ -168,7 +168,7 @@ func TestOffsetForTimestamp(t *testing.T) {
 	if err != nil || !ok || off != b.FirstOffset {
 		t.Fatalf("clamped: %d %v %v, want %d", off, ok, err, b.FirstOffset)
 	}
-	if got := testutil.ToFloat64(r.m.requests.WithLabelValues(purposeBlock)); got != 0 {
+	if got := promtest.ToFloat64(r.m.requests.WithLabelValues(purposeBlock)); got != 0 {
 		t.Fatalf("OffsetForTimestamp issued %v block GETs", got)
 	}
 	if got := f.cs.count(); got != 2 {
@@ -202,7 +202,7 @@ func TestLargeIndex(t *testing.T) {
 		p := parts[i]
 		checkRead(t, p, p.first(), read(t, r, p, p.first(), 1000, []ObjectRef{ref("o/big-index.obj", size, p)}))
 	}
-	if got := testutil.ToFloat64(r.m.requests.WithLabelValues(purposeIndex)); got != 2 {
+	if got := promtest.ToFloat64(r.m.requests.WithLabelValues(purposeIndex)); got != 2 {
 		t.Fatalf("%v index GETs, want 2 (tail, then index)", got)
 	}
 }

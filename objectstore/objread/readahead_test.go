@@ -7,7 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 func raConfig() Config {
@@ -41,13 +42,13 @@ func TestSequentialReadahead(t *testing.T) {
 				}
 				b := read(t, r, p, off, 32<<10, objs[k:])
 				off = p.batches[p.holding(t, off)+checkRead(t, p, off, b)-1].last + 1
-				eventually(t, "readahead to finish", func() bool { return r.ra.running.Load() == 0 })
+				testutil.Eventually(t, waitTimeout, "readahead to finish", func() bool { return r.ra.running.Load() == 0 })
 			}
-			fg := testutil.ToFloat64(r.m.requests.WithLabelValues(purposeBlock))
-			ra := testutil.ToFloat64(r.m.requests.WithLabelValues(purposeReadahead))
-			used := testutil.ToFloat64(r.m.readahead.WithLabelValues("used"))
-			wasted := testutil.ToFloat64(r.m.readahead.WithLabelValues("wasted"))
-			misses := testutil.ToFloat64(r.m.misses.WithLabelValues(kindBlock))
+			fg := promtest.ToFloat64(r.m.requests.WithLabelValues(purposeBlock))
+			ra := promtest.ToFloat64(r.m.requests.WithLabelValues(purposeReadahead))
+			used := promtest.ToFloat64(r.m.readahead.WithLabelValues("used"))
+			wasted := promtest.ToFloat64(r.m.readahead.WithLabelValues("wasted"))
+			misses := promtest.ToFloat64(r.m.misses.WithLabelValues(kindBlock))
 			t.Logf("%d reads, %d bytes: foreground GETs %v, readahead GETs %v, used %v wasted %v", reads, p.bytes(), fg, ra, used, wasted)
 			if fg > 2 || misses > 2 {
 				t.Errorf("foreground block GETs %v, misses %v: want at most 2 (the reads before readahead starts)", fg, misses)
@@ -94,11 +95,11 @@ func TestCloseStopsReadahead(t *testing.T) {
 	})
 	off := p.batches[1].base
 	checkRead(t, p, off, read(t, r, p, off, 1, objs)) // sequential: readahead starts
-	eventually(t, "a stalled readahead", func() bool { return r.ra.running.Load() == 1 })
+	testutil.Eventually(t, waitTimeout, "a stalled readahead", func() bool { return r.ra.running.Load() == 1 })
 
 	// q reads sequentially too, but the only slot is taken: no waiting.
 	checkRead(t, q, q.batches[1].base, read(t, r, q, q.batches[1].base, 1, qobjs))
-	if got := testutil.ToFloat64(r.m.readahead.WithLabelValues("skipped")); got != 1 {
+	if got := promtest.ToFloat64(r.m.readahead.WithLabelValues("skipped")); got != 1 {
 		t.Fatalf("skipped readaheads %v, want 1", got)
 	}
 

@@ -1,0 +1,388 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weir-io/weir/internal/testutil"
+	"github.com/weir-io/weir/metadata"
+)
+
+// memCluster is a quorum whose Raft runs entirely in memory: in-memory transports the
+// test wires and cuts, and in-memory log, stable and snapshot stores that outlive a
+// controller, so a stopped controller starts again on its Raft state as one does on
+// its data dir. No Raft socket and no file: DataDir stays empty. Only the HTTP API
+// listens (every Controller serves it), on loopback port 0; these tests do not use it,
+// they propose on the controllers directly.
+type memCluster struct {
+	t     testing.TB
+	peers Peers
+	trans []*raft.InmemTransport
+	logs  []*raft.InmemStore // log and stable store
+	snaps []*raft.InmemSnapshotStore
+	ctrls []*Controller // nil while stopped
+	cut   []bool        // true: the node's links are cut (isolate)
+	tune  func(*Config)
+}
+
+// memTimeout bounds every wait: generous, the race detector on 2 cores is slow.
+const memTimeout = 30 * time.Second
+
+func memAddr(i int) raft.ServerAddress { return raft.ServerAddress(fmt.Sprintf("mem-%d", i+1)) }
+
+func newMemCluster(t testing.TB, n int, tune func(*Config)) *memCluster {
+	t.Helper()
+	mc := &memCluster{t: t, tune: tune, ctrls: make([]*Controller, n), trans: make([]*raft.InmemTransport, n), cut: make([]bool, n)}
+	apiLns := make([]net.Listener, n)
+	for i := 0; i < n; i++ {
+		apiLns[i] = listenLoopback(t, "127.0.0.1:0")
+		mc.peers = append(mc.peers, Peer{ID: int32(i + 1), RaftAddr: string(memAddr(i)), APIAddr: apiLns[i].Addr().String()})
+		mc.logs = append(mc.logs, raft.NewInmemStore())
+		mc.snaps = append(mc.snaps, raft.NewInmemSnapshotStore())
+	}
+	t.Cleanup(mc.stopAll)
+	for i := 0; i < n; i++ {
+		mc.startWith(i, apiLns[i])
+	}
+	return mc
+}
+
+// restart starts a stopped controller again on its in-memory stores.
+func (mc *memCluster) restart(i int) {
+	mc.t.Helper()
+	mc.startWith(i, listenLoopback(mc.t, mc.peers[i].APIAddr))
+}
+
+// startWith starts controller i with a fresh transport, connected to every node whose
+// links are not cut (a stopped node's old transport was closed by raft's shutdown).
+func (mc *memCluster) startWith(i int, apiLn net.Listener) {
+	mc.t.Helper()
+	_, tr := raft.NewInmemTransport(memAddr(i))
+	mc.trans[i] = tr
+	mc.wire()
+	cfg := DefaultConfig()
+	cfg.NodeID = int32(i + 1)
+	cfg.DataDir = ""
+	cfg.Peers = append(Peers(nil), mc.peers...)
+	cfg.Logger = testLogger()
+	cfg.Registerer = prometheus.NewRegistry()
+	cfg.APIListener = apiLn
+	cfg.RaftTransport = tr
+	cfg.LogStore, cfg.StableStore, cfg.SnapshotStore = mc.logs[i], mc.logs[i], mc.snaps[i]
+	// No broker heartbeats here: fencing brokers would change the state the tests
+	// compare between replicas.
+	cfg.LeaseTimeout = time.Hour
+	if mc.tune != nil {
+		mc.tune(&cfg)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		mc.t.Fatalf("controller %d: New: %v", i+1, err)
+	}
+	if err := c.Start(); err != nil {
+		c.Close()
+		mc.t.Fatalf("controller %d: Start: %v", i+1, err)
+	}
+	if got := c.RaftAddr().String(); got != string(memAddr(i)) {
+		mc.t.Fatalf("controller %d: raft address %s, want %s", i+1, got, memAddr(i))
+	}
+	mc.ctrls[i] = c
+}
+
+// wire connects every pair of transports whose links are not cut, both ways
+// (ConnectAll for transports that come and go).
+func (mc *memCluster) wire() {
+	for i, a := range mc.trans {
+		for j, b := range mc.trans {
+			if i != j && a != nil && b != nil && !mc.cut[i] && !mc.cut[j] {
+				a.Connect(memAddr(j), b)
+			}
+		}
+	}
+}
+
+// isolate cuts node i off: it reaches no one and no one reaches it.
+func (mc *memCluster) isolate(i int) {
+	mc.cut[i] = true
+	if mc.trans[i] != nil {
+		mc.trans[i].DisconnectAll()
+	}
+	for j, tr := range mc.trans {
+		if j != i && tr != nil {
+			tr.Disconnect(memAddr(i))
+		}
+	}
+}
+
+// heal gives node i its links back.
+func (mc *memCluster) heal(i int) {
+	mc.cut[i] = false
+	mc.wire()
+}
+
+func (mc *memCluster) stop(i int) {
+	if c := mc.ctrls[i]; c != nil {
+		c.Close()
+		mc.ctrls[i] = nil
+	}
+}
+
+func (mc *memCluster) stopAll() {
+	for i := range mc.ctrls {
+		mc.stop(i)
+	}
+}
+
+// waitLeader returns the leader the running controllers outside skip agree on, once it
+// has a cluster ID: it is Leader, and every other one of them follows it. skip holds
+// cut-off or doomed nodes, which may still believe in an old leader (themselves).
+func (mc *memCluster) waitLeader(skip ...int) int {
+	mc.t.Helper()
+	skipped := map[int]bool{}
+	for _, i := range skip {
+		skipped[i] = true
+	}
+	leader := -1
+	testutil.Eventually(mc.t, memTimeout, "a leader the others follow", func() bool {
+		leader = -1
+		for i, c := range mc.ctrls {
+			if c != nil && !skipped[i] && c.IsLeader() && c.View().ClusterID != "" {
+				leader = i
+			}
+		}
+		if leader < 0 {
+			return false
+		}
+		for i, c := range mc.ctrls {
+			if c == nil || skipped[i] || i == leader {
+				continue
+			}
+			if id, _, ok := c.leader(); !ok || id != int32(leader+1) || c.IsLeader() {
+				return false
+			}
+		}
+		return true
+	})
+	return leader
+}
+
+// topicCmd creates a one-partition topic. With a fixed ID it is idempotent (the same
+// ID again succeeds without change), so a write whose outcome is unknown can be retried.
+func topicCmd(name string, id metadata.TopicID) *createTopicCmd {
+	return &createTopicCmd{Topic: metadata.Topic{Name: name, ID: id, Partitions: []metadata.Partition{{Leader: 1}}}}
+}
+
+// write commits the creation of topic name through whichever node (outside skip) is
+// leader, retrying through elections, and returns the version it left the leader at.
+func (mc *memCluster) write(name string, skip ...int) uint64 {
+	mc.t.Helper()
+	cmd := topicCmd(name, newTopicID())
+	var version uint64
+	testutil.EventuallyNoError(mc.t, memTimeout, "committing topic "+name, func() error {
+		c := mc.ctrls[mc.waitLeader(skip...)]
+		if _, err := c.propose(cmd); err != nil {
+			return err
+		}
+		version = c.View().Version
+		return nil
+	})
+	return version
+}
+
+// waitSame waits until the running controllers outside skip have applied at least
+// version and hold byte-identical states, and returns that state.
+func (mc *memCluster) waitSame(version uint64, skip ...int) string {
+	mc.t.Helper()
+	skipped := map[int]bool{}
+	for _, i := range skip {
+		skipped[i] = true
+	}
+	var want string
+	testutil.Eventually(mc.t, memTimeout, fmt.Sprintf("every replica at version %d with the same state", version), func() bool {
+		want = ""
+		for i, c := range mc.ctrls {
+			if c == nil || skipped[i] {
+				continue
+			}
+			if c.View().Version < version {
+				return false
+			}
+			got := stateOf(mc.t, c)
+			if want == "" {
+				want = got
+			} else if got != want {
+				return false
+			}
+		}
+		return true
+	})
+	return want
+}
+
+// TestMemQuorumElectsAndReplicates: three controllers over in-memory transports elect
+// one leader that the other two follow, the leader's first write (the cluster ID)
+// reaches all three FSMs, and so do later writes, in the same order (equal states at
+// equal versions). A follower does not accept writes itself.
+func TestMemQuorumElectsAndReplicates(t *testing.T) {
+	mc := newMemCluster(t, 3, nil)
+	leader := mc.waitLeader()
+	term := mc.ctrls[leader].Status().Term
+	for i, c := range mc.ctrls {
+		if st := c.Status(); st.Term != term || st.LeaderID != int32(leader+1) {
+			t.Fatalf("controller %d: term %d leader %d, want term %d leader %d", i+1, st.Term, st.LeaderID, term, leader+1)
+		}
+	}
+	var version uint64
+	for i := 0; i < 5; i++ {
+		version = mc.write(fmt.Sprintf("replicated-%d", i))
+	}
+	state := mc.waitSame(version)
+	for i, c := range mc.ctrls {
+		v := c.View()
+		if v.ClusterID != mc.ctrls[leader].View().ClusterID || len(v.Topics) != 5 {
+			t.Fatalf("controller %d: cluster ID %q, %d topics; state %s", i+1, v.ClusterID, len(v.Topics), state)
+		}
+	}
+	follower := (leader + 1) % 3
+	if _, err := mc.ctrls[follower].propose(topicCmd("on-a-follower", newTopicID())); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("propose on a follower: %v, want ErrNotLeader", err)
+	}
+}
+
+// TestMemQuorumLeaderFailover: the leader is cut off, then shut down; the other two
+// elect a new leader in a later term that holds every committed write and commits new
+// ones; the old leader, started again on its stores, catches up to the same state.
+func TestMemQuorumLeaderFailover(t *testing.T) {
+	mc := newMemCluster(t, 3, nil)
+	old := mc.waitLeader()
+	oldTerm := mc.ctrls[old].Status().Term
+	var version uint64
+	for i := 0; i < 5; i++ {
+		version = mc.write(fmt.Sprintf("before-%d", i))
+	}
+	before := mc.waitSame(version)
+
+	mc.isolate(old)
+	leader := mc.waitLeader(old)
+	if leader == old {
+		t.Fatal("the cut-off controller is still the leader the others follow")
+	}
+	if term := mc.ctrls[leader].Status().Term; term <= oldTerm {
+		t.Fatalf("new leader in term %d, the old one was in term %d", term, oldTerm)
+	}
+	if got := stateOf(t, mc.ctrls[leader]); got != before {
+		t.Fatalf("the new leader's state differs from the committed one:\n got %s\nwant %s", got, before)
+	}
+	mc.stop(old)
+	for i := 0; i < 3; i++ {
+		version = mc.write(fmt.Sprintf("after-%d", i), old)
+	}
+	after := mc.waitSame(version, old)
+	if v := mc.ctrls[leader].View(); len(v.Topics) != 8 {
+		t.Fatalf("after failover: %d topics, want 8", len(v.Topics))
+	}
+
+	mc.heal(old)
+	mc.restart(old)
+	if got := mc.waitSame(version); got != after {
+		t.Fatalf("the restarted old leader caught up to a different state:\n got %s\nwant %s", got, after)
+	}
+	if mc.ctrls[old].fsm.restores.Load() != 0 {
+		t.Fatal("the restarted controller needed a snapshot; its log was in its store")
+	}
+}
+
+// TestMemQuorumMinorityCannotCommit: a leader cut off from the other two is a minority.
+// A write proposed on it fails (it loses leadership without ever reaching a quorum)
+// and is applied nowhere; meanwhile the majority elects a leader and commits. Once the
+// link is back the old leader drops its uncommitted entry and takes the majority's
+// state. A cut-off follower misses writes (and cannot become leader to make its own)
+// until it is back, then catches up through a snapshot the majority took meanwhile.
+func TestMemQuorumMinorityCannotCommit(t *testing.T) {
+	mc := newMemCluster(t, 3, func(c *Config) {
+		// The cut-off leader keeps believing it leads for up to LeaderLeaseTimeout; a
+		// long one makes sure the minority write enters its log before it steps down.
+		c.HeartbeatTimeout = time.Second
+		c.ElectionTimeout = time.Second
+		c.LeaderLeaseTimeout = time.Second
+		c.SnapshotThreshold = 8
+		c.SnapshotInterval = 50 * time.Millisecond
+		c.TrailingLogs = 2
+	})
+	old := mc.waitLeader()
+	version := mc.write("before")
+	mc.waitSame(version)
+
+	t.Run("cut-off leader", func(t *testing.T) {
+		c := mc.ctrls[old]
+		last := c.r.Load().LastIndex()
+		mc.isolate(old)
+		_, err := c.propose(topicCmd("minority", newTopicID()))
+		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("a write on the cut-off leader: %v, want ErrUnavailable or ErrNotLeader", err)
+		}
+		lastAfter, commit := c.r.Load().LastIndex(), c.r.Load().CommitIndex()
+		t.Logf("minority write: %v (log %d → %d, commit %d)", err, last, lastAfter, commit)
+		if errors.Is(err, ErrUnavailable) && (lastAfter <= last || commit >= lastAfter) {
+			t.Fatalf("the write was lost while committing, yet no uncommitted entry is in the log (log %d → %d, commit %d)", last, lastAfter, commit)
+		}
+		if c.View().Topics["minority"] != nil {
+			t.Fatal("the cut-off leader applied a write no quorum accepted")
+		}
+		leader := mc.waitLeader(old)
+		version = mc.write("majority", old)
+		mc.waitSame(version, old)
+		if mc.ctrls[leader].View().Topics["minority"] != nil {
+			t.Fatal("the majority has the minority's write")
+		}
+
+		mc.heal(old)
+		// One more write after the heal: once every replica has applied it, everything
+		// committed before it was applied too, the minority write included if it had been.
+		version = mc.write("healed")
+		state := mc.waitSame(version)
+		for i, c := range mc.ctrls {
+			if v := c.View(); v.Topics["minority"] != nil || v.Topics["majority"] == nil {
+				t.Fatalf("controller %d after the heal: %s", i+1, state)
+			}
+		}
+	})
+
+	t.Run("cut-off follower", func(t *testing.T) {
+		leader := mc.waitLeader()
+		follower := (leader + 1) % 3
+		f := mc.ctrls[follower]
+		before := f.View().Version
+		mc.isolate(follower)
+		if _, err := f.propose(topicCmd("on-the-cut-off-follower", newTopicID())); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("a write on the cut-off follower: %v, want ErrNotLeader", err)
+		}
+		for i := 0; i < 20; i++ { // past SnapshotThreshold: the leader snapshots and trims its log
+			version = mc.write(fmt.Sprintf("missed-%d", i), follower)
+		}
+		mc.waitSame(version, follower)
+		// The leader keeps TrailingLogs (2) entries below its snapshot: 3 past the
+		// follower's last entry, the next one it must send is gone from its log.
+		testutil.Eventually(t, memTimeout, "the majority to compact the follower's next entry away", func() bool {
+			st := mc.ctrls[mc.waitLeader(follower)].Status()
+			return st.LastSnapshotIndex >= f.r.Load().LastIndex()+3
+		})
+		if got := f.View().Version; got != before || f.IsLeader() {
+			t.Fatalf("the cut-off follower moved on alone: version %d → %d, leader %v", before, got, f.IsLeader())
+		}
+
+		mc.heal(follower)
+		state := mc.waitSame(version)
+		if f.fsm.restores.Load() == 0 {
+			t.Fatal("the follower caught up without the snapshot its missing entries were compacted into")
+		}
+		if f.View().Topics["missed-19"] == nil || f.View().Topics["on-the-cut-off-follower"] != nil {
+			t.Fatalf("the follower after the heal: %s", state)
+		}
+	})
+}
