@@ -1,0 +1,244 @@
+// Package metatest is an in-memory cluster metadata store for tests: what the Raft
+// controller gives a set of brokers (one shared metadata.View with change notification,
+// broker registration, producer IDs, graceful partition moves), without Raft, HTTP or
+// files. Several in-process brokers can share one Store, which is what a test needs to
+// run brokers together (moves across WALs, cross-broker coordination) without starting
+// a controller quorum. A single broker that wants real persistence uses
+// metadata.LocalStore instead.
+//
+// It is not a model of the controller's rules: it decides what the controller would
+// decide only as far as those tests need (see Store), and refuses the rest with
+// ErrNotSupported rather than pretending.
+package metatest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/weir-io/weir/metadata"
+)
+
+// ErrNotSupported is returned by the metadata.Store operations Store does not implement.
+var ErrNotSupported = errors.New("metatest: not supported")
+
+// errValidateOnly ends a validate-only CreateTopic inside update, so nothing is published.
+var errValidateOnly = errors.New("metatest: validate only")
+
+// Store is a metadata.Store and metadata.Registrar shared by in-process brokers, with
+// CompleteMove (what a leader calls to hand a partition over) and BeginMove (what the
+// controller records when an admin moves a partition). Its rules:
+//
+//   - The brokers are fixed by NewStore, all active from the start, at 127.0.0.1:1 until
+//     they register; the first one is reported as the controller. RegisterBroker
+//     replaces a listed broker's record (address, rack, epoch as given) and keeps it
+//     active; it ignores an ID NewStore did not list.
+//   - CreateTopic gives the topic a random ID and places its partitions round-robin
+//     over the brokers in NewStore's order (every topic starts at the first broker,
+//     whatever their state); -1 partitions means 1. Each partition starts with a log
+//     chain of its leader's WAL from offset 0, leader epoch 0, no move.
+//   - BeginMove marks a partition as moving to a target; CompleteMove makes the target
+//     the leader from the given end offset (appended to the log chain), with the next
+//     leader epoch. Neither checks who asks or whether the target is active.
+//   - SetLogStartOffset is accepted and ignored: log start offsets stay 0, so a test's
+//     views change only when it changes something itself.
+//   - DeleteTopic, CreatePartitions and AlterTopicConfigs return ErrNotSupported.
+//   - AllocateProducerID counts from 1.
+//
+// Every change publishes a new View with the next version and closes the channel
+// Changed returned; a View, once published, never changes. Safe for concurrent use.
+type Store struct {
+	mu      sync.Mutex
+	view    *metadata.View
+	changed chan struct{}
+	nextPID int64
+}
+
+var (
+	_ metadata.Store     = (*Store)(nil)
+	_ metadata.Registrar = (*Store)(nil)
+)
+
+// NewStore returns a store at version 0 with the given brokers (their order is the
+// placement order) and no topics. Without brokers no topic can be created
+// (metadata.ErrNotController, as the controller answers) and the controller ID is -1.
+func NewStore(brokers ...int32) *Store {
+	bs := make([]metadata.Broker, 0, len(brokers))
+	for _, id := range brokers {
+		bs = append(bs, metadata.Broker{ID: id, Host: "127.0.0.1", Port: 1, State: metadata.BrokerActive})
+	}
+	controller := int32(-1)
+	if len(brokers) > 0 {
+		controller = brokers[0]
+	}
+	return &Store{view: metadata.NewView(0, "test", controller, bs, nil), changed: make(chan struct{})}
+}
+
+// View returns the current view.
+func (s *Store) View() *metadata.View {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.view
+}
+
+// Changed returns a channel closed at the next change of View.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// update lets fn change a copy of the view and publishes it, unless fn fails. Brokers,
+// topics, partitions and log chains are copied because fn changes them in place and
+// published views are shared; object manifests and configs are never changed here, so
+// the copy shares them.
+func (s *Store) update(fn func(v *metadata.View) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := *s.view
+	v.Brokers = append([]metadata.Broker(nil), s.view.Brokers...)
+	v.Topics = make(map[string]*metadata.Topic, len(s.view.Topics))
+	for k, t := range s.view.Topics {
+		c := *t
+		c.Partitions = make([]metadata.Partition, len(t.Partitions))
+		for i, p := range t.Partitions {
+			p.Logs = append([]metadata.LogRange(nil), p.Logs...)
+			c.Partitions[i] = p
+		}
+		v.Topics[k] = &c
+	}
+	if err := fn(&v); err != nil {
+		return err
+	}
+	s.view = metadata.NewView(v.Version+1, v.ClusterID, v.ControllerID, v.Brokers, v.Topics)
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return nil
+}
+
+// RegisterBroker records b, active, if NewStore listed its ID.
+func (s *Store) RegisterBroker(_ context.Context, b metadata.Broker) error {
+	return s.update(func(v *metadata.View) error {
+		for i := range v.Brokers {
+			if v.Brokers[i].ID == b.ID {
+				b.State = metadata.BrokerActive
+				v.Brokers[i] = b
+			}
+		}
+		return nil
+	})
+}
+
+// CreateTopic creates a topic placed round-robin; with validateOnly it returns the topic
+// it would create and publishes nothing.
+func (s *Store) CreateTopic(_ context.Context, spec metadata.TopicSpec, validateOnly bool) (*metadata.Topic, error) {
+	var out *metadata.Topic
+	err := s.update(func(v *metadata.View) error {
+		if v.Topics[spec.Name] != nil {
+			return fmt.Errorf("%w: %q", metadata.ErrTopicExists, spec.Name)
+		}
+		if len(v.Brokers) == 0 {
+			return fmt.Errorf("%w: no brokers", metadata.ErrNotController)
+		}
+		n := spec.Partitions
+		if n < 0 {
+			n = 1
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: topic %q with 0 partitions", metadata.ErrInvalidPartitions, spec.Name)
+		}
+		t := &metadata.Topic{Name: spec.Name, Configs: map[string]string{}}
+		for k, val := range spec.Configs {
+			t.Configs[k] = val
+		}
+		if _, err := rand.Read(t.ID[:]); err != nil {
+			return fmt.Errorf("metatest: topic ID: %w", err)
+		}
+		for i := int32(0); i < n; i++ {
+			leader := v.Brokers[int(i)%len(v.Brokers)].ID
+			t.Partitions = append(t.Partitions, metadata.Partition{Index: i, Leader: leader, Logs: []metadata.LogRange{{Broker: leader}}, MovingTo: -1})
+		}
+		out = t
+		if validateOnly {
+			return errValidateOnly
+		}
+		v.Topics[t.Name] = t
+		return nil
+	})
+	if errors.Is(err, errValidateOnly) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteTopic is not supported.
+func (s *Store) DeleteTopic(_ context.Context, name string) (*metadata.Topic, error) {
+	return nil, fmt.Errorf("%w: DeleteTopic(%q)", ErrNotSupported, name)
+}
+
+// CreatePartitions is not supported.
+func (s *Store) CreatePartitions(_ context.Context, name string, _ int32, _ bool) error {
+	return fmt.Errorf("%w: CreatePartitions(%q)", ErrNotSupported, name)
+}
+
+// AlterTopicConfigs is not supported.
+func (s *Store) AlterTopicConfigs(_ context.Context, name string, _ []metadata.ConfigOp, _ bool) error {
+	return fmt.Errorf("%w: AlterTopicConfigs(%q)", ErrNotSupported, name)
+}
+
+// SetLogStartOffset accepts and ignores the new log start offset.
+func (s *Store) SetLogStartOffset(context.Context, metadata.TopicID, int32, int64) error {
+	return nil
+}
+
+// AllocateProducerID returns 1, 2, 3, ...
+func (s *Store) AllocateProducerID(context.Context) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextPID++
+	return s.nextPID, nil
+}
+
+// BeginMove starts a graceful move of a partition to target: its leader sees the
+// partition moving and hands it over with CompleteMove.
+func (s *Store) BeginMove(topic string, partition, target int32) error {
+	return s.update(func(v *metadata.View) error {
+		t := v.Topics[topic]
+		if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
+			return fmt.Errorf("%w: %s/%d", metadata.ErrUnknownTopic, topic, partition)
+		}
+		p := &t.Partitions[partition]
+		p.Moving, p.MovingTo = true, target
+		return nil
+	})
+}
+
+// CompleteMove hands a moving partition to its target, which leads from endOffset on
+// with the next leader epoch. A partition that is not moving is refused
+// (metadata.ErrMoveRefused).
+func (s *Store) CompleteMove(_ context.Context, id metadata.TopicID, partition int32, endOffset int64) error {
+	return s.update(func(v *metadata.View) error {
+		for _, t := range v.Topics {
+			if t.ID != id {
+				continue
+			}
+			if partition < 0 || int(partition) >= len(t.Partitions) {
+				return fmt.Errorf("%w: partition %d of %q", metadata.ErrUnknownTopic, partition, t.Name)
+			}
+			p := &t.Partitions[partition]
+			if !p.Moving {
+				return fmt.Errorf("%w: %s/%d is not moving", metadata.ErrMoveRefused, t.Name, partition)
+			}
+			p.Leader, p.LeaderEpoch, p.Moving = p.MovingTo, p.LeaderEpoch+1, false
+			p.MovingTo = -1
+			p.Logs = append(p.Logs, metadata.LogRange{Broker: p.Leader, StartOffset: endOffset})
+			return nil
+		}
+		return fmt.Errorf("%w: id %s", metadata.ErrUnknownTopic, id)
+	})
+}
