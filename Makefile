@@ -23,8 +23,8 @@ test: vet ## everything CI runs
 
 fuzz: ## a short run of every fuzz target
 	$(GO) test ./wal/ -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
-	$(GO) test ./broker/ -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s
-	$(GO) test ./broker/ -run '^$$' -fuzz FuzzValidateProduceBatch -fuzztime 30s
+	$(GO) test ./broker/kafka/ -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s
+	$(GO) test ./internal/recbatch/ -run '^$$' -fuzz FuzzValidateProduce -fuzztime 30s
 	$(GO) test ./objectstore/objfmt/ -run '^$$' -fuzz FuzzParseFooter -fuzztime 20s
 	$(GO) test ./objectstore/objfmt/ -run '^$$' -fuzz FuzzParseIndex -fuzztime 20s
 	$(GO) test ./objectstore/objfmt/ -run '^$$' -fuzz FuzzSplitBatches -fuzztime 20s

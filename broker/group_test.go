@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // groupMember consumes in a goroutine and records what it read.
@@ -67,17 +68,6 @@ func (m *groupMember) assigned() int {
 	return len(m.parts)
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // Three members share six partitions, rebalance as members leave, and committed offsets
 // are honoured: after everyone leaves, a new member reads only what was produced since.
 func TestConsumerGroupRebalanceAndCommits(t *testing.T) {
@@ -103,20 +93,20 @@ func TestConsumerGroupRebalanceAndCommits(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, "all three members assigned", func() bool {
+	testutil.Eventually(t, time.Minute, "all three members assigned", func() bool {
 		return members[0].assigned() > 0 && members[1].assigned() > 0 && members[2].assigned() > 0
 	})
-	eventually(t, "600 records consumed", func() bool { return total(members) >= 600 })
+	testutil.Eventually(t, time.Minute, "600 records consumed", func() bool { return total(members) >= 600 })
 
 	members[2].leave()
 	produce("second", 600)
-	eventually(t, "rebalanced members read the second wave", func() bool { return total(members[:2]) >= 1200-len(members[2].seen) })
+	testutil.Eventually(t, time.Minute, "rebalanced members read the second wave", func() bool { return total(members[:2]) >= 1200-len(members[2].seen) })
 	members[0].leave()
 	members[1].leave()
 
 	produce("third", 60)
 	late := joinGroup(t, b, "g1", "grp")
-	eventually(t, "the new member reads the third wave", func() bool {
+	testutil.Eventually(t, time.Minute, "the new member reads the third wave", func() bool {
 		late.mu.Lock()
 		defer late.mu.Unlock()
 		n := 0
@@ -127,6 +117,8 @@ func TestConsumerGroupRebalanceAndCommits(t *testing.T) {
 		}
 		return n == 60
 	})
+	// Nothing more may arrive: give a re-read of committed records half a second to show
+	// up (a wait for something that must not happen, not synchronisation).
 	time.Sleep(500 * time.Millisecond)
 	late.mu.Lock()
 	for v := range late.seen {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/metadata/metatest"
 )
 
 // metricValue is the value of the series name{labels} in g (a counter's or gauge's value,
@@ -142,7 +143,7 @@ func TestBrokerMetrics(t *testing.T) {
 // by asking that leader for its high watermark; the other broker reports none for it.
 func TestConsumerGroupLagAcrossBrokers(t *testing.T) {
 	root := t.TempDir()
-	store := newMemStore(1, 2)
+	store := metatest.NewStore(1, 2)
 	regs := map[int32]*prometheus.Registry{}
 	brokers := map[int32]*Broker{}
 	for _, id := range []int32{1, 2} {

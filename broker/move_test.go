@@ -8,11 +8,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/metadata/metatest"
 )
 
-// startClusterBroker runs broker id on a shared WAL root with a shared memStore.
-func startClusterBroker(t *testing.T, root string, id int32, store *memStore) *Broker {
+// startClusterBroker runs broker id on a shared WAL root with a shared in-memory metadata store.
+func startClusterBroker(t *testing.T, root string, id int32, store *metatest.Store) *Broker {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.NodeID = id
@@ -39,7 +41,7 @@ func startClusterBroker(t *testing.T, root string, id int32, store *memStore) *B
 // too. A restart of both brokers rebuilds the same log from both WALs.
 func TestGracefulMoveAcrossWALs(t *testing.T) {
 	root := t.TempDir()
-	store := newMemStore(1, 2)
+	store := metatest.NewStore(1, 2)
 	b1 := startClusterBroker(t, root, 1, store)
 	b2 := startClusterBroker(t, root, 2, store)
 	if _, err := store.CreateTopic(testCtx(t), metadata.TopicSpec{Name: "mv", Partitions: 1, ReplicationFactor: -1}, false); err != nil {
@@ -49,7 +51,7 @@ func TestGracefulMoveAcrossWALs(t *testing.T) {
 	if leader() != 1 {
 		t.Fatalf("partition placed on %d", leader())
 	}
-	eventually(t, "broker 1 serves the new partition", func() bool {
+	testutil.Eventually(t, time.Minute, "broker 1 serves the new partition", func() bool {
 		_, err := b1.lookup(store.View().Topics["mv"], 0, true)
 		return err == nil // the broker learns of the topic through its metadata watch
 	})
@@ -60,10 +62,10 @@ func TestGracefulMoveAcrossWALs(t *testing.T) {
 			t.Fatalf("produce %d: %v at %d", i, kerr.ErrorForCode(check.ErrorCode), check.BaseOffset)
 		}
 	}
-	if err := store.beginMove("mv", 0, 2); err != nil {
+	if err := store.BeginMove("mv", 0, 2); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "move completes", func() bool { return leader() == 2 })
+	testutil.Eventually(t, time.Minute, "move completes", func() bool { return leader() == 2 })
 	// The old leader refuses appends; the new one continues the offsets and recognises
 	// the producer's sequence.
 	if r := rawProduce(t, cl1, "mv", makeBatch(9, 0, 5, []byte("x"))); r.ErrorCode != kerr.NotLeaderForPartition.Code {
@@ -71,7 +73,7 @@ func TestGracefulMoveAcrossWALs(t *testing.T) {
 	}
 	cl2 := clientFor(t, b2)
 	var r2 = rawProduce(t, cl2, "mv", makeBatch(9, 0, 4, []byte("v4")))
-	eventually(t, "new leader ready", func() bool {
+	testutil.Eventually(t, time.Minute, "new leader ready", func() bool {
 		r2 = rawProduce(t, cl2, "mv", makeBatch(9, 0, 4, []byte("v4")))
 		return r2.ErrorCode != kerr.NotLeaderForPartition.Code
 	})

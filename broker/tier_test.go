@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/objectstore/faulty"
@@ -164,7 +165,7 @@ func TestTierUploadTrimRestartReadBack(t *testing.T) {
 	if _, err := adm.CommitOffsets(testCtx(t), "g-tier", offs); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "everything uploaded and the WAL trimmed", func() bool {
+	testutil.Eventually(t, time.Minute, "everything uploaded and the WAL trimmed", func() bool {
 		return b.allUploaded() && b.wal.Start() > 0
 	})
 	if n := len(objectKeys(t, store)); n < 3 {
@@ -210,7 +211,7 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 	produceN(t, cl, "compacted", 1, 300, 1000)
 	produceN(t, cl, "by-bytes", 1, 1500, 1000)
 	kept := produceN(t, cl, "kept", 1, 200, 1000)
-	eventually(t, "retention.bytes raises the log start", func() bool {
+	testutil.Eventually(t, time.Minute, "retention.bytes raises the log start", func() bool {
 		so, err := adm.ListStartOffsets(testCtx(t), "by-bytes")
 		o, _ := so.Lookup("by-bytes", 0)
 		return err == nil && o.Offset > 0
@@ -252,7 +253,7 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "retention.ms removes old data", func() bool {
+	testutil.Eventually(t, time.Minute, "retention.ms removes old data", func() bool {
 		so, err := adm.ListStartOffsets(testCtx(t), "by-time")
 		o, _ := so.Lookup("by-time", 0)
 		return err == nil && o.Offset > 0
@@ -261,11 +262,11 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 	// DeleteRecords moves the log start; objects wholly below it go.
 	createTopic(t, adm, "dr", 1, nil)
 	dr := produceN(t, cl, "dr", 1, 100, 1000)
-	eventually(t, "first dr object", b.allUploaded)
+	testutil.Eventually(t, time.Minute, "first dr object", b.allUploaded)
 	for off, v := range produceN(t, cl, "dr", 1, 100, 1000)[0] {
 		dr[0][off] = v
 	}
-	eventually(t, "second dr object", b.allUploaded)
+	testutil.Eventually(t, time.Minute, "second dr object", b.allUploaded)
 	drObjs := func() []metadata.ObjectRange { return b.meta.View().Topics["dr"].Partitions[0].Objects }
 	before := drObjs()
 	if len(before) < 2 || before[0].LastOffset >= 150 {
@@ -309,7 +310,7 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 	if _, err := adm.DeleteTopics(testCtx(t), "by-bytes", "by-time"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "objects of deleted topics removed", func() bool {
+	testutil.Eventually(t, time.Minute, "objects of deleted topics removed", func() bool {
 		return len(objectKeys(t, store)) < keys && len(b.meta.View().GarbageObjects()) == 0
 	})
 	consumeAll(t, b.addr(), "kept", kept)
@@ -363,7 +364,7 @@ func TestTierS3OutageFillsWALThenRecovers(t *testing.T) {
 		t.Fatal("no upload was attempted")
 	}
 	store.Clear() // S3 is back: uploads drain the WAL and produce works again
-	eventually(t, "uploads catch up", func() bool { return b.allUploaded() && b.WALBytes() < 1<<20*3/4 })
+	testutil.Eventually(t, time.Minute, "uploads catch up", func() bool { return b.allUploaded() && b.WALBytes() < 1<<20*3/4 })
 	more := produceN(t, cl, "full", 1, 10, 100)
 	for off, v := range more[0] {
 		want[0][off] = v
@@ -384,7 +385,7 @@ func TestTierGarbageCollectsUncommittedObjects(t *testing.T) {
 	if err := store.Put(ctx, o.Key, strings.NewReader("orphan"), 6); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the orphan deleted and counted", func() bool {
+	testutil.Eventually(t, time.Minute, "the orphan deleted and counted", func() bool {
 		_, inView := b.meta.View().Object(o.ID)
 		_, err := store.Head(ctx, o.Key)
 		n := b.objectsDeleted(t, "garbage", "orphan")
@@ -395,11 +396,11 @@ func TestTierGarbageCollectsUncommittedObjects(t *testing.T) {
 	// once later objects exist the sweep removes it.
 	createTopic(t, b.admin(t), "after", 1, nil)
 	after := produceN(t, b.client(t), "after", 1, 20, 100)
-	eventually(t, "a later object", b.allUploaded)
+	testutil.Eventually(t, time.Minute, "a later object", b.allUploaded)
 	if err := store.Put(ctx, o.Key, strings.NewReader("late"), 4); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the stray key swept", func() bool {
+	testutil.Eventually(t, time.Minute, "the stray key swept", func() bool {
 		_, err := store.Head(ctx, o.Key)
 		return errors.Is(err, objectstore.ErrNotFound)
 	})

@@ -11,19 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
-
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // Killing the Raft leader while clients produce and create topics: a new leader takes
 // over, produce never stops acking for long, every topic whose creation was acked still
@@ -75,7 +65,7 @@ func TestControllerLeaderFailoverAndFullRestart(t *testing.T) {
 	if nl, err := c.WaitLeader(10 * time.Second); err != nil || nl == leader {
 		t.Fatalf("new leader %d, err %v", nl, err)
 	}
-	eventually(t, "produce keeps acking", 30*time.Second, func() bool { return acked.Load() > before+50 })
+	testutil.Eventually(t, 30*time.Second, "produce keeps acking", func() bool { return acked.Load() > before+50 })
 	if err := c.StartController(leader); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +77,7 @@ func TestControllerLeaderFailoverAndFullRestart(t *testing.T) {
 	}
 
 	var snapshot = c.Broker(0).Client.View()
-	eventually(t, "broker 1's view has every created topic", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "broker 1's view has every created topic", func() bool {
 		snapshot = c.Broker(0).Client.View()
 		return snapshot.Topics[created[len(created)-1]] != nil
 	})
@@ -102,7 +92,7 @@ func TestControllerLeaderFailoverAndFullRestart(t *testing.T) {
 	if _, err := c.WaitLeader(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "controllers serve the restored metadata", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "controllers serve the restored metadata", func() bool {
 		v := c.Controller(0).View()
 		return v.Topics["load"] != nil && v.Topics[created[len(created)-1]] != nil
 	})
@@ -143,7 +133,7 @@ func TestMovePartitionKeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	var moved metadata.Partition
-	eventually(t, "the move completes", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "the move completes", func() bool {
 		moved = c.Broker(0).Client.View().Topics["mv"].Partitions[0]
 		return moved.Leader == to && !moved.Moving
 	})
@@ -179,12 +169,12 @@ func TestFencedBrokerComesBack(t *testing.T) {
 	acked := produceValues(t, cl, "f", 3, 50, "x")
 	epoch := c.Broker(2).Client.Epoch()
 	c.KillBroker(2)
-	eventually(t, "broker 3 fenced", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "broker 3 fenced", func() bool {
 		b, _ := c.Broker(0).Client.View().Broker(3)
 		return !b.Active()
 	})
 	var md kadm.Metadata
-	eventually(t, "Metadata stops listing the fenced broker", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "Metadata stops listing the fenced broker", func() bool {
 		var err error
 		if md, err = adm.Metadata(ctxFor(t, 30*time.Second), "f"); err != nil {
 			return false
@@ -207,7 +197,7 @@ func TestFencedBrokerComesBack(t *testing.T) {
 	if e := c.Broker(2).Client.Epoch(); e <= epoch {
 		t.Fatalf("epoch after restart %d, before %d", e, epoch)
 	}
-	eventually(t, "broker 3 active again", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "broker 3 active again", func() bool {
 		b, _ := c.Broker(0).Client.View().Broker(3)
 		return b.Active()
 	})
@@ -256,7 +246,7 @@ func TestGroupCommitsSurviveCoordinatorRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var offs kadm.OffsetResponses
-	eventually(t, "offsets readable after the coordinator restarted", 60*time.Second, func() bool {
+	testutil.Eventually(t, 60*time.Second, "offsets readable after the coordinator restarted", func() bool {
 		offs, err = adm.FetchOffsets(ctxFor(t, 10*time.Second), "grp")
 		return err == nil
 	})

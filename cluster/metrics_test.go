@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/internal/kafkatest"
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // scrape is one /metrics scrape, parsed with the Prometheus text parser.
@@ -116,7 +117,7 @@ func TestClusterMetrics(t *testing.T) {
 	t.Cleanup(srv.Close)
 	get := func() scrape { return scrapeText(t, srv.URL) }
 
-	eventually(t, "gossip sees all three brokers", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "gossip sees all three brokers", func() bool {
 		s := get()
 		for i := 1; i <= 3; i++ {
 			if s.sum("weir_gossip_members_alive", map[string]string{"node": fmt.Sprintf("broker-%d", i)}) != 3 {
@@ -179,7 +180,7 @@ func TestClusterMetrics(t *testing.T) {
 	}
 
 	var after scrape
-	eventually(t, "partitions led to add up", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "partitions led to add up", func() bool {
 		after = get()
 		return after.sum("weir_broker_partitions_led", nil) == partitions+6
 	})
@@ -267,7 +268,7 @@ func TestClusterMetrics(t *testing.T) {
 	if err := gcl.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the live group to be Stable with no lag", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "the live group to be Stable with no lag", func() bool {
 		s := get()
 		lag := s.series("weir_broker_consumer_group_lag", map[string]string{"group": "live"})
 		if len(lag) != partitions || s.sum("weir_broker_consumer_groups", map[string]string{"state": "Stable"}) != 1 {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weir-io/weir/broker"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/objectstore/faulty"
 	"github.com/weir-io/weir/objectstore/s3"
 	"github.com/weir-io/weir/objectstore/s3/s3test"
@@ -131,7 +132,7 @@ func TestTierOnMinIOWithFaults(t *testing.T) {
 	if err := c.Broker(0).Client.MovePartition(ctxFor(t, 30*time.Second), tp.ID, 0, to); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the move completes", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "the move completes", func() bool {
 		p := c.Broker(0).Client.View().Topics["tier"].Partitions[0]
 		return p.Leader == to && !p.Moving
 	})
@@ -152,7 +153,7 @@ func TestTierOnMinIOWithFaults(t *testing.T) {
 		})
 		return ok
 	}
-	eventually(t, "the old leader uploads its own partitions", 60*time.Second, fromUploaded)
+	testutil.Eventually(t, 60*time.Second, "the old leader uploads its own partitions", fromUploaded)
 	// The old leader restarts: it finds the moved partition's batches in its WAL at
 	// replay and must pin them again, then uploads and trims more of its own.
 	if err := c.StopBroker(int(from - 1)); err != nil {
@@ -164,7 +165,7 @@ func TestTierOnMinIOWithFaults(t *testing.T) {
 	for v, off := range produceBig(t, cl, "tier", 6, 100, 1000) {
 		acked[v] = off
 	}
-	eventually(t, "the restarted old leader uploads its own partitions", 60*time.Second, fromUploaded)
+	testutil.Eventually(t, 60*time.Second, "the restarted old leader uploads its own partitions", fromUploaded)
 	if err := c.StopBroker(int(to - 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestTierOnMinIOWithFaults(t *testing.T) {
 	}
 	stores[to].Clear()
 
-	eventually(t, "every partition uploaded", 90*time.Second, func() bool {
+	testutil.Eventually(t, 90*time.Second, "every partition uploaded", func() bool {
 		ends, err := adm.ListEndOffsets(ctxFor(t, 10*time.Second), "tier")
 		if err != nil {
 			return false
@@ -185,7 +186,7 @@ func TestTierOnMinIOWithFaults(t *testing.T) {
 		})
 		return ok
 	})
-	eventually(t, "every WAL trimmed", 60*time.Second, func() bool {
+	testutil.Eventually(t, 60*time.Second, "every WAL trimmed", func() bool {
 		for i := 0; i < 3; i++ {
 			if c.Broker(i).Broker.WALBytes() > 512<<10 {
 				return false

@@ -65,9 +65,9 @@
 // calls the Done callbacks in order. Only then does it take the next group, so
 // a group's failure is reported before any later entry is prepared.
 //
-// A failed write fails the group (ErrNoSpace for ENOSPC) without moving the
-// write position; the next group starts a new segment so that the failed
-// group's bytes can never be mistaken for records. A failed fdatasync fails
+// A failed write fails the group (ErrNoSpace for ENOSPC, ErrIO for other I/O
+// errors) without moving the write position; the next group starts a new
+// segment so that the failed group's bytes can never be mistaken for records. A failed fdatasync fails
 // the WAL for good (ErrFailed): the kernel may have dropped the dirty pages
 // and marked them clean, so a retried fsync could report success for data
 // that is lost (PostgreSQL "fsyncgate"). Reads of synced data keep working.

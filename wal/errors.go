@@ -13,6 +13,10 @@ var (
 	// ErrNoSpace: the file system ran out of space (ENOSPC) while writing or
 	// allocating. The group failed; later groups may succeed once space is freed.
 	ErrNoSpace = errors.New("wal: no space left")
+	// ErrIO: a write, read or other file operation failed with an I/O error other than
+	// running out of space (EIO, a stale NFS handle). The group failed; later groups may
+	// succeed (the next one starts a new segment).
+	ErrIO = errors.New("wal: I/O error")
 	// ErrFailed: an fdatasync (or directory sync) failed; the WAL is failed for
 	// good. Failed syncs are never retried (PostgreSQL "fsyncgate"): the kernel
 	// may have dropped the dirty pages. Reads of synced data still work.
@@ -33,10 +37,11 @@ var (
 	ErrOutOfRange = errors.New("wal: position out of range")
 )
 
-// ioError wraps an I/O error, adding ErrNoSpace for ENOSPC (and EDQUOT on Linux).
+// ioError wraps an I/O error in ErrNoSpace for ENOSPC (and EDQUOT on Linux), ErrIO for
+// anything else, so callers can tell a storage failure from a bug.
 func ioError(op string, err error) error {
 	if errors.Is(err, syscall.ENOSPC) || isQuotaError(err) {
 		return fmt.Errorf("%w: %s: %w", ErrNoSpace, op, err)
 	}
-	return fmt.Errorf("wal: %s: %w", op, err)
+	return fmt.Errorf("%w: %s: %w", ErrIO, op, err)
 }

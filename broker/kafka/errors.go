@@ -61,7 +61,7 @@ func kafkaCode(err error) int16 {
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, metadata.ErrNotController):
 		return kerr.NotController.Code
-	case errors.Is(err, wal.ErrNoSpace), errors.Is(err, wal.ErrFailed), errors.Is(err, wal.ErrClosed),
+	case errors.Is(err, wal.ErrNoSpace), errors.Is(err, wal.ErrIO), errors.Is(err, wal.ErrFailed), errors.Is(err, wal.ErrClosed),
 		errors.Is(err, partlog.ErrStorage), errors.Is(err, tier.ErrWALFull):
 		return kerr.KafkaStorageError.Code
 	default:
