@@ -180,13 +180,25 @@ func (b *Broker) appendBatch(p *partlog.Partition, h *recbatch.Header, batch []b
 			switch {
 			case errors.As(err, &dup):
 				// The original was prepared earlier in log order, so by now it is
-				// either synced or rolled back.
+				// either synced or rolled back. Its ack, like any other, needs a valid
+				// lease: a fenced broker must not confirm an offset a taker may not
+				// have seen.
 				logStart, hw := p.Offsets()
-				if dup.Offset < hw {
-					done(dup.Offset, logStart, stamped, nil)
-				} else {
+				switch {
+				case dup.Offset >= hw:
 					done(0, 0, -1, wal.ErrFailed)
+				case !b.leaseOK():
+					done(0, 0, -1, partlog.ErrNotLeader)
+				default:
+					done(dup.Offset, logStart, stamped, nil)
 				}
+			case errors.Is(err, wal.ErrFenced):
+				// Another process sealed this WAL: this broker's registration is over.
+				if base := res.Base(); base >= 0 {
+					p.Rollback(base)
+				}
+				b.markFenced(err.Error())
+				done(0, 0, -1, partlog.ErrNotLeader)
 			case err != nil:
 				if base := res.Base(); base >= 0 {
 					p.Rollback(base)

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -37,19 +38,29 @@ var ErrClosed = errors.New("broker: closed")
 type Broker struct {
 	cfg     Config
 	meta    metadata.Store
-	wal     *wal.WAL
 	groups  *group.Coordinator
 	parts   *partlog.Set
 	cache   *partlog.Cache
-	loader  *partlog.Loader
-	tier    *tier.Tier // nil: the WAL keeps everything
 	front   *kafka.Server
 	log     *slog.Logger
 	metrics *metrics
 
-	// starting: replay in progress; New loads the partitions itself (guarded by the
-	// partition set's lock through syncPartitions).
+	// Set by Start, before anything is served, and read-only afterwards.
+	epoch  int64    // the storage epoch: the registration epoch (standalone: local count)
+	wal    *wal.WAL // <home>/epoch-<epoch>, fenced
+	walDir string   // its directory
+	loader *partlog.Loader
+	tier   *tier.Tier // nil: the WAL keeps everything
+
+	// starting: Start is loading every partition itself (guarded by the partition
+	// set's lock through syncPartitions).
 	starting bool
+
+	recMu      sync.Mutex
+	recovering map[partlog.Key]int32 // partitions being recovered, by the leader epoch
+
+	fenceOnce sync.Once
+	fenced    chan struct{} // closed when another process took this broker's WAL over
 
 	ln     net.Listener
 	ctx    context.Context
@@ -63,8 +74,8 @@ type Broker struct {
 	replayInfo wal.ReplayInfo
 }
 
-// New opens the broker's WAL, replays it into partition logs, producer state and group
-// offsets, and returns a broker ready to Start. meta must already be open.
+// New returns a broker ready to Start; meta must already be open. Start registers it,
+// opens its WAL and loads its partitions.
 func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -75,58 +86,21 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
-		cfg:     cfg,
-		meta:    meta,
-		parts:   partlog.NewSet(),
-		cache:   partlog.NewCache(cfg.TailCacheBytes),
-		log:     log.With("broker", cfg.NodeID),
-		metrics: newMetrics(cfg.Registerer),
-		ctx:     ctx,
-		cancel:  cancel,
-		now:     time.Now,
-	}
-	fail := func(err error) (*Broker, error) {
-		if b.tier != nil {
-			b.tier.Close()
-		}
-		if b.wal != nil {
-			b.wal.Close()
-		}
-		if b.loader != nil {
-			b.loader.Close()
-		}
-		b.metrics.close()
-		cancel()
-		return nil, err
-	}
-	wcfg := cfg.WAL
-	if wcfg.Registerer == nil {
-		wcfg.Registerer = cfg.Registerer
-	}
-	if wcfg.Logger == nil {
-		wcfg.Logger = b.log
-	}
-	w, err := wal.Open(wcfg)
-	if err != nil {
-		return fail(fmt.Errorf("broker: open wal: %w", err))
-	}
-	b.wal = w
-	b.loader = partlog.NewLoader(cfg.NodeID, w, b.walDir)
-	if err := b.openTier(); err != nil {
-		return fail(err)
+		cfg:        cfg,
+		meta:       meta,
+		parts:      partlog.NewSet(),
+		cache:      partlog.NewCache(cfg.TailCacheBytes),
+		log:        log.With("broker", cfg.NodeID),
+		metrics:    newMetrics(cfg.Registerer, cfg.NodeID),
+		recovering: map[partlog.Key]int32{},
+		fenced:     make(chan struct{}),
+		ctx:        ctx,
+		cancel:     cancel,
+		now:        time.Now,
 	}
 	gcfg := cfg.Group
 	gcfg.Owns = b.ownsGroup
 	b.groups = group.New(gcfg, offsetStore{b}, topicChecker{b})
-	b.starting = true
-	b.syncPartitions(meta.View())
-	err = b.replay()
-	b.parts.Update(func(partlog.SetTx) { b.starting = false })
-	if err != nil {
-		b.groups.Close()
-		return fail(err)
-	}
-	b.metrics.attach(b) // partitions led, consumer groups and lag, read at scrape time
 	b.front = kafka.NewServer(kafka.Config{
 		NodeID:            cfg.NodeID,
 		MaxRequestBytes:   cfg.MaxRequestBytes,
@@ -138,6 +112,132 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil
 }
+
+// Start binds the Kafka listener, registers the broker (a new epoch), opens the WAL of
+// that epoch, loads every partition it leads and then serves. Clients that connect
+// while it loads wait in the listen queue.
+func (b *Broker) Start() error {
+	ln, err := net.Listen("tcp", b.cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("broker: listen %s: %w", b.cfg.ListenAddr, err)
+	}
+	b.ln = ln
+	if err := b.open(); err != nil {
+		ln.Close()
+		b.closeStorage()
+		return err
+	}
+	b.metrics.attach(b) // partitions led, consumer groups and lag, read at scrape time
+	b.front.Serve(ln)
+	b.wg.Add(2)
+	go b.watchMetadata()
+	go b.walGCLoop()
+	if f, ok := b.meta.(interface{ Fenced() <-chan struct{} }); ok {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			select {
+			case <-f.Fenced():
+				b.markFenced("the controller fenced this registration")
+			case <-b.ctx.Done():
+			}
+		}()
+	}
+	if b.tier != nil {
+		b.tier.Start()
+	}
+	b.log.Info("broker serving", "listen", ln.Addr().String(), "advertised", b.Advertised(), "rack", b.cfg.Rack, "epoch", b.epoch)
+	return nil
+}
+
+// open registers, opens this epoch's WAL and loads the partitions led here.
+func (b *Broker) open() error {
+	fsys := b.walFS()
+	home := b.cfg.WAL.Dir
+	if r, ok := b.meta.(metadata.Registrar); ok {
+		if err := r.RegisterBroker(b.ctx, b.Advertised()); err != nil {
+			return fmt.Errorf("broker: register: %w", err)
+		}
+	}
+	if e, ok := b.meta.(interface{ Epoch() int64 }); ok && e.Epoch() > 0 {
+		b.epoch = e.Epoch()
+	} else {
+		// No registration epochs (the single-node store): one more than any WAL here.
+		n, err := nextLocalEpoch(fsys, home, b.cfg.NodeID)
+		if err != nil {
+			return err
+		}
+		b.epoch = n
+	}
+	srcs, err := walSources(fsys, home, b.cfg.NodeID)
+	if err != nil {
+		return err
+	}
+	if n := len(srcs); n > 0 && srcs[n-1].Epoch >= b.epoch {
+		return fmt.Errorf("broker: %s already has a WAL of epoch %d, this registration is epoch %d: refusing to write under another process's epoch",
+			home, srcs[n-1].Epoch, b.epoch)
+	}
+	wcfg := b.cfg.WAL
+	wcfg.Dir = filepath.Join(home, epochDirName(b.epoch))
+	// STUB wcfg.Fence = true
+	_ = fmt.Sprintf("broker-%d epoch %d", b.cfg.NodeID, b.epoch)
+	if wcfg.Registerer == nil {
+		wcfg.Registerer = b.cfg.Registerer
+	}
+	if wcfg.Logger == nil {
+		wcfg.Logger = b.log
+	}
+	w, err := wal.Open(wcfg)
+	if err != nil {
+		return fmt.Errorf("broker: open wal: %w", err)
+	}
+	b.wal, b.walDir = w, wcfg.Dir
+	if b.replayInfo, err = w.Replay(nil); err != nil {
+		return fmt.Errorf("broker: replay %s: %w", wcfg.Dir, err)
+	}
+	b.loader = partlog.NewLoader(fsys, b.loaderSources, b.metrics.walRead)
+	if err := b.openTier(); err != nil {
+		return err
+	}
+	// Earlier processes of this broker may still be alive (hung in I/O, a pod that was
+	// force-deleted): seal their WALs before reading them to their end.
+	if err := b.sealUpTo(b.cfg.NodeID, b.epoch-1); err != nil {
+		return err
+	}
+	b.parts.Update(func(partlog.SetTx) { b.starting = true })
+	b.syncPartitions(b.meta.View())
+	err = b.loadAtStart()
+	b.parts.Update(func(partlog.SetTx) { b.starting = false })
+	return err
+}
+
+// closeStorage releases what open acquired (a failed Start).
+func (b *Broker) closeStorage() {
+	if b.tier != nil {
+		b.tier.Close()
+	}
+	if b.wal != nil {
+		b.wal.Close()
+	}
+	if b.loader != nil {
+		b.loader.Close()
+	}
+}
+
+// Fenced is closed when this broker learned that another process took its WAL over (the
+// storage fence) or the controller fenced its registration: it acks nothing from then
+// on and must be restarted (a new registration with a WAL of its own).
+func (b *Broker) Fenced() <-chan struct{} { return b.fenced }
+
+func (b *Broker) markFenced(why string) {
+	b.fenceOnce.Do(func() {
+		b.log.Error("this broker was fenced; it acks nothing more and must restart", "why", why, "epoch", b.epoch)
+		close(b.fenced)
+	})
+}
+
+// Epoch is the storage epoch of this broker's WAL (0 before Start).
+func (b *Broker) Epoch() int64 { return b.epoch }
 
 // clock is b.now behind a call, so tests may replace b.now after New.
 func (b *Broker) clock() time.Time { return b.now() }
@@ -160,29 +260,6 @@ func (b *Broker) openTier() error {
 		return fmt.Errorf("broker: %w", err)
 	}
 	b.tier = t
-	return nil
-}
-
-// Start opens the Kafka listener and begins serving.
-func (b *Broker) Start() error {
-	ln, err := net.Listen("tcp", b.cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("broker: listen %s: %w", b.cfg.ListenAddr, err)
-	}
-	b.ln = ln
-	if r, ok := b.meta.(metadata.Registrar); ok {
-		if err := r.RegisterBroker(b.ctx, b.Advertised()); err != nil {
-			ln.Close()
-			return fmt.Errorf("broker: register: %w", err)
-		}
-	}
-	b.front.Serve(ln)
-	b.wg.Add(1)
-	go b.watchMetadata()
-	if b.tier != nil {
-		b.tier.Start()
-	}
-	b.log.Info("broker serving", "listen", ln.Addr().String(), "advertised", b.Advertised(), "rack", b.cfg.Rack)
 	return nil
 }
 
@@ -211,7 +288,12 @@ func (b *Broker) Groups() *group.Coordinator { return b.groups }
 
 // WALBytes is the bytes this broker's WAL keeps on disk; with the object tier it shrinks
 // as uploaded segments are trimmed.
-func (b *Broker) WALBytes() int64 { return int64(b.wal.End() - b.wal.Start()) }
+func (b *Broker) WALBytes() int64 {
+	if b.wal == nil {
+		return 0
+	}
+	return int64(b.wal.End() - b.wal.Start())
+}
 
 // Close stops accepting, closes every connection, and closes the WAL after in-flight
 // appends finish.
@@ -226,8 +308,12 @@ func (b *Broker) Close() error {
 		}
 		b.metrics.close()
 		b.groups.Close()
-		err = b.wal.Close()
-		b.loader.Close()
+		if b.wal != nil {
+			err = b.wal.Close()
+		}
+		if b.loader != nil {
+			b.loader.Close()
+		}
 	})
 	return err
 }

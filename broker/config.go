@@ -51,6 +51,14 @@ type Config struct {
 	// IdleTimeout closes connections that send nothing (connections.max.idle.ms).
 	IdleTimeout time.Duration
 
+	// AcceptWALLoss is an operator's decision to serve partitions whose WALs lost data
+	// (a corrupt record in the middle of a WAL, a segment deleted by hand): the WAL's
+	// replay cuts at the damage and partitions serve with a gap in their offsets instead
+	// of staying unavailable. Off by default: lost acked data must be noticed.
+	AcceptWALLoss bool
+
+	// WAL configures this broker's write-ahead log; WAL.Dir is its WAL home, under
+	// which each registration epoch writes a directory of its own.
 	WAL   wal.Config
 	Group group.Config
 
@@ -150,6 +158,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	})
 	fs.Int64Var(&c.TailCacheBytes, "tail-cache-bytes", c.TailCacheBytes, "memory for recent batches served to tail consumers")
 	fs.Int64Var(&c.WAL.SegmentSize, "wal-segment-bytes", c.WAL.SegmentSize, "size of one WAL segment file")
+	fs.BoolVar(&c.AcceptWALLoss, "accept-wal-loss", c.AcceptWALLoss, "serve partitions whose WAL data is damaged or missing, with a gap in their offsets (default: they stay unavailable and say why)")
 	c.Tier.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
 }

@@ -2,8 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/weir-io/weir/broker/partlog"
@@ -35,17 +33,6 @@ func (b *Broker) leaseOK() bool {
 		return l.LeaseValid(time.Now())
 	}
 	return true
-}
-
-// walDir is where broker id's WAL lives.
-func (b *Broker) walDir(id int32) (string, error) {
-	if id == b.cfg.NodeID {
-		return b.cfg.WAL.Dir, nil
-	}
-	if b.cfg.WALRoot == "" {
-		return "", fmt.Errorf("broker: no shared WAL root configured to read broker %d's WAL", id)
-	}
-	return filepath.Join(b.cfg.WALRoot, fmt.Sprintf("broker-%d", id)), nil
 }
 
 // syncPartitions applies a metadata view: creates partitions this broker now leads (and
@@ -86,14 +73,20 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 			}
 		})
 	})
+	var toRecover []*partlog.Partition
 	for _, p := range toLoad {
+		if mp, ok := partMeta(v, p); ok && mp.Recovering {
+			toRecover = append(toRecover, p)
+			continue
+		}
 		if len(p.Chain()) == 1 {
-			b.finishLoad(p) // a new partition, or one always led here: nothing to read
+			b.finishLoad(p, p.Chain()[0].Start) // a new partition: nothing to read
 			continue
 		}
 		b.wg.Add(1)
-		go b.loadLoop(p)
+		go b.loadLoop(p, false)
 	}
+	b.startRecovery(toRecover)
 	for _, p := range toHandoff {
 		b.wg.Add(1)
 		go b.handoff(p)
@@ -130,9 +123,12 @@ func (b *Broker) lookup(t *metadata.Topic, index int32, write bool) (*partlog.Pa
 	return p, nil
 }
 
-// loadLoop loads a partition that became this broker's after start-up, retrying while a
-// previous leader's WAL cannot be read (e.g. not yet visible on the shared file system).
-func (b *Broker) loadLoop(p *partlog.Partition) {
+// loadLoop loads a partition until it has every offset its chain says the earlier links
+// hold, retrying while a previous leader's WAL cannot be read or comes up short (not yet
+// visible on the shared file system, say). A partition that became this broker's by a
+// graceful move reads the earlier links up to where its own starts; one found short at
+// start-up (wantEnd unknown) reads its whole chain again.
+func (b *Broker) loadLoop(p *partlog.Partition, whole bool) {
 	defer b.wg.Done()
 	delay := 50 * time.Millisecond
 	for {
@@ -141,14 +137,18 @@ func (b *Broker) loadLoop(p *partlog.Partition) {
 			return
 		}
 		start := time.Now()
-		// The last link is this broker's own and starts now: nothing to read for it.
-		err := b.loader.Load([]*partlog.Partition{p}, map[*partlog.Partition][]partlog.LogRange{p: chain[:len(chain)-1]})
-		if err == nil {
-			b.finishLoad(p)
+		ranges, wantEnd := chain, int64(-1)
+		if last := chain[len(chain)-1]; last.Broker == b.cfg.NodeID && !whole {
+			ranges, wantEnd = chain[:len(chain)-1], last.Start
+		}
+		_, err := b.loader.Load([]*partlog.Partition{p}, map[*partlog.Partition][]partlog.LogRange{p: ranges}, partlog.LoadOptions{})
+		if err == nil && b.finishLoad(p, wantEnd) {
 			b.log.Info("partition loaded", "topic", p.Topic(), "partition", p.Index(), "chain", len(chain), "took", time.Since(start))
 			return
 		}
-		b.log.Warn("loading partition failed; retrying", "topic", p.Topic(), "partition", p.Index(), "err", err)
+		if err != nil {
+			b.log.Warn("loading partition failed; retrying", "topic", p.Topic(), "partition", p.Index(), "err", err)
+		}
 		select {
 		case <-time.After(delay):
 		case <-b.ctx.Done():
@@ -158,15 +158,22 @@ func (b *Broker) loadLoop(p *partlog.Partition) {
 	}
 }
 
-// finishLoad indexes what was collected and restores group offsets when the partition is
-// one of __consumer_offsets.
-func (b *Broker) finishLoad(p *partlog.Partition) {
-	if gaps := p.FinishLoad(); len(gaps) > 0 {
-		b.log.Error("partition has offsets no WAL holds", "topic", p.Topic(), "partition", p.Index(), "gaps", gaps)
+// finishLoad indexes what was collected (it must reach wantEnd, or -1: whatever the WALs
+// hold) and restores group offsets when the partition is one of __consumer_offsets. It
+// reports false when the load came up short: the partition stays Loading.
+func (b *Broker) finishLoad(p *partlog.Partition, wantEnd int64) bool {
+	gaps, err := p.FinishLoad(wantEnd, b.cfg.AcceptWALLoss, true)
+	if err != nil {
+		b.log.Error("partition load incomplete; it stays unavailable and is loaded again", "topic", p.Topic(), "partition", p.Index(), "err", err)
+		return false
+	}
+	if len(gaps) > 0 {
+		b.log.Error("partition serves with offsets no WAL holds (--accept-wal-loss)", "topic", p.Topic(), "partition", p.Index(), "gaps", gaps)
 	}
 	if p.Topic() == offsetsTopic {
 		b.restoreGroups(p)
 	}
+	return true
 }
 
 // handoff finishes a graceful move away from this broker: appends are already refused;

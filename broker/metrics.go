@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/weir-io/weir/internal/metricset"
@@ -15,22 +16,37 @@ import (
 // Exported series (all prefixed weir_broker_):
 //
 //	produce_bytes_total{topic}               record batch bytes appended (synced)
+//	wal_read_bytes_total{source}             WAL payload bytes scanned to load partitions (own|other)
+//	recovered_partitions_total               partitions taken over from a fenced broker and served
+//	recovery_read_bytes_total                bytes scanned of fenced brokers' WALs by recoveries
+//	wal_dirs_deleted_total                   sealed WAL directories deleted (all of them in objects)
+//	recovery_seconds{phase}                  seal, scan, complete: one recovery of a fenced
+//	                                         broker's partitions; total: from seeing a partition
+//	                                         Recovering to serving it
 //	partitions_led                           gauge (scrape time), partitions this broker leads
 //	consumer_groups{state}                   gauge (scrape time), groups it coordinates
 //	consumer_group_lag{group,topic,partition} gauge (scrape time), high watermark − committed
 //	consumer_group_lag_lookup_failures_total counter, scrapes that could not get a remote
 //	                                         partition's high watermark (its lag is left out)
 type metrics struct {
-	set         *metricset.Set
-	bytesIn     *prometheus.CounterVec
-	lagFailures prometheus.Counter
+	set            *metricset.Set
+	bytesIn        *prometheus.CounterVec
+	lagFailures    prometheus.Counter
+	walReadBytes   *prometheus.CounterVec
+	recovered      prometheus.Counter
+	recoveryRead   prometheus.Counter
+	recoverySecs   *prometheus.HistogramVec
+	walDirsDeleted prometheus.Counter
+
+	self int32 // for walRead's own/other label
 
 	mu        sync.Mutex
 	collector *brokerCollector // scrape-time state; nil until attach
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, self int32) *metrics {
 	m := &metrics{
+		self:    self,
 		set:     metricset.New(reg),
 		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_produce_bytes_total", Help: "Record batch bytes appended, by topic."}, []string{"topic"}),
 		lagFailures: prometheus.NewCounter(prometheus.CounterOpts{
@@ -38,8 +54,32 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Scrapes that could not read the high watermark of a partition led by another broker; those partitions' lag is missing from that scrape.",
 		}),
 	}
-	m.set.MustRegister(m.bytesIn, m.lagFailures)
+	m.walReadBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_wal_read_bytes_total",
+		Help: "WAL payload bytes scanned to load partitions, by whose WAL (own: this broker's earlier epochs; other: other brokers')."}, []string{"source"})
+	m.recovered = prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_recovered_partitions_total",
+		Help: "Partitions taken over from a fenced broker, recovered from its WAL and served."})
+	m.recoveryRead = prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_recovery_read_bytes_total",
+		Help: "Bytes scanned of fenced brokers' WALs by recoveries (nothing is copied: this is read once)."})
+	m.recoverySecs = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "weir_broker_recovery_seconds",
+		Help:    "Recovery of partitions from a fenced broker's WAL, by phase: seal, scan, complete (one pass over a WAL); total (per partition, from seeing it Recovering to serving it).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"phase"})
+	m.walDirsDeleted = prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_wal_dirs_deleted_total",
+		Help: "Sealed WAL directories (a fenced broker's, or this broker's own from earlier processes) deleted once object storage held all they held."})
+	m.set.MustRegister(m.bytesIn, m.lagFailures, m.walReadBytes, m.recovered, m.recoveryRead, m.recoverySecs, m.walDirsDeleted)
 	return m
+}
+
+// walRead counts bytes the loader scanned of broker's WAL.
+func (m *metrics) walRead(broker int32, n int) {
+	src := "other"
+	if broker == m.self {
+		src = "own"
+	}
+	m.walReadBytes.WithLabelValues(src).Add(float64(n))
+}
+
+func (m *metrics) recoveryPhase(phase string, d time.Duration) {
+	m.recoverySecs.WithLabelValues(phase).Observe(d.Seconds())
 }
 
 // attach registers the scrape-time collector (partitions led, consumer groups, lag) of b.

@@ -7,8 +7,7 @@ import (
 
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/broker/partlog"
-	"github.com/weir-io/weir/internal/recbatch"
-	"github.com/weir-io/weir/wal"
+	"github.com/weir-io/weir/metadata"
 )
 
 // offsetsRec is a legacy record (type partlog.RecOffsets) of committed offsets, written
@@ -18,84 +17,63 @@ type offsetsRec struct {
 	Offsets []group.Offset `json:"o"`
 }
 
-// replay rebuilds, from this broker's WAL, every partition it leads (the links of their
-// chains that are its own), then reads the other links from the other brokers' WALs.
-func (b *Broker) replay() error {
+// loadAtStart loads every partition led here from the WALs of its chain — this broker's
+// own earlier WALs (sealed by open) and other brokers' — in one scan per WAL directory.
+// Partitions taken over from a fenced broker are recovered in the background
+// (recovery.go); a partition whose load comes up short keeps loading in the background.
+func (b *Broker) loadAtStart() error {
 	start := time.Now()
-	parts := b.parts.All()
-	self := b.cfg.NodeID
 	view := b.meta.View()
-	var batches, skipped int
-	var legacy []offsetsRec
-	info, err := b.wal.Replay(func(typ byte, payload []byte, pos wal.Pos) error {
-		switch typ {
-		case partlog.RecBatch:
-			id, idx, batch, err := partlog.DecodeBatchRec(payload)
-			if err != nil {
-				return err
-			}
-			p := b.parts.Get(id, idx)
-			h, err := recbatch.Parse(batch)
-			if err != nil {
-				return fmt.Errorf("broker: replay at %d: %w", pos, err)
-			}
-			if p == nil {
-				skipped++ // deleted topic, or a partition led elsewhere now
-				if b.tier != nil {
-					b.tier.PinReplayed(view, id, idx, &h, pos+partlog.BatchRecHdr)
-				}
-				return nil
-			}
-			for _, r := range p.Chain() {
-				if r.Broker == self && r.Holds(h.BaseOffset) {
-					p.Collect(&h, b.wal, pos+partlog.BatchRecHdr, len(batch))
-					batches++
-					return nil
-				}
-			}
-			skipped++
-		case partlog.RecOffsets:
-			var rec offsetsRec
-			if err := json.Unmarshal(payload, &rec); err != nil {
-				return fmt.Errorf("broker: replay offsets at %d: %w", pos, err)
-			}
-			legacy = append(legacy, rec)
-		default:
-			return fmt.Errorf("broker: unknown WAL record type %d at %d", typ, pos)
+	self := b.cfg.NodeID
+	var load []*partlog.Partition
+	var recover []*partlog.Partition
+	ranges := map[*partlog.Partition][]partlog.LogRange{}
+	for _, p := range b.parts.All() {
+		if mp, ok := partMeta(view, p); ok && mp.Recovering {
+			recover = append(recover, p)
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("broker: replay: %w", err)
+		load = append(load, p)
+		ranges[p] = p.Chain()
 	}
-	b.replayInfo = info
+	var legacy []offsetsRec
+	_, err := b.loader.Load(load, ranges, partlog.LoadOptions{Other: func(src partlog.Source, typ byte, payload []byte) error {
+		if src.Broker != self || typ != partlog.RecOffsets {
+			return fmt.Errorf("broker: unknown WAL record type %d in %s", typ, src.Dir)
+		}
+		var rec offsetsRec
+		if err := json.Unmarshal(payload, &rec); err != nil {
+			return fmt.Errorf("broker: legacy offsets record in %s: %w", src.Dir, err)
+		}
+		legacy = append(legacy, rec)
+		return nil
+	}})
+	if err != nil {
+		return fmt.Errorf("broker: loading partitions: %w", err)
+	}
 	for _, rec := range legacy {
 		for _, o := range rec.Offsets {
 			b.groups.Restore(rec.Group, o)
 		}
 	}
-	foreign := map[*partlog.Partition][]partlog.LogRange{}
-	for _, p := range parts {
-		for _, r := range p.Chain() {
-			if r.Broker != self {
-				foreign[p] = append(foreign[p], r)
-			}
+	incomplete := 0
+	for _, p := range load {
+		if !b.finishLoad(p, -1) {
+			incomplete++
+			b.wg.Add(1)
+			go b.loadLoop(p, true)
 		}
 	}
-	if len(foreign) > 0 {
-		if err := b.loader.Load(parts, foreign); err != nil {
-			return fmt.Errorf("broker: reading previous leaders' WALs: %w", err)
-		}
-	}
-	for _, p := range parts {
-		b.finishLoad(p)
-	}
-	attrs := []any{"partitions", len(parts), "batches", batches, "skipped", skipped, "from_other_wals", len(foreign), "end", info.End, "took", time.Since(start)}
-	if info.Torn {
-		b.log.Warn("WAL replay stopped at a torn or corrupt record; later bytes were discarded",
-			append(attrs, "segment", info.TornSegment, "at", info.TornAt, "reason", info.Reason)...)
-	} else {
-		b.log.Info("WAL replayed", attrs...)
-	}
+	b.startRecovery(recover)
+	b.log.Info("partitions loaded", "partitions", len(load), "incomplete", incomplete, "recovering", len(recover), "took", time.Since(start))
 	return nil
+}
+
+// partMeta finds a partition's metadata in view.
+func partMeta(v *metadata.View, p *partlog.Partition) (metadata.Partition, bool) {
+	t := v.TopicByID(p.ID())
+	if t == nil || int(p.Index()) >= len(t.Partitions) {
+		return metadata.Partition{}, false
+	}
+	return t.Partitions[p.Index()], true
 }

@@ -51,6 +51,7 @@ type Cluster struct {
 	log   *slog.Logger
 
 	mu          sync.Mutex
+	closing     bool                     // Close began: no restarts
 	controllers []*controller.Controller // nil while stopped
 	brokers     []*BrokerNode            // nil while stopped
 	kafka       []string                 // "" until the broker first bound its port
@@ -281,7 +282,45 @@ func (c *Cluster) StartBroker(i int) error {
 		c.gossipAddrs[i] = n.Gossip.Addr()
 	}
 	c.mu.Unlock()
+	go c.superviseBroker(i, n)
 	return nil
+}
+
+// superviseBroker starts broker i again when it was fenced (its registration is over:
+// another broker took its partitions over, or the controller fenced it while it was cut
+// off): a new registration with a WAL of its own, as a supervisor (systemd, Kubernetes)
+// restarts the `weir broker` process. A stopped or killed node is left alone.
+func (c *Cluster) superviseBroker(i int, n *BrokerNode) {
+	select {
+	case <-n.Fenced():
+	case <-n.Stopped():
+		return
+	}
+	c.mu.Lock()
+	if c.brokers[i] != n || c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.brokers[i] = nil
+	c.mu.Unlock()
+	c.log.Warn("broker was fenced; restarting it with a new registration", "broker", i+1)
+	n.Close()
+	delay := 100 * time.Millisecond
+	for {
+		c.mu.Lock()
+		stop := c.closing || c.brokers[i] != nil
+		c.mu.Unlock()
+		if stop {
+			return
+		}
+		err := c.StartBroker(i)
+		if err == nil {
+			return
+		}
+		c.log.Warn("restarting a fenced broker failed; retrying", "broker", i+1, "err", err)
+		time.Sleep(delay)
+		delay = min(2*delay, 2*time.Second)
+	}
 }
 
 // StopBroker stops broker i gracefully; KillBroker as in a crash (no gossip leave).
@@ -324,6 +363,9 @@ func (c *Cluster) KafkaAddrs() []string {
 
 // Close stops every broker, then every controller.
 func (c *Cluster) Close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 	var errs []error
 	for i := range c.brokers {
 		errs = append(errs, c.StopBroker(i))

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,9 @@ type BrokerNode struct {
 	Client *controller.Client
 	Gossip *gossip.Gossip
 	log    *slog.Logger
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by Close or Kill
 }
 
 // BrokerOptions configures StartBroker.
@@ -50,7 +54,7 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 	ccfg.Rack = o.Broker.Rack
 	ccfg.Logger = log.With("component", "controller-client")
 	ccfg.DefaultPartitions = o.Broker.DefaultPartitions
-	n := &BrokerNode{log: log}
+	n := &BrokerNode{log: log, stopped: make(chan struct{})}
 	ccfg.OnEpochChange = func(old, new int64) {
 		log.Warn("broker was fenced and registered again", "old_epoch", old, "new_epoch", new)
 		if n.Gossip != nil {
@@ -102,8 +106,19 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 // Addr is the broker's Kafka address.
 func (n *BrokerNode) Addr() string { return n.Broker.Addr().String() }
 
+// Fenced is closed when the broker learned its registration is over (its WAL was sealed
+// by another broker, or the controller fenced it): the node must be started again, with
+// a new registration and a WAL of its own (Cluster and `weir broker` do that).
+func (n *BrokerNode) Fenced() <-chan struct{} { return n.Broker.Fenced() }
+
+// Stopped is closed once Close or Kill ran.
+func (n *BrokerNode) Stopped() <-chan struct{} { return n.stopped }
+
+func (n *BrokerNode) markStopped() { n.stopOnce.Do(func() { close(n.stopped) }) }
+
 // Close leaves the gossip ring, stops the broker and its controller client.
 func (n *BrokerNode) Close() error {
+	defer n.markStopped()
 	if n.Gossip != nil {
 		n.Gossip.Leave(time.Second)
 	}
@@ -115,6 +130,7 @@ func (n *BrokerNode) Close() error {
 // Kill stops the broker without leaving the gossip ring, as a crash would look to the
 // others (the process itself keeps running, unlike SIGKILL).
 func (n *BrokerNode) Kill() {
+	defer n.markStopped()
 	if n.Gossip != nil {
 		n.Gossip.Close()
 	}

@@ -91,9 +91,9 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	return resp
 }
 
-// metadataTopic describes t; a partition whose leader is not an active broker is
-// reported without a leader (LEADER_NOT_AVAILABLE), so clients wait instead of
-// connecting to a fenced broker.
+// metadataTopic describes t; a partition whose leader is not an active broker, or that
+// its new leader is still recovering, is reported without a leader
+// (LEADER_NOT_AVAILABLE), so clients wait instead of connecting where nobody serves it.
 func metadataTopic(t *metadata.Topic, active map[int32]bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
@@ -107,7 +107,10 @@ func metadataTopic(t *metadata.Topic, active map[int32]bool) kmsg.MetadataRespon
 		mp.LeaderEpoch = p.LeaderEpoch
 		mp.Replicas = []int32{p.Leader}
 		mp.ISR = []int32{p.Leader}
-		if p.Leader < 0 || !active[p.Leader] {
+		// A partition taken over from a fenced broker is not served before its new
+		// leader recovered it: clients wait for Metadata rather than retrying at a
+		// broker that cannot serve yet.
+		if p.Leader < 0 || !active[p.Leader] || p.Recovering {
 			mp.Leader = -1
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			mp.Replicas, mp.ISR = []int32{}, []int32{}

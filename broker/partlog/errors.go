@@ -13,6 +13,10 @@ var (
 	ErrUnknownEpoch     = errors.New("partlog: unknown leader epoch")
 	ErrOutOfOrderSeq    = errors.New("partlog: out of order sequence number")
 	ErrProducerFenced   = errors.New("partlog: producer epoch is older than the current one")
+	// ErrLoadIncomplete: loading a partition did not find every offset its chain's WALs
+	// must hold up to the end recorded in the chain; it stays unavailable and is loaded
+	// again.
+	ErrLoadIncomplete = errors.New("partlog: partition load incomplete")
 	// ErrStorage: a read from a WAL or from object storage failed (KAFKA_STORAGE_ERROR;
 	// the consumer retries).
 	ErrStorage = errors.New("partlog: storage read failed")

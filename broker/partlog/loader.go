@@ -1,6 +1,7 @@
 package partlog
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/weir-io/weir/internal/recbatch"
@@ -8,61 +9,106 @@ import (
 	"github.com/weir-io/weir/wal"
 )
 
-// Loader reads partitions' batches out of the WALs of their log chains: this broker's own
-// (through the WAL itself) and other brokers' through read-only views on the shared file
-// system, one view per broker for the loader's lifetime (a view picks up new segments by
-// itself, so repeated moves do not pile up open files).
+// Source is one WAL directory: the WAL a broker wrote in one registration epoch (epoch 0:
+// a WAL written before epochs had directories of their own).
+type Source struct {
+	Broker int32
+	Epoch  int64
+	Dir    string
+	// Reader, when set, is what the collected batches are read through instead of a
+	// read-only view: the broker's own WAL for its current directory, so that trimming
+	// and pins recognise those batches as its own.
+	Reader Reader
+}
+
+// Loader reads partitions' batches out of the WALs of their log chains: every WAL
+// directory of each link's broker (a broker writes a new one per registration epoch),
+// through read-only views kept for the loader's lifetime (a view picks up new segments
+// by itself, so repeated loads do not pile up open files). A sealed directory is read
+// only up to its seal (package wal bounds the view).
 type Loader struct {
-	self int32
-	own  *wal.WAL
-	dir  func(broker int32) (string, error)
+	fs   wal.FS
+	dirs func(broker int32) ([]Source, error)
 
 	mu    sync.Mutex
-	views map[int32]*wal.ReadOnly
+	views map[string]*wal.ReadOnly
+
+	// BytesRead counts the payload bytes of the records scanned (metrics: what a
+	// recovery reads of a dead broker's WAL).
+	bytesRead func(broker int32, n int)
 }
 
-// NewLoader returns a loader for broker self, whose WAL is own; dir names the directory
-// of any broker's WAL.
-func NewLoader(self int32, own *wal.WAL, dir func(broker int32) (string, error)) *Loader {
-	return &Loader{self: self, own: own, dir: dir, views: map[int32]*wal.ReadOnly{}}
+// NewLoader returns a loader; dirs lists the WAL directories of a broker, oldest first. fs nil is the OS file system; bytesRead may be nil.
+func NewLoader(fs wal.FS, dirs func(broker int32) ([]Source, error), bytesRead func(broker int32, n int)) *Loader {
+	if fs == nil {
+		fs = wal.OSFS()
+	}
+	if bytesRead == nil {
+		bytesRead = func(int32, int) {}
+	}
+	return &Loader{fs: fs, dirs: dirs, views: map[string]*wal.ReadOnly{}, bytesRead: bytesRead}
 }
 
-// View returns the read-only view of broker's WAL.
-func (l *Loader) View(broker int32) (*wal.ReadOnly, error) {
+// View returns the read-only view of one WAL directory.
+func (l *Loader) View(dir string) (*wal.ReadOnly, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ro := l.views[broker]; ro != nil {
+	if ro := l.views[dir]; ro != nil {
 		return ro, nil
 	}
-	dir, err := l.dir(broker)
+	ro, err := wal.OpenReadOnly(dir, l.fs)
 	if err != nil {
 		return nil, err
 	}
-	ro, err := wal.OpenReadOnly(dir, nil)
-	if err != nil {
-		return nil, err
-	}
-	l.views[broker] = ro
+	l.views[dir] = ro
 	return ro, nil
 }
 
-// Load scans each WAL that holds some of the given ranges once and Collects, into each
-// partition, the batches that fall in its ranges.
-func (l *Loader) Load(parts []*Partition, ranges map[*Partition][]LogRange) error {
+// Forget closes the view of a directory that was removed.
+func (l *Loader) Forget(dir string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ro := l.views[dir]; ro != nil {
+		ro.Close()
+		delete(l.views, dir)
+	}
+}
+
+// LoadOptions adjust a Load.
+type LoadOptions struct {
+	// Other receives the records of a scanned WAL that are not batch records (legacy
+	// committed offsets), with the source they came from; nil skips them.
+	Other func(src Source, typ byte, payload []byte) error
+	// MaxEpoch limits the directories read of a broker to epochs <= its entry (a
+	// recovery reads only the fenced registrations' WALs).
+	MaxEpoch map[int32]int64
+}
+
+// LoadStats says what a Load read.
+type LoadStats struct {
+	Dirs    int   // WAL directories scanned
+	Records int   // records scanned
+	Bytes   int64 // payload bytes scanned
+}
+
+// Load scans each WAL directory that may hold some of the given ranges once and
+// Collects, into each partition, the batches that fall in its ranges.
+func (l *Loader) Load(parts []*Partition, ranges map[*Partition][]LogRange, opts LoadOptions) (LoadStats, error) {
+	var st LoadStats
 	byBroker := map[int32][]*Partition{}
 	for _, p := range parts {
+		seen := map[int32]bool{}
 		for _, r := range ranges[p] {
-			byBroker[r.Broker] = append(byBroker[r.Broker], p)
+			if !seen[r.Broker] {
+				seen[r.Broker] = true
+				byBroker[r.Broker] = append(byBroker[r.Broker], p)
+			}
 		}
 	}
 	for broker, ps := range byBroker {
-		ro, err := l.View(broker)
+		srcs, err := l.dirs(broker)
 		if err != nil {
-			return err
-		}
-		var src Reader = ro
-		if broker == l.self {
-			src = l.own // same positions; reads of our own WAL go through it
+			return st, fmt.Errorf("partlog: WAL directories of broker %d: %w", broker, err)
 		}
 		want := map[metadata.TopicID]map[int32]*Partition{}
 		for _, p := range ps {
@@ -71,32 +117,79 @@ func (l *Loader) Load(parts []*Partition, ranges map[*Partition][]LogRange) erro
 			}
 			want[p.id][p.index] = p
 		}
-		_, err = ro.Scan(func(typ byte, payload []byte, pos wal.Pos) error {
-			if typ != RecBatch {
-				return nil
+		for _, src := range srcs {
+			if max, ok := opts.MaxEpoch[broker]; ok && src.Epoch > max {
+				continue
 			}
-			id, idx, batch, err := DecodeBatchRec(payload)
-			if err != nil {
-				return nil // not ours to judge; the owner's replay reports damage
+			if err := l.scan(src, want, ranges, opts, &st); err != nil {
+				return st, err
 			}
-			p := want[id][idx]
-			if p == nil {
-				return nil
-			}
-			h, err := recbatch.Parse(batch)
-			if err != nil {
-				return nil
-			}
-			for _, r := range ranges[p] {
-				if r.Broker == broker && r.Holds(h.BaseOffset) {
-					p.Collect(&h, src, pos+BatchRecHdr, len(batch))
-					break
-				}
+		}
+	}
+	return st, nil
+}
+
+func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition, ranges map[*Partition][]LogRange, opts LoadOptions, st *LoadStats) error {
+	ro, err := l.View(src.Dir)
+	if err != nil {
+		return err
+	}
+	st.Dirs++
+	// A sealed directory never changes: what it holds is written down once (INDEX), so
+	// that it can be deleted when all of it is in object storage without reading it again.
+	_, sealed, err := wal.ReadSeal(l.fs, src.Dir)
+	if err != nil {
+		return fmt.Errorf("partlog: %s: %w", src.Dir, err)
+	}
+	var idx *DirIndex
+	if sealed {
+		if _, ok, _ := ReadDirIndex(l.fs, src.Dir); !ok {
+			idx = &DirIndex{}
+		}
+	}
+	_, err = ro.Scan(func(typ byte, payload []byte, pos wal.Pos) error {
+		st.Records++
+		st.Bytes += int64(len(payload))
+		l.bytesRead(src.Broker, len(payload))
+		if typ != RecBatch {
+			if opts.Other != nil {
+				return opts.Other(src, typ, payload)
 			}
 			return nil
-		})
+		}
+		id, index, batch, err := DecodeBatchRec(payload)
 		if err != nil {
-			return err
+			return fmt.Errorf("partlog: %s at %d: %w", src.Dir, pos, err)
+		}
+		h, err := recbatch.Parse(batch)
+		if err != nil {
+			return fmt.Errorf("partlog: %s at %d: %w", src.Dir, pos, err)
+		}
+		if idx != nil {
+			idx.note(id, index, h.LastOffset())
+		}
+		p := want[id][index]
+		if p == nil {
+			return nil
+		}
+		for _, r := range ranges[p] {
+			if r.Broker == src.Broker && r.Holds(h.BaseOffset) {
+				var rd Reader = ro
+				if src.Reader != nil {
+					rd = src.Reader
+				}
+				p.Collect(&h, rd, pos+BatchRecHdr, len(batch))
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("partlog: scanning %s: %w", src.Dir, err)
+	}
+	if idx != nil {
+		if err := writeDirIndex(l.fs, src.Dir, idx); err != nil {
+			return fmt.Errorf("partlog: %s: %w", src.Dir, err)
 		}
 	}
 	return nil
@@ -106,8 +199,8 @@ func (l *Loader) Load(parts []*Partition, ranges map[*Partition][]LogRange) erro
 func (l *Loader) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for id, ro := range l.views {
+	for dir, ro := range l.views {
 		ro.Close()
-		delete(l.views, id)
+		delete(l.views, dir)
 	}
 }

@@ -281,30 +281,80 @@ func (p *Partition) Collect(h *recbatch.Header, src Reader, pos wal.Pos, size in
 }
 
 // FinishLoad indexes the collected batches in offset order, rebuilds producer state and
-// epochs, and starts serving. It returns the gaps found (offsets no WAL had), which only
-// a lost or damaged WAL can cause.
-func (p *Partition) FinishLoad() (gaps []string) {
+// epochs, and starts serving.
+//
+// The collected batches must cover every offset the partition still needs from WALs —
+// from the highest of the log start, what object storage holds and the chain's first
+// link, up to wantEnd — without a gap. wantEnd is where the links read end: the start
+// of the link this broker appends to (a graceful move's recorded end), or -1 when the
+// end is whatever the WALs hold (a restart reading its own older WALs, or a recovery
+// that is determining the end). A scan that came up short (a stale read of a shared
+// file system, a damaged record) would otherwise let the partition assign offsets an
+// earlier link already holds, so the partition stays Loading, forgets what it collected
+// (the caller loads again) and the error says which offsets are missing. acceptGaps is
+// an operator's decision to serve despite lost data (the gaps are still returned).
+// Without serve the partition stays Loading with its index built (a recovery must first
+// record the end it found with the controller); Serve then starts serving.
+func (p *Partition) FinishLoad(wantEnd int64, acceptGaps, serve bool) (gaps []string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	sort.Slice(p.loaded, func(i, j int) bool { return p.loaded[i].base < p.loaded[j].base })
+	// Offsets below need are held by object storage or gone by retention.
+	need := max(p.logStart, p.tier.uploaded)
+	if len(p.chain) > 0 {
+		need = max(need, p.chain[0].Start)
+	}
+	next := need
+	for _, loc := range p.loaded {
+		if loc.last < next {
+			continue
+		}
+		if loc.base > next {
+			gaps = append(gaps, fmt.Sprintf("[%d, %d)", next, loc.base))
+		}
+		next = loc.last + 1
+	}
+	if wantEnd >= 0 && next < wantEnd {
+		gaps = append(gaps, fmt.Sprintf("[%d, %d)", next, wantEnd))
+	}
+	if len(gaps) > 0 && !acceptGaps {
+		p.loaded = nil
+		return gaps, fmt.Errorf("%w: offsets %v of the chain's WALs are missing", ErrLoadIncomplete, gaps)
+	}
 	for _, loc := range p.loaded {
 		if loc.base < p.next {
 			continue // never let offsets move backwards
 		}
-		// Offsets below what object storage holds need not be in any WAL.
-		if loc.base > p.next && loc.base > p.logStart && loc.base > p.tier.uploaded {
-			gaps = append(gaps, fmt.Sprintf("[%d, %d)", max(p.next, p.tier.uploaded), loc.base))
+		if wantEnd >= 0 && loc.base >= wantEnd {
+			break // a later link's offsets, or a fenced writer's unacked tail
 		}
 		p.addLoc(loc)
 	}
 	p.loaded = nil
-	if p.tier.uploaded > p.next {
-		p.next, p.hw = p.tier.uploaded, p.tier.uploaded
+	if end := max(p.tier.uploaded, wantEnd); end > p.next {
+		p.next, p.hw = end, end
 	}
+	if serve && p.state == Loading {
+		p.state = Ready
+	}
+	return gaps, nil
+}
+
+// Serve makes a loaded partition Ready (see FinishLoad).
+func (p *Partition) Serve() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.state == Loading {
 		p.state = Ready
 	}
-	return gaps
+}
+
+// End is the next offset the partition would assign (after a load: the end of what the
+// WALs and objects hold).
+func (p *Partition) End() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.next
 }
 
 func (p *Partition) addLoc(loc *batchLoc) {

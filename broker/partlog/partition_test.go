@@ -31,7 +31,7 @@ func (m *memLog) ReadAt(p []byte, pos wal.Pos) error {
 func ready(t *testing.T) *Partition {
 	t.Helper()
 	p := New("t", metadata.TopicID{1}, 0, 3, 0)
-	p.FinishLoad()
+	p.FinishLoad(-1, false, true)
 	if p.State() != Ready {
 		t.Fatal("a new partition with nothing to load is not ready")
 	}
@@ -163,8 +163,8 @@ func TestFinishLoadRebuildsState(t *testing.T) {
 	if p.State() != Loading {
 		t.Fatal("collecting made the partition ready")
 	}
-	if gaps := p.FinishLoad(); len(gaps) != 0 {
-		t.Fatalf("gaps %v", gaps)
+	if gaps, err := p.FinishLoad(-1, false, true); err != nil || len(gaps) != 0 {
+		t.Fatalf("gaps %v %v", gaps, err)
 	}
 	if _, hw := p.Offsets(); hw != 4 {
 		t.Fatalf("hw %d", hw)
@@ -188,8 +188,11 @@ func TestFinishLoadRebuildsState(t *testing.T) {
 		h, _ := recbatch.Parse(data)
 		gap.Collect(&h, log, batches[i].Pos, int(batches[i].Size))
 	}
-	if gaps := gap.FinishLoad(); len(gaps) != 1 || gaps[0] != "[1, 2)" {
-		t.Fatalf("gaps %v, want [1, 2)", gaps)
+	if gaps, err := gap.FinishLoad(-1, false, true); !errors.Is(err, ErrLoadIncomplete) || len(gaps) != 1 || gaps[0] != "[1, 2)" {
+		t.Fatalf("gaps %v %v, want [1, 2) and ErrLoadIncomplete", gaps, err)
+	}
+	if gap.State() != Loading {
+		t.Fatal("a partition with a hole in its WAL data serves")
 	}
 }
 
@@ -243,5 +246,58 @@ func TestCacheEviction(t *testing.T) {
 	}
 	if h, err := recbatch.Parse(buf); err != nil || h.BaseOffset != 0 {
 		t.Fatalf("evicted batch read back: %+v %v", h, err)
+	}
+}
+
+// A load that finds less than the chain says the previous link holds (a stale read of
+// the shared file system, say) must not serve: it would hand out offsets the previous
+// leader already acked. Loading again with everything succeeds.
+func TestLoadMustReachTheLinkEnd(t *testing.T) {
+	src, log := ready(t), &memLog{}
+	for i := 0; i < 4; i++ {
+		if _, err := appendSynced(t, src, log, -1, -1, -1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batches := src.Batches()
+	mp := metadata.Partition{Index: 0, Leader: 2, LeaderEpoch: 4, Logs: []metadata.LogRange{{Broker: 1, StartOffset: 0}, {Broker: 2, StartOffset: 4}}}
+	p := New("t", metadata.TopicID{1}, 0, 4, 0)
+	p.Apply(mp, metadata.NewView(1, "c", 1, nil, nil), false)
+	collect := func(n int) {
+		for _, b := range batches[:n] {
+			data := make([]byte, b.Size)
+			if err := b.Src.ReadAt(data, b.Pos); err != nil {
+				t.Fatal(err)
+			}
+			h, _ := recbatch.Parse(data)
+			p.Collect(&h, log, b.Pos, int(b.Size))
+		}
+	}
+	collect(3) // the last acked batch of broker 1 is not visible yet
+	gaps, err := p.FinishLoad(4, false, true)
+	if !errors.Is(err, ErrLoadIncomplete) || len(gaps) != 1 || gaps[0] != "[3, 4)" || p.State() != Loading {
+		t.Fatalf("short load: gaps %v err %v state %v", gaps, err, p.State())
+	}
+	b := kafkatest.Batch(-1, -1, -1, []byte("x"))
+	h, _ := recbatch.ValidateProduce(b, 0)
+	if _, err := p.Prepare(&h, b, -1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a partition still loading accepted an append: %v", err)
+	}
+	collect(4)
+	if gaps, err := p.FinishLoad(4, false, true); err != nil || len(gaps) != 0 || p.End() != 4 || p.State() != Ready {
+		t.Fatalf("full load: gaps %v err %v end %d state %v", gaps, err, p.End(), p.State())
+	}
+	pr, err := p.Prepare(&h, b, -1)
+	if err != nil || pr.Base() != 4 {
+		t.Fatalf("first append after the move at %d (%v), want 4", pr.Base(), err)
+	}
+
+	// An operator may accept the loss: the partition then serves from the link end.
+	q := New("t", metadata.TopicID{1}, 0, 4, 0)
+	q.Apply(mp, metadata.NewView(1, "c", 1, nil, nil), false)
+	p = q
+	collect(2)
+	if gaps, err := q.FinishLoad(4, true, true); err != nil || len(gaps) != 1 || q.End() != 4 || q.State() != Ready {
+		t.Fatalf("accepted loss: gaps %v err %v end %d", gaps, err, q.End())
 	}
 }

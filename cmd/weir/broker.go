@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/cluster"
@@ -60,8 +61,6 @@ func runBroker(ctx context.Context, args []string) error {
 		return err
 	}
 
-	var b *broker.Broker
-	var closeAll func() error
 	if *controllers == "" {
 		if err := cfg.Validate(); err != nil {
 			return err
@@ -74,32 +73,65 @@ func runBroker(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if b, err = broker.New(cfg, meta); err != nil {
+		b, err := broker.New(cfg, meta)
+		if err != nil {
 			return err
 		}
 		if err := b.Start(); err != nil {
 			b.Close()
 			return err
 		}
-		closeAll = b.Close
-	} else {
-		if cfg.WALRoot == "" {
-			return errors.New("--wal-root is required with --controllers: brokers read each other's WALs there")
+		p.ready.Store(true)
+		announce(cfg.NodeID, b)
+		select {
+		case <-ctx.Done():
+		case <-b.Fenced():
+			// Another process opened this data directory and sealed our WAL.
+			b.Close()
+			return errors.New("another process took this broker's WAL over; exiting")
 		}
-		ccfg := controller.DefaultClientConfig()
-		ccfg.Controllers = strings.Split(*controllers, ",")
+		p.ready.Store(false)
+		logger.Info("shutting down")
+		return b.Close()
+	}
+	if cfg.WALRoot == "" {
+		return errors.New("--wal-root is required with --controllers: brokers read each other's WALs there")
+	}
+	ccfg := controller.DefaultClientConfig()
+	ccfg.Controllers = strings.Split(*controllers, ",")
+	// A fenced broker (its partitions were taken over while it was cut off or stalled)
+	// starts again in this process: a new registration and a WAL of its own.
+	for started := false; ; started = true {
 		n, err := cluster.StartBroker(cluster.BrokerOptions{Broker: cfg, Client: ccfg, Gossip: gcfg, Logger: logger, Registerer: reg})
 		if err != nil {
-			return err
+			if !started || ctx.Err() != nil {
+				return err
+			}
+			logger.Error("starting the broker again failed; retrying", "err", err)
+			select {
+			case <-time.After(time.Second):
+				continue
+			case <-ctx.Done():
+				return nil
+			}
 		}
-		b, closeAll = n.Broker, n.Close
+		p.ready.Store(true)
+		announce(cfg.NodeID, n.Broker)
+		select {
+		case <-ctx.Done():
+			p.ready.Store(false)
+			logger.Info("shutting down")
+			return n.Close()
+		case <-n.Fenced():
+			p.ready.Store(false)
+			logger.Warn("this broker was fenced; starting it again with a new registration")
+			n.Close()
+		}
 	}
-	p.ready.Store(true)
+}
+
+func announce(id int32, b *broker.Broker) {
 	addr := b.Advertised()
 	bootstrap := net.JoinHostPort(addr.Host, fmt.Sprint(addr.Port))
-	fmt.Printf("weir broker %d is ready: Kafka bootstrap %s  (try: kcat -b %s -L)\n", cfg.NodeID, bootstrap, bootstrap)
-	<-ctx.Done()
-	p.ready.Store(false)
-	logger.Info("shutting down")
-	return closeAll()
+	fmt.Printf("weir broker %d is ready: Kafka bootstrap %s  (try: kcat -b %s -L)\n", id, bootstrap, bootstrap)
 }

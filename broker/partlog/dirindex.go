@@ -1,0 +1,130 @@
+package partlog
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/wal"
+)
+
+// A sealed WAL directory (see wal.Seal) never changes again. The first broker that scans
+// one whole writes down which partitions it holds, up to which offset, in INDEX (JSON,
+// format_version 1), so the directory can be deleted once object storage holds all of it,
+// decided from the metadata alone.
+
+// DirIndexFile is the index's file name in a sealed WAL directory.
+const DirIndexFile = "INDEX"
+
+// DirIndexVersion is the format version of INDEX; another is refused.
+const DirIndexVersion = 1
+
+// ErrDirIndexVersion: an INDEX of a format this build does not read.
+var ErrDirIndexVersion = errors.New("partlog: unsupported WAL directory index version")
+
+// DirIndex lists the partitions of a sealed WAL directory and the last offset it holds of
+// each.
+type DirIndex struct {
+	FormatVersion int           `json:"format_version"`
+	Partitions    []DirIndexRef `json:"partitions"`
+
+	last map[Key]int64 // while scanning
+}
+
+// DirIndexRef is one partition of a DirIndex.
+type DirIndexRef struct {
+	Topic      metadata.TopicID `json:"topic"`
+	Partition  int32            `json:"partition"`
+	LastOffset int64            `json:"last_offset"`
+}
+
+func (d *DirIndex) note(id metadata.TopicID, partition int32, last int64) {
+	if d.last == nil {
+		d.last = map[Key]int64{}
+	}
+	k := Key{id, partition}
+	if old, ok := d.last[k]; !ok || last > old {
+		d.last[k] = last
+	}
+}
+
+// ReadDirIndex reads a directory's INDEX; ok is false when there is none.
+func ReadDirIndex(fsys wal.FS, dir string) (DirIndex, bool, error) {
+	var d DirIndex
+	f, err := fsys.OpenFile(filepath.Join(dir, DirIndexFile), os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return d, false, nil
+	}
+	if err != nil {
+		return d, false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return d, false, err
+	}
+	buf := make([]byte, st.Size())
+	if _, err := f.ReadAt(buf, 0); err != nil && err != io.EOF {
+		return d, false, err
+	}
+	if err := json.Unmarshal(buf, &d); err != nil {
+		return d, false, fmt.Errorf("partlog: %s: %w", filepath.Join(dir, DirIndexFile), err)
+	}
+	if d.FormatVersion != DirIndexVersion {
+		return d, false, fmt.Errorf("%w %d in %s", ErrDirIndexVersion, d.FormatVersion, dir)
+	}
+	return d, true, nil
+}
+
+// writeDirIndex writes INDEX atomically (temp file, sync, rename, directory sync); two
+// brokers writing it at once write the same content.
+func writeDirIndex(fsys wal.FS, dir string, d *DirIndex) error {
+	d.FormatVersion = DirIndexVersion
+	for k, last := range d.last {
+		d.Partitions = append(d.Partitions, DirIndexRef{Topic: k.ID, Partition: k.Index, LastOffset: last})
+	}
+	sort.Slice(d.Partitions, func(i, j int) bool {
+		a, b := d.Partitions[i], d.Partitions[j]
+		if a.Topic != b.Topic {
+			return string(a.Topic[:]) < string(b.Topic[:])
+		}
+		return a.Partition < b.Partition
+	})
+	if d.Partitions == nil {
+		d.Partitions = []DirIndexRef{}
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(dir, DirIndexFile+".tmp-"+hex.EncodeToString(rnd[:]))
+	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, filepath.Join(dir, DirIndexFile)); err != nil {
+		return err
+	}
+	return fsys.SyncDir(dir)
+}

@@ -1,0 +1,127 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/weir-io/weir/internal/testutil"
+	"github.com/weir-io/weir/metadata"
+)
+
+// ledBy lists the partitions of topic the controllers' view gives to broker id.
+func ledBy(v *metadata.View, topic string, id int32) []int32 {
+	var out []int32
+	if t := v.Topics[topic]; t != nil {
+		for _, p := range t.Partitions {
+			if p.Leader == id {
+				out = append(out, p.Index)
+			}
+		}
+	}
+	return out
+}
+
+// allServed reports whether every partition of topic has an active leader that is not
+// recovering, and none is led by one of the dead brokers.
+func allServed(v *metadata.View, topic string, dead ...int32) bool {
+	t := v.Topics[topic]
+	if t == nil {
+		return false
+	}
+	for _, p := range t.Partitions {
+		b, ok := v.Broker(p.Leader)
+		if !ok || !b.Active() || p.Recovering {
+			return false
+		}
+		for _, d := range dead {
+			if p.Leader == d {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// A broker killed under an idempotent load: its partitions move to the live brokers
+// (sealing its WAL and reading its tail, no data copied), producers keep going after a
+// short wait, and every acked record reads back at its offset, once.
+func TestFailoverKillBrokerUnderLoad(t *testing.T) {
+	c := startCluster(t, nil)
+	adm := kadm.NewClient(newClient(t, c))
+	const parts = 12
+	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), parts, 1, nil, "fo"); err != nil {
+		t.Fatal(err)
+	}
+	l := startLoad(t, c, "fo", parts, 3, 5*time.Millisecond)
+	testutil.Eventually(t, time.Minute, "load running", func() bool { return l.acks() > 300 })
+
+	const victim = 2
+	led := ledBy(c.Controller(c.LeaderIndex()).View(), "fo", victim)
+	if len(led) == 0 {
+		t.Fatalf("broker %d leads no partition of fo", victim)
+	}
+	fault := time.Now()
+	c.KillBroker(victim - 1)
+	testutil.Eventually(t, time.Minute, "the killed broker's partitions served elsewhere", func() bool {
+		i := c.LeaderIndex()
+		return i >= 0 && allServed(c.Controller(i).View(), "fo", victim)
+	})
+	moved := time.Since(fault)
+	before := l.acks()
+	testutil.Eventually(t, time.Minute, "producers ack again", func() bool { return l.acks() > before+300 })
+	l.finish()
+
+	un := l.unavailability(fault)
+	var onVictim []time.Duration
+	for _, p := range led {
+		onVictim = append(onVictim, un[p])
+	}
+	t.Logf("partitions of the killed broker writable again after %s; all served after %v", percentiles(onVictim), moved)
+	if r := l.verify(c); !r.OK() || r.Failed != 0 {
+		t.Fatalf("after failover: %v", r)
+	}
+}
+
+// Two brokers killed one after the other: the second takes partitions over and dies
+// before or after completing; the last broker ends up serving everything, with nothing
+// acked lost or duplicated.
+func TestFailoverKillTwoBrokers(t *testing.T) {
+	c := startCluster(t, nil)
+	adm := kadm.NewClient(newClient(t, c))
+	const parts = 9
+	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), parts, 1, nil, "fo2"); err != nil {
+		t.Fatal(err)
+	}
+	l := startLoad(t, c, "fo2", parts, 2, 5*time.Millisecond)
+	testutil.Eventually(t, time.Minute, "load running", func() bool { return l.acks() > 200 })
+	c.KillBroker(0)
+	time.Sleep(300 * time.Millisecond) // let the first failover start, not necessarily finish
+	c.KillBroker(1)
+	testutil.Eventually(t, time.Minute, "broker 3 serves everything", func() bool {
+		i := c.LeaderIndex()
+		return i >= 0 && allServed(c.Controller(i).View(), "fo2", 1, 2)
+	})
+	before := l.acks()
+	testutil.Eventually(t, time.Minute, "producers ack again", func() bool { return l.acks() > before+200 })
+	l.finish()
+	if r := l.verify(c); !r.OK() || r.Failed != 0 {
+		t.Fatalf("after two failovers: %v", r)
+	}
+	// The dead brokers come back with new epochs and serve nothing of fo2 until moved.
+	for i := 0; i < 2; i++ {
+		if err := c.StartBroker(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := c.Controller(c.LeaderIndex()).View()
+	for _, id := range []int32{1, 2} {
+		if got := ledBy(v, "fo2", id); len(got) != 0 {
+			t.Fatalf("broker %d took partitions %v back on its return", id, got)
+		}
+	}
+	if r := fmt.Sprint(l.verify(c)); r == "" {
+		t.Fatal("unreachable")
+	}
+}
