@@ -467,6 +467,16 @@ type Mover interface {
 	MovePartition(ctx context.Context, id TopicID, partition int32, target int32) error
 	// CompleteMove hands the partition to the move's target: the target leads from
 	// endOffset on with the next leader epoch. Only the current leader may complete.
+	//
+	// Deprecated: it completes whatever move is pending, so a retry of a completion of
+	// a cancelled move can complete a later move with an old end offset (losing the
+	// records acked after it). Use CompleteMoveGen with the Partition.MoveGen the end
+	// offset was captured for.
+	CompleteMove(ctx context.Context, id TopicID, partition int32, endOffset int64) error
+	// CompleteMoveGen is CompleteMove for the move moveGen (Partition.MoveGen as the
+	// leader saw it when it began handing off): refused (ErrMoveRefused) when the
+	// pending move is another one or none.
+	CompleteMoveGen(ctx context.Context, id TopicID, partition int32, endOffset int64, moveGen uint64) error
 	// CancelMove abandons a started move; the leader stays.
 	CancelMove(ctx context.Context, id TopicID, partition int32) error
 }
@@ -496,4 +506,9 @@ type Leaser interface {
 	LeaseValid(now time.Time) bool
 	// ReportSuspect tells the controller that broker id looks dead.
 	ReportSuspect(ctx context.Context, id int32) error
+	// Fenced returns a channel closed once the controller has answered that the
+	// current registration is over (fenced, or replaced by another registration). The
+	// store does not register again by itself: the broker must restart its storage
+	// (a new WAL for the new epoch) and register anew.
+	Fenced() <-chan struct{}
 }
