@@ -47,6 +47,8 @@ type Broker struct {
 	log     *slog.Logger
 	metrics *metrics
 
+	groupLoads groupLoads // offsets partitions whose groups are restored (offsets_topic.go)
+
 	// starting: replay in progress; New loads the partitions itself (guarded by the
 	// partition set's lock through syncPartitions).
 	starting bool
@@ -116,7 +118,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		return fail(err)
 	}
 	gcfg := cfg.Group
-	gcfg.Owns = b.ownsGroup
+	gcfg.Status, gcfg.Loading = b.groupStatus, b.groupsLoading
 	b.groups = group.New(gcfg, offsetStore{b}, topicChecker{b})
 	b.starting = true
 	b.syncPartitions(meta.View())
