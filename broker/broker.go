@@ -52,6 +52,8 @@ type Broker struct {
 	loader *partlog.Loader
 	tier   *tier.Tier // nil: the WAL keeps everything
 
+	groupLoads groupLoads // offsets partitions whose groups are restored (offsets_topic.go)
+
 	// starting: Start is loading every partition itself (guarded by the partition
 	// set's lock through syncPartitions).
 	starting bool
@@ -99,7 +101,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		now:        time.Now,
 	}
 	gcfg := cfg.Group
-	gcfg.Owns = b.ownsGroup
+	gcfg.Status, gcfg.Loading = b.groupStatus, b.groupsLoading
 	b.groups = group.New(gcfg, offsetStore{b}, topicChecker{b})
 	b.front = kafka.NewServer(kafka.Config{
 		NodeID:            cfg.NodeID,

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/weir-io/weir/broker/partlog"
@@ -17,11 +18,7 @@ import (
 // ready (appends and reads) → closing (a graceful move: no new appends; once every
 // prepared batch is synced the broker tells the controller where its range ends) → gone.
 
-// mover and leaser are what a cluster metadata store offers beyond metadata.Store.
-type mover interface {
-	CompleteMove(ctx context.Context, topic metadata.TopicID, partition int32, endOffset int64) error
-}
-
+// leaser is what a cluster metadata store offers beyond metadata.Store for acks.
 type leaser interface {
 	LeaseValid(now time.Time) bool
 }
@@ -40,7 +37,8 @@ func (b *Broker) leaseOK() bool {
 // it no longer leads.
 func (b *Broker) syncPartitions(v *metadata.View) {
 	self := b.cfg.NodeID
-	var toLoad, toHandoff []*partlog.Partition
+	var toLoad []*partlog.Partition
+	var toHandoff []handoffJob
 	b.parts.Update(func(tx partlog.SetTx) {
 		seen := make(map[metadata.TopicID]bool, len(v.Topics))
 		for _, t := range v.Topics {
@@ -61,7 +59,7 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 					}
 				}
 				if p.Apply(mp, v, b.tier != nil) {
-					toHandoff = append(toHandoff, p)
+					toHandoff = append(toHandoff, handoffJob{p, mp.MoveGen})
 				}
 			}
 		}
@@ -87,9 +85,9 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 		go b.loadLoop(p, false)
 	}
 	b.startRecovery(toRecover)
-	for _, p := range toHandoff {
+	for _, h := range toHandoff {
 		b.wg.Add(1)
-		go b.handoff(p)
+		go b.handoff(h)
 	}
 }
 
@@ -176,11 +174,22 @@ func (b *Broker) finishLoad(p *partlog.Partition, wantEnd int64) bool {
 	return true
 }
 
+// handoffJob is a graceful move away from this broker: the partition, and the move's
+// generation, so that a completion can only ever finish the move it was started for.
+type handoffJob struct {
+	p   *partlog.Partition
+	gen uint64
+}
+
 // handoff finishes a graceful move away from this broker: appends are already refused;
 // once every prepared batch is synced (or rolled back), the end of this broker's range is
-// known and is reported to the controller, which makes the target the leader.
-func (b *Broker) handoff(p *partlog.Partition) {
+// known and is reported to the controller with the move's generation, which makes the
+// target the leader. A completion retried after the move was cancelled and started
+// again (with more records appended meanwhile) is refused by its old generation, so a
+// stale end can never cut acked records off.
+func (b *Broker) handoff(h handoffJob) {
 	defer b.wg.Done()
+	p := h.p
 	wake := make(chan struct{}, 1)
 	var end int64
 	for {
@@ -200,20 +209,21 @@ func (b *Broker) handoff(p *partlog.Partition) {
 			return
 		}
 	}
-	m, ok := b.meta.(mover)
+	m, ok := b.meta.(metadata.Mover)
 	if !ok {
 		return
 	}
 	delay := 20 * time.Millisecond
 	for b.ctx.Err() == nil {
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-		err := m.CompleteMove(ctx, p.ID(), p.Index(), end)
+		err := m.CompleteMoveGen(ctx, p.ID(), p.Index(), end, h.gen)
 		cancel()
 		if err == nil {
 			b.log.Info("partition handed off", "topic", p.Topic(), "partition", p.Index(), "end_offset", end)
 			return
 		}
-		if p.State() != partlog.Closing {
+		if p.State() != partlog.Closing || errors.Is(err, metadata.ErrMoveRefused) || errors.Is(err, metadata.ErrFenced) {
+			b.log.Info("hand-off not completed", "topic", p.Topic(), "partition", p.Index(), "err", err)
 			return
 		}
 		b.log.Warn("completing move failed; retrying", "topic", p.Topic(), "partition", p.Index(), "err", err)

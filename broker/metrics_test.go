@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/metadata/metatest"
 )
@@ -192,7 +193,7 @@ func TestConsumerGroupLagAcrossBrokers(t *testing.T) {
 	for _, g := range []string{"g1", "g2", "g3", "g4"} {
 		var owner int32
 		for id, b := range brokers {
-			if b.ownsGroup(g) {
+			if b.groupStatus(g) == group.Owned {
 				owner = id
 			}
 		}

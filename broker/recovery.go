@@ -29,11 +29,6 @@ import (
 // LEADER_NOT_AVAILABLE, so clients wait instead of retrying at a broker that cannot
 // serve yet.
 
-// recoverer is what a cluster metadata store offers to complete a recovery.
-type recoverer interface {
-	CompleteRecovery(ctx context.Context, topic metadata.TopicID, partition int32, leaderEpoch int32, endOffset int64) error
-}
-
 // recSource is a fenced WAL owner: the broker and its last fenced registration.
 type recSource struct {
 	broker int32
@@ -155,7 +150,7 @@ func (b *Broker) recoverOnce(src recSource, parts []*partlog.Partition, seen tim
 		}
 		ready = append(ready, done{p, mp.LeaderEpoch, p.End()})
 	}
-	rec, ok := b.meta.(recoverer)
+	rec, ok := b.meta.(metadata.Recoverer)
 	if !ok {
 		b.log.Error("recovery: the metadata store cannot complete recoveries")
 		return retry
@@ -181,7 +176,7 @@ func (b *Broker) recoverOnce(src recSource, parts []*partlog.Partition, seen tim
 				b.metrics.recovered.Inc()
 				b.metrics.recoveryPhase("total", time.Since(seen))
 				b.log.Info("partition recovered", "topic", d.p.Topic(), "partition", d.p.Index(), "from", src.broker, "end_offset", d.end, "took", time.Since(seen))
-			case errors.Is(err, metadata.ErrMoveRefused), errors.Is(err, metadata.ErrFenced):
+			case errors.Is(err, metadata.ErrRecoveryRefused), errors.Is(err, metadata.ErrFenced):
 				// Someone else leads it now, or this registration is over: nothing to do.
 				b.log.Info("recovery: completion refused", "topic", d.p.Topic(), "partition", d.p.Index(), "err", err)
 			default:

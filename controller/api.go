@@ -20,7 +20,7 @@ import (
 // (errors.go); an error matching several sentinels (an object refused for a fenced
 // epoch is object_rejected and fenced) lists the others in "also".
 //
-//	POST   /v1/brokers/register          RegisterRequest         -> LeaseResponse
+//	POST   /v1/brokers/register          RegisterRequest         -> LeaseResponse | 409 duplicate_broker
 //	POST   /v1/brokers/heartbeat         HeartbeatRequest        -> LeaseResponse | 409 fenced
 //	POST   /v1/brokers/suspect           SuspectRequest          -> VersionResponse
 //	POST   /v1/topics                    CreateTopicRequest      -> TopicResponse
@@ -31,6 +31,7 @@ import (
 //	POST   /v1/partitions/move           MoveRequest             -> VersionResponse
 //	POST   /v1/partitions/complete-move  CompleteMoveRequest     -> VersionResponse
 //	POST   /v1/partitions/cancel-move    MoveRequest             -> VersionResponse
+//	POST   /v1/partitions/complete-recovery CompleteRecoveryRequest -> VersionResponse | 409 recovery_refused, fenced
 //	POST   /v1/producer-ids              ProducerIDsRequest      -> ProducerIDsResponse
 //	POST   /v1/objects/prepare           PrepareObjectRequest    -> ObjectResponse | 409 object_rejected
 //	POST   /v1/objects/commit            CommitObjectRequest     -> ObjectResponse | 409 object_rejected
@@ -55,6 +56,7 @@ func (c *Controller) routes() http.Handler {
 	mux.HandleFunc("POST /v1/partitions/move", writeAs[MoveRequest](c, c.handleMove))
 	mux.HandleFunc("POST /v1/partitions/complete-move", writeAs[CompleteMoveRequest](c, c.handleCompleteMove))
 	mux.HandleFunc("POST /v1/partitions/cancel-move", writeAs[MoveRequest](c, c.handleCancelMove))
+	mux.HandleFunc("POST /v1/partitions/complete-recovery", writeAs[CompleteRecoveryRequest](c, c.handleCompleteRecovery))
 	mux.HandleFunc("POST /v1/producer-ids", writeAs[ProducerIDsRequest](c, c.handleProducerIDs))
 	mux.HandleFunc("POST /v1/objects/prepare", writeAs[PrepareObjectRequest](c, c.handlePrepareObject))
 	mux.HandleFunc("POST /v1/objects/commit", writeAs[CommitObjectRequest](c, c.handleCommitObject))

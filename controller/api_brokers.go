@@ -8,29 +8,47 @@ import (
 	"github.com/weir-io/weir/metadata"
 )
 
-func (c *Controller) leaseMs() int64 { return c.cfg.LeaseTimeout.Milliseconds() }
+// leaseMs is the lease granted in every register and heartbeat answer.
+func (c *Controller) leaseMs() int64 { return c.cfg.GrantedLease().Milliseconds() }
 
-// handleRegister records a broker start: a new epoch, state active, a fresh lease.
+// handleRegister records a broker start: a new epoch, state active, a fresh lease; the
+// broker takes over the Recovering partitions left without a leader. A registration
+// is refused (metadata.ErrDuplicateBroker) while the ID's active registration belongs to
+// another incarnation whose lease is fresh: heard from within the granted lease, so
+// that process may still be acking. Registrations are serialised on the leader, so two
+// processes starting at once cannot both pass the check.
 func (c *Controller) handleRegister(r *http.Request, body []byte) (any, error) {
 	var req RegisterRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if req.ID < 0 || req.Port < 0 || req.Port > 65535 || len(req.Host) > 255 || len(req.Rack) > 255 {
+	if req.ID < 0 || req.Port < 0 || req.Port > 65535 || len(req.Host) > 255 || len(req.Rack) > 255 || len(req.Incarnation) > 255 {
 		return nil, fmt.Errorf("%w: broker id %d, host %.40q, port %d, rack %.40q", ErrBadRequest, req.ID, req.Host, req.Port, req.Rack)
+	}
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	if b, ok := c.fsm.View().Broker(req.ID); ok && b.Active() {
+		inc, fresh := c.leases.holder(req.ID, b.Epoch, time.Now(), c.cfg.GrantedLease())
+		if fresh && inc != req.Incarnation {
+			c.metrics.duplicates.Inc()
+			return nil, fmt.Errorf("%w: broker id %d is in use by a live process (epoch %d, incarnation %q, heard from within the last %v); "+
+				"if that process is gone, its lease runs out within %v", metadata.ErrDuplicateBroker, req.ID, b.Epoch, inc, c.cfg.GrantedLease(), c.cfg.GrantedLease())
+		}
 	}
 	res, err := c.propose(&registerBrokerCmd{ID: req.ID, Host: req.Host, Port: req.Port, Rack: req.Rack})
 	if err != nil {
 		return nil, err
 	}
-	epoch, _ := res.Value.(int64)
-	c.leases.renew(req.ID, epoch, time.Now())
-	c.log.Info("broker registered", "broker", req.ID, "epoch", epoch, "host", req.Host, "port", req.Port, "rack", req.Rack)
-	return LeaseResponse{Epoch: epoch, Version: res.Version, LeaseTimeoutMs: c.leaseMs()}, nil
+	rr, _ := res.Value.(registerResult)
+	c.leases.renew(req.ID, rr.Epoch, req.Incarnation, time.Now())
+	c.metrics.failedOver.Add(float64(rr.Adopted))
+	c.log.Info("broker registered", "broker", req.ID, "epoch", rr.Epoch, "host", req.Host, "port", req.Port, "rack", req.Rack,
+		"incarnation", req.Incarnation, "adopted_partitions", rr.Adopted)
+	return LeaseResponse{Epoch: rr.Epoch, Version: res.Version, LeaseTimeoutMs: c.leaseMs()}, nil
 }
 
 // handleHeartbeat renews a broker's lease for its current epoch; a fenced broker or a
-// stale epoch is told to register again.
+// stale epoch is told so (metadata.ErrFenced): its registration is over.
 func (c *Controller) handleHeartbeat(r *http.Request, body []byte) (any, error) {
 	var req HeartbeatRequest
 	if err := decode(body, &req); err != nil {
@@ -44,9 +62,9 @@ func (c *Controller) handleHeartbeat(r *http.Request, body []byte) (any, error) 
 		return nil, fmt.Errorf("%w: broker %d epoch %d not applied here yet", ErrUnavailable, req.ID, req.Epoch)
 	}
 	if !ok || b.Epoch != req.Epoch || !b.Active() {
-		return nil, fmt.Errorf("%w: broker %d epoch %d: fenced: re-register", metadata.ErrFenced, req.ID, req.Epoch)
+		return nil, fmt.Errorf("%w: broker %d epoch %d: registration over (fenced or replaced)", metadata.ErrFenced, req.ID, req.Epoch)
 	}
-	c.leases.renew(req.ID, req.Epoch, now)
+	c.leases.renew(req.ID, req.Epoch, req.Incarnation, now)
 	return LeaseResponse{Epoch: req.Epoch, Version: v.Version, LeaseTimeoutMs: c.leaseMs()}, nil
 }
 

@@ -29,7 +29,7 @@ func (c *Controller) handleMove(r *http.Request, body []byte) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return c.proposeVersion(&beginMoveCmd{TopicID: req.TopicID, Partition: req.Partition, Target: req.Target})
+	return c.proposeVersion(&beginMoveCmd{TopicID: req.TopicID, Partition: req.Partition, Target: req.Target, Gen: true})
 }
 
 func (c *Controller) handleCompleteMove(r *http.Request, body []byte) (any, error) {
@@ -37,7 +37,26 @@ func (c *Controller) handleCompleteMove(r *http.Request, body []byte) (any, erro
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return c.proposeVersion(&completeMoveCmd{TopicID: req.TopicID, Partition: req.Partition, From: req.From, FromEpoch: req.FromEpoch, EndOffset: req.EndOffset})
+	return c.proposeVersion(&completeMoveCmd{TopicID: req.TopicID, Partition: req.Partition, From: req.From, FromEpoch: req.FromEpoch, EndOffset: req.EndOffset, MoveGen: req.MoveGen})
+}
+
+func (c *Controller) handleCompleteRecovery(r *http.Request, body []byte) (any, error) {
+	var req CompleteRecoveryRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	res, err := c.propose(&completeRecoveryCmd{TopicID: req.TopicID, Partition: req.Partition, Leader: req.Leader,
+		BrokerEpoch: req.BrokerEpoch, LeaderEpoch: req.LeaderEpoch, EndOffset: req.EndOffset})
+	if err != nil {
+		return nil, err
+	}
+	if done, _ := res.Value.(bool); !done {
+		return VersionResponse{Version: res.Version}, nil // a retry
+	}
+	c.metrics.recovered.Inc()
+	c.log.Info("partition recovered", "topic_id", req.TopicID.String(), "partition", req.Partition, "leader", req.Leader,
+		"leader_epoch", req.LeaderEpoch, "end_offset", req.EndOffset)
+	return VersionResponse{Version: res.Version}, nil
 }
 
 func (c *Controller) handleCancelMove(r *http.Request, body []byte) (any, error) {

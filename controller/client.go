@@ -3,6 +3,8 @@ package controller
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,9 +31,12 @@ type ClientConfig struct {
 	Rack     string
 	Host     string
 	Port     int32
-	// HeartbeatInterval is how often a registered broker heartbeats.
+	// HeartbeatInterval is how often a registered broker heartbeats (at least
+	// MinHeartbeatInterval). RegisterBroker fails if the controllers grant a lease
+	// shorter than twice this.
 	HeartbeatInterval time.Duration
-	// LeaseTimeout is the lease assumed until a controller answers with its own.
+	// LeaseTimeout is the lease assumed if a controller's answer carries none (an older
+	// controller); the controllers' own (Config.GrantedLease) is used otherwise.
 	LeaseTimeout time.Duration
 	// RequestTimeout bounds one HTTP attempt; RetryTimeout bounds a write's retries
 	// across controllers (after it the write fails with metadata.ErrNotController).
@@ -48,8 +53,9 @@ type ClientConfig struct {
 	DefaultPartitions int32
 	// Logger receives the client's logs (nil: discarded).
 	Logger *slog.Logger
-	// OnEpochChange, if set, is called after the broker registered again with a new
-	// epoch because the controller had fenced it.
+	// OnEpochChange, if set, is called after RegisterBroker registered the broker again
+	// (a new epoch replacing oldEpoch). The client never registers again by itself: a
+	// fenced registration closes Fenced() instead.
 	OnEpochChange func(oldEpoch, newEpoch int64)
 }
 
@@ -57,8 +63,8 @@ type ClientConfig struct {
 func DefaultClientConfig() ClientConfig {
 	return ClientConfig{
 		BrokerID:          -1,
-		HeartbeatInterval: 500 * time.Millisecond,
-		LeaseTimeout:      3 * time.Second,
+		HeartbeatInterval: 200 * time.Millisecond,
+		LeaseTimeout:      650 * time.Millisecond,
 		RequestTimeout:    15 * time.Second,
 		RetryTimeout:      30 * time.Second,
 		WatchWait:         30 * time.Second,
@@ -75,6 +81,7 @@ func (cfg *ClientConfig) fill() error {
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = d.HeartbeatInterval
 	}
+	cfg.HeartbeatInterval = max(cfg.HeartbeatInterval, MinHeartbeatInterval)
 	if cfg.LeaseTimeout <= 0 {
 		cfg.LeaseTimeout = d.LeaseTimeout
 	}
@@ -103,8 +110,8 @@ func (cfg *ClientConfig) fill() error {
 const maxResponseBytes = 256 << 20
 
 // Client is what a broker uses to reach the controllers. It implements
-// metadata.Store, metadata.Registrar, metadata.Mover, metadata.Leaser and
-// metadata.ObjectManifest.
+// metadata.Store, metadata.Registrar, metadata.Mover, metadata.Recoverer,
+// metadata.Leaser and metadata.ObjectManifest.
 //
 // Reads come from a View kept current by a long-poll watch on any reachable controller.
 // Writes go to any controller (followers forward them to the leader), are retried on
@@ -130,16 +137,31 @@ type Client struct {
 	hint    atomic.Int32 // index of the controller that answered the last write
 	retries atomic.Int64 // attempts that failed and were retried (tests, debugging)
 
-	regMu    sync.Mutex // serialises registration
-	selfID   atomic.Int32
-	self     metadata.Broker
-	epoch    atomic.Int64
-	hbOnce   sync.Once
-	hbPaused atomic.Bool // tests: stop heartbeating, as a hung broker would
+	regMu       sync.Mutex // serialises registration
+	selfID      atomic.Int32
+	self        metadata.Broker
+	incarnation string // random per Client: tells this process from another with the same ID
+	epoch       atomic.Int64
+	hbOnce      sync.Once
+	hbPaused    atomic.Bool // tests: stop heartbeating, as a hung broker would
 
-	leaseMu  sync.Mutex
-	lastAck  time.Time // send time of the last acknowledged heartbeat (or registration)
-	leaseDur time.Duration
+	// viewVersion is view.Version, for LeaseValid without taking mu.
+	viewVersion atomic.Uint64
+
+	// leaseClock reads the clock leases are measured on (newLeaseClock: CLOCK_BOOTTIME
+	// on Linux); tests replace it.
+	leaseClock func() time.Duration
+
+	leaseMu sync.Mutex // guards the lease and the fence state; epoch changes under it
+	// lastAck is the leaseClock reading when the last acknowledged heartbeat (or the
+	// registration) was sent; hasAck is false before registering and after a fence.
+	lastAck    time.Duration
+	hasAck     bool
+	leaseDur   time.Duration
+	regVersion uint64 // the metadata version of the registration: the lease needs a View this new
+	// fenced is closed when the controller answers that registration fencedEpoch is over.
+	fenced      chan struct{}
+	fencedEpoch int64
 
 	pidMu           sync.Mutex
 	pidNext, pidEnd int64
@@ -150,6 +172,7 @@ var (
 	_ metadata.Store     = (*Client)(nil)
 	_ metadata.Registrar = (*Client)(nil)
 	_ metadata.Mover     = (*Client)(nil)
+	_ metadata.Recoverer = (*Client)(nil)
 	_ metadata.Leaser    = (*Client)(nil)
 
 	_ metadata.ObjectManifest = (*Client)(nil)
@@ -169,7 +192,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		cancel:   cancel,
 		changed:  make(chan struct{}),
 		leaseDur: cfg.LeaseTimeout,
-		self:     metadata.Broker{ID: cfg.BrokerID, Host: cfg.Host, Port: cfg.Port, Rack: cfg.Rack},
+		fenced:   make(chan struct{}),
+
+		incarnation: newIncarnation(),
+		leaseClock:  newLeaseClock(),
+		self:        metadata.Broker{ID: cfg.BrokerID, Host: cfg.Host, Port: cfg.Port, Rack: cfg.Rack},
 		hc: &http.Client{Transport: &http.Transport{
 			Proxy:               nil,
 			DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -237,6 +264,7 @@ func (c *Client) publish(vj *ViewJSON) bool {
 		id = self
 	}
 	c.view = metadata.NewViewWithObjects(vj.Version, vj.ClusterID, id, vj.Brokers, vj.Topics, vj.Objects)
+	c.viewVersion.Store(vj.Version)
 	close(c.changed)
 	c.changed = make(chan struct{})
 	return true
@@ -477,4 +505,11 @@ func (c *Client) waitVersion(ctx context.Context, v uint64) {
 			return
 		}
 	}
+}
+
+// newIncarnation returns a random ID for this process's registrations.
+func newIncarnation() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -126,8 +126,17 @@ func (c *Client) AllocateProducerID(ctx context.Context) (int64, error) {
 }
 
 // RegisterBroker implements metadata.Registrar: it registers b (a new epoch, state
-// active) and starts heartbeating every HeartbeatInterval. When a heartbeat is answered
-// "fenced", the client registers again by itself (a new epoch) and logs it.
+// active) and starts heartbeating every HeartbeatInterval. While the broker ID is in use
+// by another live process (metadata.ErrDuplicateBroker: another incarnation's lease is
+// fresh), it retries with backoff until ctx ends; a restart after a crash waits for the
+// dead process's lease to run out, about a second. It fails if the granted lease is
+// shorter than twice HeartbeatInterval (the broker is registered then, but holds no
+// lease and does not heartbeat). The lease is valid once this client's View includes
+// the registration.
+//
+// When a heartbeat is answered "fenced" the client drops its lease and closes the
+// channel Fenced returned; it does not register again by itself: the broker restarts
+// its storage (a new WAL for the new epoch) and calls RegisterBroker again.
 func (c *Client) RegisterBroker(ctx context.Context, b metadata.Broker) error {
 	if b.ID < 0 {
 		return fmt.Errorf("%w: broker id %d", ErrBadRequest, b.ID)
@@ -136,8 +145,26 @@ func (c *Client) RegisterBroker(ctx context.Context, b metadata.Broker) error {
 	defer c.regMu.Unlock()
 	c.self = metadata.Broker{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack}
 	c.selfID.Store(b.ID)
-	if err := c.register(ctx); err != nil {
-		return err
+	backoff := 100 * time.Millisecond
+	for refused := 0; ; refused++ {
+		err := c.register(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, metadata.ErrDuplicateBroker) {
+			return err
+		}
+		if refused == 0 {
+			c.log.Warn("broker ID in use by a live process; waiting for its lease to run out", "broker", b.ID, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
+		case <-c.ctx.Done():
+			return ErrClosed
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 	c.hbOnce.Do(func() {
 		c.wg.Add(1)
@@ -148,18 +175,34 @@ func (c *Client) RegisterBroker(ctx context.Context, b metadata.Broker) error {
 
 // register sends the registration; callers hold regMu.
 func (c *Client) register(ctx context.Context) error {
-	send := time.Now()
+	send := c.leaseClock()
 	var resp LeaseResponse
-	req := RegisterRequest{ID: c.self.ID, Host: c.self.Host, Port: c.self.Port, Rack: c.self.Rack}
+	req := RegisterRequest{ID: c.self.ID, Host: c.self.Host, Port: c.self.Port, Rack: c.self.Rack, Incarnation: c.incarnation}
 	if _, err := c.call(ctx, http.MethodPost, "/v1/brokers/register", req, &resp); err != nil {
 		return err
 	}
-	old := c.epoch.Swap(resp.Epoch)
+	lease := time.Duration(resp.LeaseTimeoutMs) * time.Millisecond
+	if lease <= 0 {
+		lease = c.cfg.LeaseTimeout
+	}
+	ok := lease >= 2*c.cfg.HeartbeatInterval
 	c.leaseMu.Lock()
-	c.lastAck = send // the leader granted a fresh lease when it applied the registration
-	c.leaseDur = time.Duration(resp.LeaseTimeoutMs) * time.Millisecond
+	old := c.epoch.Swap(resp.Epoch)
+	// The leader granted a fresh lease when it applied the registration; it counts
+	// once this client's View has the registration (regVersion).
+	c.lastAck, c.hasAck = send, ok
+	c.leaseDur = lease
+	c.regVersion = resp.Version
+	if c.fencedEpoch != 0 {
+		c.fenced, c.fencedEpoch = make(chan struct{}), 0 // a new registration, a new channel
+	}
 	c.leaseMu.Unlock()
-	c.log.Info("registered with the controllers", "broker", c.self.ID, "epoch", resp.Epoch, "previous_epoch", old)
+	if !ok {
+		return fmt.Errorf("%w: the controllers grant a lease of %v, less than twice this broker's heartbeat interval %v: "+
+			"lower the heartbeat interval or raise the controllers' lease settings (broker %d is registered in epoch %d without a lease)",
+			ErrBadConfig, lease, c.cfg.HeartbeatInterval, c.self.ID, resp.Epoch)
+	}
+	c.log.Info("registered with the controllers", "broker", c.self.ID, "epoch", resp.Epoch, "previous_epoch", old, "lease", lease, "incarnation", c.incarnation)
 	c.waitVersion(ctx, resp.Version)
 	if old != 0 && c.cfg.OnEpochChange != nil {
 		c.cfg.OnEpochChange(old, resp.Epoch)
@@ -185,41 +228,43 @@ func (c *Client) heartbeatLoop() {
 }
 
 func (c *Client) heartbeat() {
-	epoch := c.epoch.Load()
-	send := time.Now()
 	c.leaseMu.Lock()
+	epoch := c.epoch.Load()
 	budget := c.leaseDur
+	over := epoch == c.fencedEpoch
 	c.leaseMu.Unlock()
+	if over {
+		return // fenced: nothing to renew until RegisterBroker
+	}
+	send := c.leaseClock()
 	ctx, cancel := context.WithTimeout(c.ctx, max(budget, c.cfg.HeartbeatInterval))
 	defer cancel()
 	var resp LeaseResponse
-	_, err := c.call(ctx, http.MethodPost, "/v1/brokers/heartbeat", HeartbeatRequest{ID: c.selfID.Load(), Epoch: epoch}, &resp)
+	_, err := c.call(ctx, http.MethodPost, "/v1/brokers/heartbeat", HeartbeatRequest{ID: c.selfID.Load(), Epoch: epoch, Incarnation: c.incarnation}, &resp)
 	switch {
 	case err == nil:
-		if resp.Epoch != c.epoch.Load() {
+		c.leaseMu.Lock()
+		defer c.leaseMu.Unlock()
+		if resp.Epoch != c.epoch.Load() || c.fencedEpoch == resp.Epoch || !c.hasAck {
 			return
 		}
-		c.leaseMu.Lock()
-		if send.After(c.lastAck) {
+		if send > c.lastAck {
 			c.lastAck = send
 		}
 		if resp.LeaseTimeoutMs > 0 {
 			c.leaseDur = time.Duration(resp.LeaseTimeoutMs) * time.Millisecond
 		}
-		c.leaseMu.Unlock()
 	case errors.Is(err, metadata.ErrFenced):
 		c.leaseMu.Lock()
-		c.lastAck = time.Time{} // stop acking now
-		c.leaseMu.Unlock()
-		c.log.Warn("the controller fenced this broker; registering again", "broker", c.selfID.Load(), "epoch", epoch)
-		c.regMu.Lock()
-		defer c.regMu.Unlock()
-		if c.epoch.Load() != epoch {
-			return // someone registered meanwhile
+		defer c.leaseMu.Unlock()
+		if c.epoch.Load() != epoch || c.fencedEpoch == epoch {
+			return // registered again meanwhile, or already known
 		}
-		if err := c.register(c.ctx); err != nil && c.ctx.Err() == nil {
-			c.log.Error("registering again failed; will retry at the next heartbeat", "err", err)
-		}
+		c.hasAck = false // stop acking now
+		c.fencedEpoch = epoch
+		close(c.fenced)
+		c.log.Warn("the controller fenced this broker: its registration is over; the broker must restart its storage and register again",
+			"broker", c.selfID.Load(), "epoch", epoch)
 	default:
 		if c.ctx.Err() == nil {
 			c.log.Warn("heartbeat failed", "broker", c.selfID.Load(), "epoch", epoch, "err", err)
@@ -230,14 +275,34 @@ func (c *Client) heartbeat() {
 // Epoch implements metadata.Leaser: the current registration epoch (0 before).
 func (c *Client) Epoch() int64 { return c.epoch.Load() }
 
-// LeaseValid implements metadata.Leaser: true until LeaseTimeout after the send time of
-// the last acknowledged heartbeat, measured on this process's (monotonic) clock. The
-// controller fences later than that (it counts from receipt, plus a grace), so a broker
-// that checks LeaseValid before acking stops acking before it can be fenced.
-func (c *Client) LeaseValid(now time.Time) bool {
+// Incarnation is this client's random process identity, sent with its registrations
+// and heartbeats.
+func (c *Client) Incarnation() string { return c.incarnation }
+
+// Fenced implements metadata.Leaser: a channel closed when a heartbeat of the current
+// registration is answered "fenced". The client does not register again by itself; a
+// later RegisterBroker starts a new registration, whose channel Fenced then returns.
+func (c *Client) Fenced() <-chan struct{} {
 	c.leaseMu.Lock()
 	defer c.leaseMu.Unlock()
-	return !c.lastAck.IsZero() && now.Before(c.lastAck.Add(c.leaseDur))
+	return c.fenced
+}
+
+// LeaseValid implements metadata.Leaser: true until the granted lease (the
+// controllers' Config.GrantedLease) after the send time of the last acknowledged
+// heartbeat or registration, measured on the lease clock (CLOCK_BOOTTIME on Linux, so
+// a paused VM wakes up with its lease run out); now is mapped onto that clock through
+// the monotonic clock, so time.Now() asks about the present. False before registering,
+// after a fence, and until this client's View includes the registration (so the broker
+// never acks from an older View that predates it). The controllers fence later than
+// the lease ends on every path (GrantedLease), so a broker that checks LeaseValid
+// before acking stops acking before it can be fenced.
+func (c *Client) LeaseValid(now time.Time) bool {
+	at := c.leaseClock() + time.Until(now)
+	have := c.viewVersion.Load()
+	c.leaseMu.Lock()
+	defer c.leaseMu.Unlock()
+	return c.hasAck && have >= c.regVersion && at < c.lastAck+c.leaseDur
 }
 
 // ReportSuspect implements metadata.Leaser.
@@ -257,10 +322,22 @@ func (c *Client) MovePartition(ctx context.Context, id metadata.TopicID, partiti
 }
 
 // CompleteMove implements metadata.Mover: this broker (the current leader, in its
-// current epoch) hands the partition to the move's target from endOffset on.
+// current epoch) hands the partition to the move's target from endOffset on, whatever
+// move is pending.
+//
+// Deprecated: use CompleteMoveGen; a retried CompleteMove can complete a later move
+// with this one's end offset.
 func (c *Client) CompleteMove(ctx context.Context, id metadata.TopicID, partition int32, endOffset int64) error {
+	return c.CompleteMoveGen(ctx, id, partition, endOffset, 0)
+}
+
+// CompleteMoveGen implements metadata.Mover: like CompleteMove, but only for the move
+// moveGen (the Partition.MoveGen the broker captured endOffset for); 0 completes
+// whatever move is pending. A retry of a completion that was applied although its
+// answer was lost succeeds.
+func (c *Client) CompleteMoveGen(ctx context.Context, id metadata.TopicID, partition int32, endOffset int64, moveGen uint64) error {
 	self := c.selfID.Load()
-	req := CompleteMoveRequest{TopicID: id, Partition: partition, From: self, FromEpoch: c.epoch.Load(), EndOffset: endOffset}
+	req := CompleteMoveRequest{TopicID: id, Partition: partition, From: self, FromEpoch: c.epoch.Load(), EndOffset: endOffset, MoveGen: moveGen}
 	var resp VersionResponse
 	info, err := c.call(ctx, http.MethodPost, "/v1/partitions/complete-move", req, &resp)
 	if err != nil {
@@ -273,6 +350,21 @@ func (c *Client) CompleteMove(ctx context.Context, id metadata.TopicID, partitio
 				}
 			}
 		}
+		return err
+	}
+	c.waitVersion(ctx, resp.Version)
+	return nil
+}
+
+// CompleteRecovery implements metadata.Recoverer: this broker, leading the partition in
+// leaderEpoch since it took it over from a fenced broker, recovered the fenced broker's
+// link up to endOffset. The same completion again succeeds (the controller recognises
+// it), so a retry of one that was applied although its answer was lost succeeds, in
+// this call or a later one. On return the local View shows the completion.
+func (c *Client) CompleteRecovery(ctx context.Context, id metadata.TopicID, partition int32, leaderEpoch int32, endOffset int64) error {
+	req := CompleteRecoveryRequest{TopicID: id, Partition: partition, Leader: c.selfID.Load(), BrokerEpoch: c.epoch.Load(), LeaderEpoch: leaderEpoch, EndOffset: endOffset}
+	var resp VersionResponse
+	if _, err := c.call(ctx, http.MethodPost, "/v1/partitions/complete-recovery", req, &resp); err != nil {
 		return err
 	}
 	c.waitVersion(ctx, resp.Version)

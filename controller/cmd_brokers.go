@@ -7,12 +7,25 @@ import (
 )
 
 // registerBrokerCmd records a broker start: its endpoints and rack, a new epoch (the
-// previous one + 1) and state active. The value is the new epoch.
+// previous one + 1) and state active. The broker then takes over every Recovering
+// partition left without a leader (metadata.PlanAdopt: its broker was fenced while no
+// broker was active). The value is a registerResult.
+//
+// Whether the ID is in use by another live process (another incarnation whose lease
+// is fresh) is decided by the leader before it proposes (handleRegister): leases are
+// not part of the state.
 type registerBrokerCmd struct {
 	ID   int32  `json:"id"`
 	Host string `json:"host"`
 	Port int32  `json:"port"`
 	Rack string `json:"rack,omitempty"`
+}
+
+// registerResult is the value of registerBrokerCmd.
+type registerResult struct {
+	Epoch int64
+	// Adopted counts the leaderless Recovering partitions the broker took over.
+	Adopted int
 }
 
 func (*registerBrokerCmd) kind() cmdType { return cmdRegisterBroker }
@@ -31,15 +44,31 @@ func (c *registerBrokerCmd) apply(m *machine) (any, bool, error) {
 		State: metadata.BrokerActive,
 	}
 	m.st.Brokers[c.ID] = b
-	return b.Epoch, true, nil
+	adopted := m.applyUpdates(metadata.PlanAdopt(m.st.Topics, b))
+	return registerResult{Epoch: b.Epoch, Adopted: adopted}, true, nil
 }
 
 // fenceBrokerCmd fences a broker, but only the registration it was decided for: a
-// broker that registered again since (new epoch) is left alone. The value reports
-// whether the broker was fenced.
+// broker that registered again since (new epoch) is left alone. With Plan (every fence
+// proposed since failover exists) the same command fails the broker's partitions over
+// to the active brokers (metadata.PlanFence): each becomes Recovering under a new
+// leader, and moves to the broker are cancelled. Without Plan (entries written before)
+// the partitions keep their fenced leader, as they did then, so replaying an old log
+// gives the state its snapshots hold. The value is a fenceResult.
 type fenceBrokerCmd struct {
 	ID    int32 `json:"id"`
 	Epoch int64 `json:"epoch"`
+	Plan  bool  `json:"plan,omitempty"`
+}
+
+// fenceResult is the value of fenceBrokerCmd.
+type fenceResult struct {
+	Fenced bool
+	// FailedOver counts the partitions given a new leader; Leaderless those left
+	// without one (no active broker), Recovering all the same.
+	FailedOver, Leaderless int
+	// MovesCancelled counts the moves to the fenced broker that were abandoned.
+	MovesCancelled int
 }
 
 func (*fenceBrokerCmd) kind() cmdType { return cmdFenceBroker }
@@ -47,9 +76,47 @@ func (*fenceBrokerCmd) kind() cmdType { return cmdFenceBroker }
 func (c *fenceBrokerCmd) apply(m *machine) (any, bool, error) {
 	b, ok := m.st.Brokers[c.ID]
 	if !ok || b.Epoch != c.Epoch || !b.Active() {
-		return false, false, nil
+		return fenceResult{}, false, nil
 	}
 	b.State = metadata.BrokerFenced
 	m.st.Brokers[c.ID] = b
-	return true, true, nil
+	res := fenceResult{Fenced: true}
+	if !c.Plan {
+		return res, true, nil
+	}
+	brokers := make([]metadata.Broker, 0, len(m.st.Brokers))
+	for _, x := range m.st.Brokers {
+		brokers = append(brokers, x)
+	}
+	ups := metadata.PlanFence(brokers, m.st.Topics, b)
+	for _, u := range ups {
+		switch was := m.st.Topics[u.Topic].Partitions[u.Partition.Index]; {
+		case was.Leader != c.ID:
+			res.MovesCancelled++
+		case u.Partition.Leader < 0:
+			res.Leaderless++
+		default:
+			res.FailedOver++
+		}
+	}
+	m.applyUpdates(ups)
+	return res, true, nil
+}
+
+// applyUpdates stores a plan's partition changes, cloning each topic once, and returns
+// how many partitions changed.
+func (m *machine) applyUpdates(ups []metadata.PartitionUpdate) int {
+	clones := map[string]*metadata.Topic{}
+	for _, u := range ups {
+		t := clones[u.Topic]
+		if t == nil {
+			t = cloneTopic(m.st.Topics[u.Topic])
+			clones[u.Topic] = t
+		}
+		t.Partitions[u.Partition.Index] = u.Partition
+	}
+	for _, t := range clones {
+		m.putTopic(t)
+	}
+	return len(ups)
 }

@@ -8,11 +8,16 @@ import (
 
 // beginMoveCmd marks a partition as moving to Target, an active broker other than the
 // leader. Asking again for the same target changes nothing; another target while a move
-// is pending is refused (cancel it first).
+// is pending is refused (cancel it first), and so is a partition still Recovering (its
+// leader must complete the recovery first). With Gen (every begin proposed since moves
+// have generations) the move's MoveGen is the state version this command produces:
+// unique, and equal on every replica. Entries written before leave MoveGen 0, as their
+// snapshots hold it.
 type beginMoveCmd struct {
 	TopicID   metadata.TopicID `json:"topic_id"`
 	Partition int32            `json:"partition"`
 	Target    int32            `json:"target"`
+	Gen       bool             `json:"gen,omitempty"`
 }
 
 func (*beginMoveCmd) kind() cmdType { return cmdBeginMove }
@@ -28,28 +33,37 @@ func (c *beginMoveCmd) apply(m *machine) (any, bool, error) {
 	}
 	if p.Moving {
 		if p.MovingTo == c.Target {
-			return nil, false, nil
+			return p.MoveGen, false, nil
 		}
 		return nil, false, fmt.Errorf("%w: %s/%d is already moving to %d", metadata.ErrMoveRefused, t.Name, c.Partition, p.MovingTo)
 	}
 	if p.Leader == c.Target {
 		return nil, false, fmt.Errorf("%w: broker %d already leads %s/%d", metadata.ErrMoveRefused, c.Target, t.Name, c.Partition)
 	}
+	if p.Recovering {
+		return nil, false, fmt.Errorf("%w: %s/%d is recovering from a failover", metadata.ErrMoveRefused, t.Name, c.Partition)
+	}
 	p.Moving = true
 	p.MovingTo = c.Target
+	if c.Gen {
+		p.MoveGen = m.st.Version + 1 // the version Apply gives the state after this command
+	}
 	m.putTopic(t)
-	return nil, true, nil
+	return p.MoveGen, true, nil
 }
 
 // completeMoveCmd hands a moving partition to its target. Only the current leader (From,
-// in its current epoch when FromEpoch is set) may complete, and only while the target is
-// active: the target leads with the next leader epoch, its log starting at EndOffset.
+// in its current epoch when FromEpoch is set) may complete, only the pending move (its
+// MoveGen, when MoveGen is set: a completion of a cancelled move must not complete a
+// later one with an old end offset) and only while the target is active: the target
+// leads with the next leader epoch, its log starting at EndOffset.
 type completeMoveCmd struct {
 	TopicID   metadata.TopicID `json:"topic_id"`
 	Partition int32            `json:"partition"`
 	From      int32            `json:"from"`
 	FromEpoch int64            `json:"from_epoch,omitempty"`
 	EndOffset int64            `json:"end_offset"`
+	MoveGen   uint64           `json:"move_gen,omitempty"`
 }
 
 func (*completeMoveCmd) kind() cmdType { return cmdCompleteMove }
@@ -68,6 +82,9 @@ func (c *completeMoveCmd) apply(m *machine) (any, bool, error) {
 	if !p.Moving {
 		return nil, false, fmt.Errorf("%w: %s/%d is not moving", metadata.ErrMoveRefused, t.Name, c.Partition)
 	}
+	if c.MoveGen != 0 && c.MoveGen != p.MoveGen {
+		return nil, false, fmt.Errorf("%w: %s/%d: move %d is not the pending one (%d)", metadata.ErrMoveRefused, t.Name, c.Partition, c.MoveGen, p.MoveGen)
+	}
 	if p.Leader != c.From {
 		return nil, false, fmt.Errorf("%w: broker %d does not lead %s/%d (leader %d)", metadata.ErrMoveRefused, c.From, t.Name, c.Partition, p.Leader)
 	}
@@ -82,6 +99,7 @@ func (c *completeMoveCmd) apply(m *machine) (any, bool, error) {
 	p.Logs = append(p.Logs, metadata.LogRange{Broker: p.MovingTo, StartOffset: c.EndOffset})
 	p.Moving = false
 	p.MovingTo = -1
+	p.MoveGen = 0
 	m.putTopic(t)
 	return p.LeaderEpoch, true, nil
 }
@@ -104,6 +122,45 @@ func (c *cancelMoveCmd) apply(m *machine) (any, bool, error) {
 	}
 	p.Moving = false
 	p.MovingTo = -1
+	p.MoveGen = 0
 	m.putTopic(t)
 	return nil, true, nil
+}
+
+// completeRecoveryCmd ends the recovery of a partition its leader took over from a
+// fenced broker (metadata.ApplyRecovery): only the leader (Leader, in its current
+// registration epoch BrokerEpoch) in the takeover's leader epoch (LeaderEpoch) may
+// complete, with an end offset at or after the recovered link's start; {Leader,
+// EndOffset} joins the log chain and the partition is no longer Recovering. The same
+// completion again succeeds without a change (a retry whose answer was lost). The value
+// reports whether this command completed it (false for such a retry).
+type completeRecoveryCmd struct {
+	TopicID     metadata.TopicID `json:"topic_id"`
+	Partition   int32            `json:"partition"`
+	Leader      int32            `json:"leader"`
+	BrokerEpoch int64            `json:"broker_epoch"`
+	LeaderEpoch int32            `json:"leader_epoch"`
+	EndOffset   int64            `json:"end_offset"`
+}
+
+func (*completeRecoveryCmd) kind() cmdType { return cmdCompleteRecovery }
+
+func (c *completeRecoveryCmd) apply(m *machine) (any, bool, error) {
+	t, p, err := m.partitionForUpdate(c.TopicID, c.Partition)
+	if err != nil {
+		return nil, false, err
+	}
+	if b, ok := m.st.Brokers[c.Leader]; !ok || b.Epoch != c.BrokerEpoch || !b.Active() {
+		return nil, false, fmt.Errorf("%w: broker %d epoch %d is not current", metadata.ErrFenced, c.Leader, c.BrokerEpoch)
+	}
+	if metadata.RecoveryDone(*p, c.Leader, c.LeaderEpoch, c.EndOffset) {
+		return false, false, nil // a retry of this very completion
+	}
+	np, err := metadata.ApplyRecovery(t.Name, *p, c.Leader, c.LeaderEpoch, c.EndOffset)
+	if err != nil {
+		return nil, false, err
+	}
+	*p = np
+	m.putTopic(t)
+	return true, true, nil
 }

@@ -29,6 +29,7 @@ const (
 	cmdPrepareObject       cmdType = 13
 	cmdCommitObject        cmdType = 14
 	cmdDeleteObjects       cmdType = 15
+	cmdCompleteRecovery    cmdType = 16
 )
 
 // command is one replicated change. apply must be deterministic: it may read and change
@@ -56,6 +57,7 @@ var commandDecoders = map[cmdType]func() command{
 	cmdPrepareObject:       func() command { return &prepareObjectCmd{} },
 	cmdCommitObject:        func() command { return &commitObjectCmd{} },
 	cmdDeleteObjects:       func() command { return &deleteObjectsCmd{} },
+	cmdCompleteRecovery:    func() command { return &completeRecoveryCmd{} },
 }
 
 var errBadCommand = errors.New("controller: undecodable command")

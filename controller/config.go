@@ -107,9 +107,13 @@ type Config struct {
 	// ApplyTimeout bounds how long a proposal may wait to be enqueued.
 	ApplyTimeout time.Duration
 
-	// LeaseTimeout is a broker's lease: the leader fences a broker whose last heartbeat is
-	// older than LeaseTimeout+LeaseGrace. SuspectTimeout replaces LeaseTimeout+LeaseGrace
-	// for a broker another broker reported (gossip suspicion).
+	// The leader fences a broker whose last heartbeat arrived more than
+	// LeaseTimeout+LeaseGrace ago, or, once another broker reported it (gossip
+	// suspicion), more than SuspectTimeout ago. The lease it grants brokers (GrantedLease,
+	// sent in every register and heartbeat answer) ends before either:
+	// min(LeaseTimeout+LeaseGrace, SuspectTimeout) - LeaderLeaseTimeout -
+	// LeaseSafetyMargin, counted by the broker from the send time of its last
+	// acknowledged heartbeat. Defaults 1 s, 250 ms, 1 s: a granted lease of 650 ms.
 	LeaseTimeout   time.Duration
 	LeaseGrace     time.Duration
 	SuspectTimeout time.Duration
@@ -173,8 +177,8 @@ func DefaultConfig() Config {
 		SnapshotInterval:   30 * time.Second,
 		TrailingLogs:       10240,
 		ApplyTimeout:       5 * time.Second,
-		LeaseTimeout:       3 * time.Second,
-		LeaseGrace:         500 * time.Millisecond,
+		LeaseTimeout:       time.Second,
+		LeaseGrace:         250 * time.Millisecond,
 		SuspectTimeout:     time.Second,
 		LeaseCheckInterval: 100 * time.Millisecond,
 		LeaderWaitTimeout:  5 * time.Second,
@@ -206,9 +210,10 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", c.SnapshotThreshold, "log entries between snapshots")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often to check the snapshot threshold")
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", c.TrailingLogs, "log entries kept after a snapshot")
-	fs.DurationVar(&c.LeaseTimeout, "lease-timeout", c.LeaseTimeout, "broker lease; a broker silent this long (+grace) is fenced")
-	fs.DurationVar(&c.LeaseGrace, "lease-grace", c.LeaseGrace, "extra time before the controller fences a broker whose lease ran out")
-	fs.DurationVar(&c.SuspectTimeout, "suspect-timeout", c.SuspectTimeout, "a broker reported by gossip is fenced when silent this long")
+	fs.DurationVar(&c.LeaseTimeout, "lease-timeout", c.LeaseTimeout, "a broker silent this long (+ --lease-grace) is fenced and its partitions fail over")
+	fs.DurationVar(&c.LeaseGrace, "lease-grace", c.LeaseGrace, "extra time before the controller fences a silent broker")
+	fs.DurationVar(&c.SuspectTimeout, "suspect-timeout", c.SuspectTimeout, "a broker reported by gossip is fenced when silent this long; brokers are granted a lease of "+
+		"min(lease-timeout+lease-grace, suspect-timeout) - raft-leader-lease-timeout - 100ms, which must be at least 2 x 100ms")
 	fs.Func("default-partitions", "partitions for topics created with -1", func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 32)
 		if err != nil {
@@ -284,6 +289,10 @@ func (c *Config) Validate() error {
 	if c.ApplyTimeout <= 0 || c.LeaseTimeout <= 0 || c.LeaseGrace < 0 || c.SuspectTimeout <= 0 || c.LeaseCheckInterval <= 0 || c.LeaderWaitTimeout < 0 {
 		return errors.New("controller: apply/lease/suspect timeouts and the lease check interval must be positive")
 	}
+	if g := c.GrantedLease(); g < 2*MinHeartbeatInterval {
+		return fmt.Errorf("%w: the lease granted to brokers, min(lease timeout %v + lease grace %v, suspect timeout %v) - leader lease timeout %v - margin %v = %v, "+
+			"must be at least 2 x the minimum heartbeat interval %v", ErrBadConfig, c.LeaseTimeout, c.LeaseGrace, c.SuspectTimeout, c.LeaderLeaseTimeout, LeaseSafetyMargin, g, MinHeartbeatInterval)
+	}
 	if c.MaxPartitions <= 0 {
 		return errors.New("controller: max partitions must be positive")
 	}
@@ -294,6 +303,36 @@ func (c *Config) Validate() error {
 		return errors.New("controller: max body bytes and max watch wait must be positive")
 	}
 	return nil
+}
+
+// MinHeartbeatInterval is the shortest heartbeat interval a broker client uses
+// (ClientConfig.HeartbeatInterval is raised to it). Config.Validate refuses settings
+// whose granted lease is below twice this, and a client refuses a granted lease below
+// twice its own interval (RegisterBroker fails), so a broker always has at least two
+// heartbeats per lease.
+const MinHeartbeatInterval = 100 * time.Millisecond
+
+// LeaseSafetyMargin is taken off the granted lease for clock-rate differences between
+// a broker and the controller and for scheduling delays (GrantedLease).
+const LeaseSafetyMargin = 100 * time.Millisecond
+
+// GrantedLease is the lease the controller grants brokers: how long after sending a
+// heartbeat (or registration) that was acknowledged a broker may go on acking.
+//
+// It must end before every path by which a controller may fence the broker: the leader
+// fences LeaseTimeout+LeaseGrace, or SuspectTimeout once gossip reported the broker,
+// after it *received* the last heartbeat (a newly elected leader counts from its
+// election), and a deposed leader may still acknowledge a heartbeat for up to
+// LeaderLeaseTimeout after the new leader was elected. The broker counts from the
+// heartbeat's *send* time, earlier than any receipt, on a clock that keeps running
+// while the machine is paused (CLOCK_BOOTTIME), so
+//
+//	GrantedLease = min(LeaseTimeout+LeaseGrace, SuspectTimeout) - LeaderLeaseTimeout - LeaseSafetyMargin
+//
+// keeps its deadline earlier than any fence, LeaseSafetyMargin covering clock-rate
+// differences.
+func (c *Config) GrantedLease() time.Duration {
+	return min(c.LeaseTimeout+c.LeaseGrace, c.SuspectTimeout) - c.LeaderLeaseTimeout - LeaseSafetyMargin
 }
 
 func (c *Config) peer(id int32) *Peer {

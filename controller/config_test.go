@@ -243,3 +243,62 @@ func TestInjectedRaft(t *testing.T) {
 		t.Fatalf("data dir of a controller with injected stores: %v %v", entries, err)
 	}
 }
+
+// TestGrantedLeaseAndValidate: the granted lease is min(lease timeout + grace, suspect
+// timeout) - leader lease timeout - margin, 650 ms with the defaults; settings whose
+// lease would not hold two heartbeats at MinHeartbeatInterval are refused.
+func TestGrantedLeaseAndValidate(t *testing.T) {
+	base := func() Config {
+		c := DefaultConfig()
+		c.Peers, _ = ParsePeers("1=a:1/a:2")
+		return c
+	}
+	c := base()
+	if c.LeaseTimeout != time.Second || c.LeaseGrace != 250*time.Millisecond || c.SuspectTimeout != time.Second || c.LeaderLeaseTimeout != 250*time.Millisecond {
+		t.Fatalf("defaults %v %v %v %v", c.LeaseTimeout, c.LeaseGrace, c.SuspectTimeout, c.LeaderLeaseTimeout)
+	}
+	if g := c.GrantedLease(); g != 650*time.Millisecond {
+		t.Fatalf("default granted lease %v, want 650ms", g)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if d := DefaultClientConfig(); d.HeartbeatInterval != 200*time.Millisecond || c.GrantedLease() < 2*d.HeartbeatInterval {
+		t.Fatalf("the default heartbeat interval %v does not fit twice in the default lease", d.HeartbeatInterval)
+	}
+	cases := []struct {
+		lease, grace, suspect, leader time.Duration
+		want                          time.Duration
+		ok                            bool
+	}{
+		{time.Second, 250 * time.Millisecond, 5 * time.Second, 250 * time.Millisecond, 900 * time.Millisecond, true},        // lease + grace binds
+		{4 * time.Second, 0, time.Second, 250 * time.Millisecond, 650 * time.Millisecond, true},                             // suspicion binds
+		{time.Second, 250 * time.Millisecond, 550 * time.Millisecond, 250 * time.Millisecond, 200 * time.Millisecond, true}, // exactly 2 x 100 ms
+		{time.Second, 250 * time.Millisecond, 500 * time.Millisecond, 250 * time.Millisecond, 150 * time.Millisecond, false},
+		{300 * time.Millisecond, 0, time.Second, 250 * time.Millisecond, -50 * time.Millisecond, false},
+		{time.Second, 250 * time.Millisecond, time.Second, 750 * time.Millisecond, 150 * time.Millisecond, false}, // a long raft leader lease eats it
+	}
+	for _, tc := range cases {
+		c := base()
+		c.LeaseTimeout, c.LeaseGrace, c.SuspectTimeout, c.LeaderLeaseTimeout = tc.lease, tc.grace, tc.suspect, tc.leader
+		c.HeartbeatTimeout = max(c.HeartbeatTimeout, tc.leader)
+		c.ElectionTimeout = c.HeartbeatTimeout
+		if g := c.GrantedLease(); g != tc.want {
+			t.Errorf("%+v: granted %v", tc, g)
+		}
+		err := c.Validate()
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrBadConfig)) {
+			t.Errorf("%+v: Validate %v", tc, err)
+		}
+	}
+	// The flags set the three durations.
+	c = base()
+	fs := flag.NewFlagSet("weir controller", flag.ContinueOnError)
+	c.BindFlags(fs)
+	if err := fs.Parse([]string{"--lease-timeout", "2s", "--lease-grace", "1s", "--suspect-timeout", "3s"}); err != nil {
+		t.Fatal(err)
+	}
+	if g := c.GrantedLease(); g != 2650*time.Millisecond {
+		t.Fatalf("granted lease from flags %v", g)
+	}
+}

@@ -39,6 +39,9 @@ type Controller struct {
 	// adminMu serialises topic administration on the leader: validation and placement
 	// read the View, so the next admin command waits until the previous one applied.
 	adminMu sync.Mutex
+	// regMu serialises broker registrations on the leader (the duplicate-process check
+	// reads the View and the leases, then proposes).
+	regMu sync.Mutex
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -316,14 +319,18 @@ func (c *Controller) leaseLoop() {
 			continue
 		}
 		for _, f := range c.leases.expired(c.fsm.View(), time.Now(), c.cfg.LeaseTimeout, c.cfg.LeaseGrace, c.cfg.SuspectTimeout) {
+			start := time.Now()
 			res, err := c.propose(&f)
 			if err != nil {
 				c.log.Warn("fencing broker failed", "broker", f.ID, "epoch", f.Epoch, "err", err)
 				continue
 			}
-			if fenced, _ := res.Value.(bool); fenced {
+			if fr, _ := res.Value.(fenceResult); fr.Fenced {
 				c.metrics.fenced.Inc()
-				c.log.Warn("fenced broker: lease expired", "broker", f.ID, "epoch", f.Epoch)
+				c.metrics.failedOver.Add(float64(fr.FailedOver + fr.Leaderless))
+				c.log.Warn("fenced broker: lease expired; its partitions fail over", "broker", f.ID, "epoch", f.Epoch,
+					"failed_over", fr.FailedOver, "leaderless", fr.Leaderless, "moves_cancelled", fr.MovesCancelled,
+					"plan_duration", time.Since(start))
 			}
 		}
 	}

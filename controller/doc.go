@@ -1,8 +1,9 @@
 // Package controller is Weir's Raft controller: a quorum of controllers replicates the
 // cluster metadata (brokers, topics, partitions, leader epochs, producer-ID blocks, the
 // object manifests of the object-storage tier) with
-// hashicorp/raft, keeps broker leases in the leader's memory and fences brokers whose
-// lease ran out, and serves brokers over an HTTP/JSON API.
+// hashicorp/raft, keeps broker leases in the leader's memory, fences brokers whose
+// lease ran out and fails their partitions over to live brokers in the same command,
+// and serves brokers over an HTTP/JSON API.
 //
 // # Files
 //
@@ -22,10 +23,44 @@
 //   - controller.go, config.go, metrics.go: the Controller life cycle, Config, metrics.
 //   - api*.go, wire.go, errors.go: the HTTP API (route table in api.go), its JSON bodies
 //     and error codes; writes reaching a follower are proxied to the leader.
-//   - placement.go: where new partitions go. leases.go: broker leases (leader only).
+//   - placement.go: where new partitions go. leases.go: broker leases (leader only) and
+//     the timing argument; Config.GrantedLease the lease brokers are granted.
+//     Failover planning is metadata/failover.go (shared with metatest), applied in
+//     cmd_brokers.go.
 //   - client*.go: what a broker uses: metadata.Store, metadata.Registrar,
-//     metadata.Mover, metadata.Leaser and metadata.ObjectManifest over the API, with a
-//     long-poll watch.
+//     metadata.Mover, metadata.Recoverer, metadata.Leaser and metadata.ObjectManifest
+//     over the API, with a long-poll watch; leaseclock*.go: the clock its lease is
+//     measured on (CLOCK_BOOTTIME on Linux).
+//
+// # Failover
+//
+// FenceBroker (proposed by the leader when a lease runs out) fences one registration
+// and, in the same command, plans its partitions (metadata.PlanFence): each partition
+// the broker led gets a new leader, its graceful move's target if that is active, else
+// an active broker in its zone if any, else any, the one leading the fewest partitions
+// (counting the plan's own picks), ties to the lowest ID; it becomes Recovering with
+// the next leader epoch and RecoverEpoch = the fenced epoch (kept if it was Recovering
+// already: its taker died), its log chain unchanged; moves to the broker are cancelled.
+// With no active broker the partitions wait leaderless (Leader -1, Recovering) and the
+// next RegisterBroker takes them all (metadata.PlanAdopt). Because the plan is in the
+// log, a change of controller leader between the fence and the recovery loses nothing.
+// The new leader seals the fenced broker's WAL directories of epochs <= RecoverEpoch,
+// reads them to their end and calls CompleteRecovery: accepted from the partition's
+// leader in its current registration, in the takeover's leader epoch, with an end at
+// or after the recovered link's start; {leader, end} joins the chain. The same
+// completion again is a no-op success (a retry whose answer was lost).
+//
+// Graceful moves have generations: BeginMove sets Partition.MoveGen to the state
+// version it produces, and CompleteMove carrying a MoveGen is refused unless that move
+// is the pending one, so a retried completion of a cancelled move cannot complete a
+// later move with an old end offset (the Client's CompleteMoveGen).
+//
+// Registration: a RegisterRequest carries the process's incarnation (random per
+// Client). While the ID's active registration belongs to another incarnation heard from
+// within the granted lease, the leader refuses it (metadata.ErrDuplicateBroker, 409
+// duplicate_broker); Client.RegisterBroker retries until its context ends. A heartbeat
+// answered "fenced" closes Client.Fenced(); the client does not register again by
+// itself (the broker restarts its storage first).
 //
 // # Formats
 //
@@ -33,8 +68,12 @@
 // the command's JSON. Types: 1 InitCluster, 2 RegisterBroker, 3 FenceBroker,
 // 4 CreateTopic, 5 DeleteTopic, 6 CreatePartitions, 7 AlterTopicConfigs,
 // 8 SetLogStartOffset, 9 AllocateProducerIDs, 10 BeginMove, 11 CompleteMove,
-// 12 CancelMove, 13 PrepareObject, 14 CommitObject, 15 DeleteObjects. An entry that
-// does not decode is refused alike by every replica.
+// 12 CancelMove, 13 PrepareObject, 14 CommitObject, 15 DeleteObjects,
+// 16 CompleteRecovery. An entry that does not decode is refused alike by every replica.
+// Commands whose meaning grew carry a flag the new proposers set, so an entry written
+// before replays as it applied then and matches the snapshots of that time:
+// FenceBroker "plan" (fail the partitions over), BeginMove "gen" (give the move a
+// MoveGen); CompleteMove's "move_gen" is checked only when set.
 //
 // Snapshot: the JSON of State after the snapshot format version: {"format_version": 1,
 // "cluster_id", "version", "next_producer_id", "next_object_id", "brokers": {"<id>":
@@ -42,7 +81,10 @@
 // manifest "objects": [{"object",
 // "first_offset", "last_offset", "max_timestamp", "bytes"}]}, "objects": {"<id>":
 // metadata.Object}}. "max_timestamp" and "bytes" are left out while 0 (ranges committed
-// before they existed restore with 0).
+// before they existed restore with 0), and so are a partition's "move_gen",
+// "recovering" and "recover_epoch" (snapshots without them restore as no move
+// generation, not recovering). An older controller reading a snapshot with Recovering
+// partitions would drop the flag: downgrading across failover is not supported.
 // "next_object_id" and "objects" are left out while there are none; "objects" was
 // reserved (never written) before manifests existed, and an absent, null or empty value
 // restores as no objects. Object IDs start at 1; an object's key is
@@ -81,8 +123,10 @@
 //
 // # Locks
 //
-// Controller.adminMu → FSM.mu (via propose, which waits for Apply); FSM.mu, leaseTable.mu
-// and the Client's mutexes are leaves, except Client.regMu → Client.leaseMu and
-// Client.pidMu held across an RPC. No lock is held while waiting on the network except
-// regMu (registration) and pidMu (producer-ID block).
+// Controller.adminMu → FSM.mu and Controller.regMu → FSM.mu, leaseTable.mu (via
+// propose, which waits for Apply); FSM.mu, leaseTable.mu and the Client's mutexes are
+// leaves, except Client.regMu → Client.leaseMu and Client.pidMu held across an RPC.
+// No lock is held while waiting on the network except Client.regMu (registration,
+// including its wait for a duplicate's lease to lapse), Controller.regMu (a
+// registration's proposal) and Client.pidMu (producer-ID block).
 package controller

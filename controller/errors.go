@@ -49,6 +49,8 @@ var errorCodes = []struct {
 	{"not_available", metadata.ErrNotController, http.StatusServiceUnavailable},
 	{"fenced", metadata.ErrFenced, http.StatusConflict},
 	{"move_refused", metadata.ErrMoveRefused, http.StatusConflict},
+	{"recovery_refused", metadata.ErrRecoveryRefused, http.StatusConflict},
+	{"duplicate_broker", metadata.ErrDuplicateBroker, http.StatusConflict},
 	{"not_leader", ErrNotLeader, http.StatusServiceUnavailable},
 	{"unavailable", ErrUnavailable, http.StatusServiceUnavailable},
 	{"bad_request", ErrBadRequest, http.StatusBadRequest},

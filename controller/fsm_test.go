@@ -63,6 +63,13 @@ func script() []command {
 		&commitObjectCmd{ID: 3, Broker: 1, Epoch: 2, Size: 1, Ranges: []metadata.PartitionRange{{Topic: tid, Partition: 0, FirstOffset: 43, LastOffset: 50}}}, // refused: gap
 		&deleteObjectsCmd{IDs: []uint64{4}},
 		&deleteTopicCmd{Name: "gone"},
+		// Failover: f/0 of broker 3 goes to 2 (its zone), f/1's move to 3 is cancelled.
+		&registerBrokerCmd{ID: 3, Host: "h3", Port: 3, Rack: "b"},
+		&createTopicCmd{Topic: metadata.Topic{Name: "f", ID: topicID(10), Partitions: []metadata.Partition{{Leader: 3}, {Leader: 1}}}},
+		&beginMoveCmd{TopicID: topicID(10), Partition: 1, Target: 3, Gen: true},
+		&fenceBrokerCmd{ID: 3, Epoch: 1, Plan: true},
+		&completeRecoveryCmd{TopicID: topicID(10), Partition: 0, Leader: 2, BrokerEpoch: 2, LeaderEpoch: 1, EndOffset: 5},
+		&completeRecoveryCmd{TopicID: topicID(10), Partition: 0, Leader: 2, BrokerEpoch: 2, LeaderEpoch: 1, EndOffset: 6}, // refused: done
 	}
 }
 
@@ -77,18 +84,18 @@ func TestFSMCommands(t *testing.T) {
 	}
 
 	// Brokers: epochs count registrations; a fence applies only to its epoch.
-	if res := mustApply(t, f, &registerBrokerCmd{ID: 1, Host: "h", Port: 1, Rack: "a"}); res.Value.(int64) != 1 {
+	if res := mustApply(t, f, &registerBrokerCmd{ID: 1, Host: "h", Port: 1, Rack: "a"}); res.Value.(registerResult).Epoch != 1 {
 		t.Fatalf("epoch %v", res.Value)
 	}
 	mustApply(t, f, &registerBrokerCmd{ID: 2, Host: "h", Port: 2, Rack: "b"})
-	if res := mustApply(t, f, &registerBrokerCmd{ID: 1, Host: "h2", Port: 3, Rack: "a"}); res.Value.(int64) != 2 {
+	if res := mustApply(t, f, &registerBrokerCmd{ID: 1, Host: "h2", Port: 3, Rack: "a"}); res.Value.(registerResult).Epoch != 2 {
 		t.Fatalf("re-register epoch %v, want 2", res.Value)
 	}
 	if b, _ := f.View().Broker(1); b.Host != "h2" || b.Port != 3 || b.State != metadata.BrokerActive {
 		t.Fatalf("broker 1 after re-register: %+v", b)
 	}
 	v := f.View().Version
-	if res := mustApply(t, f, &fenceBrokerCmd{ID: 1, Epoch: 1}); res.Value.(bool) || res.Version != v {
+	if res := mustApply(t, f, &fenceBrokerCmd{ID: 1, Epoch: 1}); res.Value.(fenceResult).Fenced || res.Version != v {
 		t.Fatal("a stale-epoch fence fenced or bumped the version")
 	}
 	mustApply(t, f, &fenceBrokerCmd{ID: 2, Epoch: 1})
@@ -257,6 +264,9 @@ func TestFSMDeterministicSnapshotRestore(t *testing.T) {
 	}
 	if v := c.View(); v.ClusterID != "cluster-a" || v.TopicByID(topicID(7)) == nil || v.Topics["t"].Partitions[0].Leader != 2 {
 		t.Fatalf("restored view %+v", v)
+	}
+	if p := c.View().Topics["f"].Partitions; p[0].Leader != 2 || p[0].Recovering || len(p[0].Logs) != 2 || p[1].Moving {
+		t.Fatalf("restored failover %+v", p)
 	}
 	if c.restores.Load() != 1 {
 		t.Fatal("restore not counted")

@@ -12,20 +12,26 @@ import (
 // broker starts with a fresh lease, so a new leader never fences a broker it has not
 // heard from yet for lack of history.
 //
-// Timing argument: a broker's own lease ends LeaseTimeout after it *sent* its last
-// acknowledged heartbeat; the leader fences LeaseTimeout+LeaseGrace after it *received*
-// the last one (always later). So the broker stops acking before it can be fenced, given
-// clocks that run at about the same rate. A deposed leader may still ack heartbeats for
-// up to LeaderLeaseTimeout: LeaseGrace should exceed it (defaults 500 ms vs 250 ms).
+// Timing argument (Config.GrantedLease): a broker's own lease ends GrantedLease after it
+// *sent* its last acknowledged heartbeat; the leader fences LeaseTimeout+LeaseGrace, or
+// SuspectTimeout after a gossip report, after it *received* the last one (or after it
+// was elected). GrantedLease is the smaller of those minus LeaderLeaseTimeout (how long
+// a deposed leader may still acknowledge heartbeats) minus a margin, so the broker stops
+// acking before any controller can fence it.
+//
+// Each lease also remembers the incarnation (a random ID per broker process) that
+// registered or last heartbeated, so that a second live process with the same broker ID
+// is refused (fresh).
 type leaseTable struct {
 	mu sync.Mutex
 	m  map[int32]*lease
 }
 
 type lease struct {
-	epoch     int64
-	last      time.Time // last heartbeat (or registration, or leadership gain)
-	suspectAt time.Time // last gossip suspicion report, zero if none
+	epoch       int64
+	incarnation string    // "" until the registration or a heartbeat told it
+	last        time.Time // last heartbeat (or registration, or leadership gain)
+	suspectAt   time.Time // last gossip suspicion report, zero if none
 }
 
 func newLeaseTable() *leaseTable { return &leaseTable{m: map[int32]*lease{}} }
@@ -46,16 +52,35 @@ func (l *leaseTable) reset(v *metadata.View, now time.Time) {
 	}
 }
 
-// renew records a heartbeat or registration of id in epoch.
-func (l *leaseTable) renew(id int32, epoch int64, now time.Time) {
+// renew records a heartbeat or registration of id in epoch by incarnation ("": not
+// told).
+func (l *leaseTable) renew(id int32, epoch int64, incarnation string, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.m[id]
 	if e == nil || e.epoch != epoch {
-		l.m[id] = &lease{epoch: epoch, last: now}
+		l.m[id] = &lease{epoch: epoch, incarnation: incarnation, last: now}
 		return
 	}
 	e.last = now
+	if incarnation != "" {
+		e.incarnation = incarnation
+	}
+}
+
+// holder reports, for broker id's active registration in epoch, the incarnation that
+// holds it and whether its lease is still fresh: heard from within fresh of now. A
+// registration the table has no entry for (the View is ahead of the table) counts as
+// fresh, of an unknown incarnation; an entry of a later epoch than the View's (a
+// registration the View does not show yet) is judged as it is.
+func (l *leaseTable) holder(id int32, epoch int64, now time.Time, fresh time.Duration) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.m[id]
+	if e == nil || e.epoch < epoch {
+		return "", true
+	}
+	return e.incarnation, now.Sub(e.last) < fresh
 }
 
 // suspect records a gossip suspicion of id.
@@ -93,7 +118,7 @@ func (l *leaseTable) expired(v *metadata.View, now time.Time, leaseTimeout, grac
 			e.suspectAt = time.Time{} // an old report; the broker kept heartbeating
 		}
 		if silent > leaseTimeout+grace || (!e.suspectAt.IsZero() && silent > suspectTimeout) {
-			out = append(out, fenceBrokerCmd{ID: b.ID, Epoch: b.Epoch})
+			out = append(out, fenceBrokerCmd{ID: b.ID, Epoch: b.Epoch, Plan: true})
 		}
 	}
 	for id := range l.m {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weir-io/weir/metadata"
 )
 
 type metrics struct {
@@ -12,6 +13,9 @@ type metrics struct {
 	apiRequests   *prometheus.CounterVec
 	fenced        prometheus.Counter
 	forwarded     prometheus.Counter
+	failedOver    prometheus.Counter
+	recovered     prometheus.Counter
+	duplicates    prometheus.Counter
 
 	reg  prometheus.Registerer
 	cols []prometheus.Collector
@@ -50,7 +54,19 @@ func newMetrics(reg prometheus.Registerer, c *Controller) (*metrics, error) {
 			Help: "API requests this follower forwarded to the leader.",
 		}),
 	}
-	cols := []prometheus.Collector{m.applyDuration, m.apiRequests, m.fenced, m.forwarded}
+	m.failedOver = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "weir_controller_partitions_failed_over_total",
+		Help: "Partitions this controller, as leader, gave a new leader (or none, while no broker was active) because their broker was fenced, plus leaderless ones a registering broker took over.",
+	})
+	m.recovered = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "weir_controller_recoveries_completed_total",
+		Help: "Partition recoveries (CompleteRecovery after a failover) this controller, as leader, accepted.",
+	})
+	m.duplicates = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "weir_controller_duplicate_registrations_total",
+		Help: "Broker registrations refused because the ID was in use by a live process.",
+	})
+	cols := []prometheus.Collector{m.applyDuration, m.apiRequests, m.fenced, m.forwarded, m.failedOver, m.recovered, m.duplicates}
 	for _, st := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
 		st := st
 		cols = append(cols, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -73,6 +89,14 @@ func newMetrics(reg prometheus.Registerer, c *Controller) (*metrics, error) {
 		return float64(c.withRaft(func(r *raft.Raft) uint64 { return r.AppliedIndex() }))
 	})
 	gauge("weir_controller_metadata_version", "Version of the metadata state.", func() float64 { return float64(c.fsm.View().Version) })
+	gauge("weir_controller_partitions_recovering", "Partitions taken over from a fenced broker whose new leader has not completed recovery yet (not served meanwhile).", func() float64 {
+		n, _ := recovering(c.fsm.View())
+		return float64(n)
+	})
+	gauge("weir_controller_partitions_leaderless", "Recovering partitions without a leader: no broker was active when theirs was fenced.", func() float64 {
+		_, n := recovering(c.fsm.View())
+		return float64(n)
+	})
 	for _, active := range []bool{true, false} {
 		active := active
 		state := "active"
@@ -102,4 +126,19 @@ func newMetrics(reg prometheus.Registerer, c *Controller) (*metrics, error) {
 		m.cols = append(m.cols, col)
 	}
 	return m, nil
+}
+
+// recovering counts the Recovering partitions of v, and those of them without a leader.
+func recovering(v *metadata.View) (all, leaderless int) {
+	for _, t := range v.Topics {
+		for _, p := range t.Partitions {
+			if p.Recovering {
+				all++
+				if p.Leader < 0 {
+					leaderless++
+				}
+			}
+		}
+	}
+	return all, leaderless
 }

@@ -84,16 +84,16 @@ func TestLeaseTable(t *testing.T) {
 	if got := l.expired(v, t0.Add(lease+grace), lease, grace, suspect); len(got) != 0 {
 		t.Fatalf("fenced inside the lease+grace: %v", got)
 	}
-	l.renew(1, 1, t0.Add(2*time.Second))
+	l.renew(1, 1, "", t0.Add(2*time.Second))
 	got := l.expired(v, t0.Add(lease+grace+time.Millisecond), lease, grace, suspect)
-	if len(got) != 1 || got[0] != (fenceBrokerCmd{ID: 2, Epoch: 4}) {
+	if len(got) != 1 || got[0] != (fenceBrokerCmd{ID: 2, Epoch: 4, Plan: true}) {
 		t.Fatalf("expired %v, want broker 2 epoch 4", got)
 	}
 
 	// Suspicion shortens the wait to suspectTimeout of silence.
 	l.reset(v, t0)
-	l.renew(1, 1, t0)
-	l.renew(2, 4, t0)
+	l.renew(1, 1, "", t0)
+	l.renew(2, 4, "", t0)
 	l.suspect(1, t0.Add(500*time.Millisecond))
 	if got := l.expired(v, t0.Add(900*time.Millisecond), lease, grace, suspect); len(got) != 0 {
 		t.Fatalf("suspect fenced before suspectTimeout: %v", got)
@@ -106,8 +106,8 @@ func TestLeaseTable(t *testing.T) {
 	l.reset(v, t0)
 	l.suspect(2, t0)
 	for d := 200 * time.Millisecond; d < 3*time.Second; d += 200 * time.Millisecond {
-		l.renew(2, 4, t0.Add(d))
-		l.renew(1, 1, t0.Add(d))
+		l.renew(2, 4, "", t0.Add(d))
+		l.renew(1, 1, "", t0.Add(d))
 		if got := l.expired(v, t0.Add(d+100*time.Millisecond), lease, grace, suspect); len(got) != 0 {
 			t.Fatalf("a heartbeating suspect was fenced: %v", got)
 		}
@@ -115,7 +115,7 @@ func TestLeaseTable(t *testing.T) {
 
 	// A registration newer than the View waits; an older lease entry is replaced.
 	l.reset(v, t0)
-	l.renew(1, 2, t0) // epoch 2 registered, View still says 1
+	l.renew(1, 2, "", t0) // epoch 2 registered, View still says 1
 	if got := l.expired(v, t0.Add(time.Hour), lease, grace, suspect); len(got) != 1 || got[0].ID != 2 {
 		t.Fatalf("expired %v, want only broker 2", got)
 	}

@@ -310,6 +310,7 @@ func TestMemQuorumMinorityCannotCommit(t *testing.T) {
 		c.HeartbeatTimeout = time.Second
 		c.ElectionTimeout = time.Second
 		c.LeaderLeaseTimeout = time.Second
+		c.SuspectTimeout = 2 * time.Second // keeps the granted lease positive (Config.GrantedLease)
 		c.SnapshotThreshold = 8
 		c.SnapshotInterval = 50 * time.Millisecond
 		c.TrailingLogs = 2

@@ -20,25 +20,32 @@ func viewToWire(v *metadata.View) ViewJSON {
 	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics, Objects: v.Objects}
 }
 
-// RegisterRequest is the body of POST /v1/brokers/register.
+// RegisterRequest is the body of POST /v1/brokers/register. Incarnation identifies the
+// registering process (random per Client): while the ID's active registration belongs
+// to another incarnation whose lease is fresh, the registration is refused
+// (409 duplicate_broker). "" matches only "".
 type RegisterRequest struct {
-	ID   int32  `json:"id"`
-	Host string `json:"host"`
-	Port int32  `json:"port"`
-	Rack string `json:"rack,omitempty"`
+	ID          int32  `json:"id"`
+	Host        string `json:"host"`
+	Port        int32  `json:"port"`
+	Rack        string `json:"rack,omitempty"`
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
-// LeaseResponse answers register and heartbeat.
+// LeaseResponse answers register and heartbeat. LeaseTimeoutMs is the granted lease
+// (Config.GrantedLease), counted by the broker from the send time of its request.
 type LeaseResponse struct {
 	Epoch          int64  `json:"epoch"`
 	Version        uint64 `json:"version"`
 	LeaseTimeoutMs int64  `json:"lease_timeout_ms"`
 }
 
-// HeartbeatRequest is the body of POST /v1/brokers/heartbeat.
+// HeartbeatRequest is the body of POST /v1/brokers/heartbeat. Incarnation (optional)
+// tells a newly elected leader which process holds the registration.
 type HeartbeatRequest struct {
-	ID    int32 `json:"id"`
-	Epoch int64 `json:"epoch"`
+	ID          int32  `json:"id"`
+	Epoch       int64  `json:"epoch"`
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // SuspectRequest is the body of POST /v1/brokers/suspect: Reporter's gossip suspects ID.
@@ -104,13 +111,28 @@ type MoveRequest struct {
 	Target    int32            `json:"target"`
 }
 
-// CompleteMoveRequest is the body of POST /v1/partitions/complete-move.
+// CompleteMoveRequest is the body of POST /v1/partitions/complete-move. MoveGen, when
+// set, is the move being completed (Partition.MoveGen); another pending move, or none,
+// refuses it (move_refused).
 type CompleteMoveRequest struct {
 	TopicID   metadata.TopicID `json:"topic_id"`
 	Partition int32            `json:"partition"`
 	From      int32            `json:"from"`
 	FromEpoch int64            `json:"from_epoch,omitempty"`
 	EndOffset int64            `json:"end_offset"`
+	MoveGen   uint64           `json:"move_gen,omitempty"`
+}
+
+// CompleteRecoveryRequest is the body of POST /v1/partitions/complete-recovery: broker
+// Leader, in its registration BrokerEpoch, recovered the partition it took over in
+// LeaderEpoch; the fenced broker's link ends at EndOffset.
+type CompleteRecoveryRequest struct {
+	TopicID     metadata.TopicID `json:"topic_id"`
+	Partition   int32            `json:"partition"`
+	Leader      int32            `json:"leader"`
+	BrokerEpoch int64            `json:"broker_epoch"`
+	LeaderEpoch int32            `json:"leader_epoch"`
+	EndOffset   int64            `json:"end_offset"`
 }
 
 // ProducerIDsRequest is the body of POST /v1/producer-ids.

@@ -32,6 +32,14 @@ var (
 	// ErrMoveRefused: a partition move does not match the current state (the partition
 	// is not moving, the caller does not lead it, or the target is not an active broker).
 	ErrMoveRefused = errors.New("metadata: partition move refused")
+	// ErrRecoveryRefused: a CompleteRecovery does not match the current state (the
+	// partition is not recovering, the caller does not lead it, or the leader epoch is
+	// not the current one: a completion of an earlier takeover). Nothing changed.
+	ErrRecoveryRefused = errors.New("metadata: partition recovery refused")
+	// ErrDuplicateBroker: a registration was refused because the broker ID is in use by
+	// a live process (another incarnation whose lease is still fresh). A restart after a
+	// crash waits until the dead process's lease has run out (about a second).
+	ErrDuplicateBroker = errors.New("metadata: broker ID in use by a live process")
 	// ErrObjectRejected: an object manifest change does not match the current state; the
 	// error's message gives the reason (stale or fenced broker epoch, a range that leaves
 	// a gap or overlaps, an unknown object, an object in the wrong state). Nothing changed.
@@ -90,6 +98,23 @@ type Partition struct {
 	// and Logs is empty, for state written before moves existed: see Moving).
 	MovingTo int32 `json:"moving_to,omitempty"`
 	Moving   bool  `json:"moving,omitempty"`
+	// MoveGen identifies the pending graceful move (0 when none, and in state written
+	// before moves had generations): the controller gives every move it begins a new
+	// value, and a completion names the move it completes, so a late completion of a
+	// cancelled move can never complete a later one with an old end offset.
+	MoveGen uint64 `json:"move_gen,omitempty"`
+	// Recovering: Leader took the partition over from a fenced broker and must recover
+	// it before serving: seal the fenced broker's WAL directories of epochs up to
+	// RecoverEpoch, read them to their end, and report that end with CompleteRecovery
+	// (Recoverer). Until then Logs is unchanged, its last link the fenced broker's,
+	// open-ended. Leader is -1 while no broker is active to take it over; LeaderEpoch
+	// was bumped by the takeover.
+	Recovering bool `json:"recovering,omitempty"`
+	// RecoverEpoch is the registration epoch of the fenced broker whose WAL holds the
+	// last link (0 unless Recovering). A takeover of a partition that was already
+	// Recovering (its taker died before completing) keeps it: the last link is still
+	// the earlier dead broker's.
+	RecoverEpoch int64 `json:"recover_epoch,omitempty"`
 	// Objects is the partition's manifest in object storage: the committed objects that
 	// hold its offsets, ascending and contiguous (each range starts where the previous
 	// one ended + 1). Ranges leave from the front only: raising the log start offset
@@ -442,9 +467,33 @@ type Mover interface {
 	MovePartition(ctx context.Context, id TopicID, partition int32, target int32) error
 	// CompleteMove hands the partition to the move's target: the target leads from
 	// endOffset on with the next leader epoch. Only the current leader may complete.
+	//
+	// Deprecated: it completes whatever move is pending, so a retry of a completion of
+	// a cancelled move can complete a later move with an old end offset (losing the
+	// records acked after it). Use CompleteMoveGen with the Partition.MoveGen the end
+	// offset was captured for.
 	CompleteMove(ctx context.Context, id TopicID, partition int32, endOffset int64) error
+	// CompleteMoveGen is CompleteMove for the move moveGen (Partition.MoveGen as the
+	// leader saw it when it began handing off): refused (ErrMoveRefused) when the
+	// pending move is another one or none.
+	CompleteMoveGen(ctx context.Context, id TopicID, partition int32, endOffset int64, moveGen uint64) error
 	// CancelMove abandons a started move; the leader stays.
 	CancelMove(ctx context.Context, id TopicID, partition int32) error
+}
+
+// Recoverer is implemented by stores whose controller fails partitions over: when a
+// broker is fenced, each partition it led gets a new leader at once, marked Recovering
+// (see Partition). The new leader seals and reads the fenced broker's WAL to its end and
+// then reports where that WAL's part of the partition ends; only then does it serve.
+type Recoverer interface {
+	// CompleteRecovery ends the recovery of a partition this broker leads in
+	// leaderEpoch (the Partition.LeaderEpoch of the takeover): the fenced broker's link
+	// ends at endOffset (>= the link's start) and this broker's own link starts there.
+	// Refused with ErrRecoveryRefused when the partition is not recovering, another
+	// broker leads it or the leader epoch is not the current one; with ErrFenced when
+	// the caller's registration is over. A retry of a completion that was applied
+	// although its answer was lost succeeds.
+	CompleteRecovery(ctx context.Context, topic TopicID, partition int32, leaderEpoch int32, endOffset int64) error
 }
 
 // Leaser is implemented by stores that hold a broker lease: a broker acks writes only
@@ -457,4 +506,9 @@ type Leaser interface {
 	LeaseValid(now time.Time) bool
 	// ReportSuspect tells the controller that broker id looks dead.
 	ReportSuspect(ctx context.Context, id int32) error
+	// Fenced returns a channel closed once the controller has answered that the
+	// current registration is over (fenced, or replaced by another registration). The
+	// store does not register again by itself: the broker must restart its storage
+	// (a new WAL for the new epoch) and register anew.
+	Fenced() <-chan struct{}
 }

@@ -39,11 +39,45 @@ type Config struct {
 	OffsetMetadataMaxBytes int
 	// Clock is the time source for timestamps and timers. Default: real time.
 	Clock Clock
-	// Owns reports whether this coordinator is responsible for a group (in a cluster:
-	// whether this broker leads the group's __consumer_offsets partition). Requests for
-	// groups it does not own get NOT_COORDINATOR, so clients look the coordinator up
-	// again; ListGroups leaves them out. Nil means every group.
-	Owns func(group string) bool
+	// Status reports whether this coordinator serves a group (in a cluster: whether this
+	// broker leads the group's __consumer_offsets partition and has restored it). Requests
+	// for a group it does not own get NOT_COORDINATOR, so clients look the coordinator up
+	// again; requests for a group whose partition is still Loading get
+	// COORDINATOR_LOAD_IN_PROGRESS, so clients back off and retry: until the partition's
+	// commits are replayed (Restore), "no committed offset" may be false and a commit
+	// would be overwritten by an older restored one. Nil means every group is Owned.
+	// It is never called with a coordinator lock held; it must answer quickly (it is
+	// asked on every request).
+	Status func(group string) OwnStatus
+	// Loading reports whether any group partition this coordinator is gaining is still
+	// being restored. ListGroups then answers COORDINATOR_LOAD_IN_PROGRESS (with the
+	// groups it can list), as Kafka does: the list would be incomplete. Nil means never.
+	Loading func() bool
+}
+
+// OwnStatus is a coordinator's relation to a group (Config.Status).
+type OwnStatus int8
+
+const (
+	// NotOwned: another coordinator serves the group (NOT_COORDINATOR).
+	NotOwned OwnStatus = iota
+	// Loading: the group is this coordinator's, but its committed offsets are still
+	// being restored (COORDINATOR_LOAD_IN_PROGRESS).
+	Loading
+	// Owned: the group is this coordinator's and fully restored.
+	Owned
+)
+
+func (s OwnStatus) String() string {
+	switch s {
+	case NotOwned:
+		return "NotOwned"
+	case Loading:
+		return "Loading"
+	case Owned:
+		return "Owned"
+	}
+	return fmt.Sprintf("OwnStatus(%d)", int8(s))
 }
 
 // DefaultConfig returns Kafka's defaults.

@@ -143,8 +143,8 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, respond func
 		respond(errorResponse(req, kerr.CoordinatorNotAvailable.Code))
 		return
 	}
-	if !c.ownsAll(req) {
-		respond(errorResponse(req, kerr.NotCoordinator.Code))
+	if code := c.ownershipCode(req); code != 0 {
+		respond(errorResponse(req, code))
 		return
 	}
 	switch r := req.(type) {
@@ -173,12 +173,16 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, respond func
 	}
 }
 
-// ownsAll reports whether every group named by req is this coordinator's. Clients send
-// batched group requests to one coordinator per batch, so one foreign group fails the
-// whole request with NOT_COORDINATOR and the client re-routes.
-func (c *Coordinator) ownsAll(req kmsg.Request) bool {
-	if c.cfg.Owns == nil {
-		return true
+// ownershipCode is the error for a request naming a group this coordinator does not
+// serve now, or 0. Clients send batched group requests to one coordinator per batch, so
+// one foreign group fails the whole request with NOT_COORDINATOR and the client
+// re-routes; otherwise one group still being restored fails it with
+// COORDINATOR_LOAD_IN_PROGRESS and the client retries the batch later. (Kafka checks
+// loading first, but there a loading group is always the coordinator's own.) ListGroups
+// names no group: handleListGroups asks Config.Loading.
+func (c *Coordinator) ownershipCode(req kmsg.Request) int16 {
+	if c.cfg.Status == nil {
+		return 0
 	}
 	var groups []string
 	switch r := req.(type) {
@@ -207,12 +211,27 @@ func (c *Coordinator) ownsAll(req kmsg.Request) bool {
 	case *kmsg.DeleteGroupsRequest:
 		groups = r.Groups
 	}
+	loading := false
 	for _, g := range groups {
-		if !c.cfg.Owns(g) {
-			return false
+		switch c.cfg.Status(g) {
+		case NotOwned:
+			return kerr.NotCoordinator.Code
+		case Loading:
+			loading = true
 		}
 	}
-	return true
+	if loading {
+		return kerr.CoordinatorLoadInProgress.Code
+	}
+	return 0
+}
+
+// status is Config.Status, Owned when there is none.
+func (c *Coordinator) status(group string) OwnStatus {
+	if c.cfg.Status == nil {
+		return Owned
+	}
+	return c.cfg.Status(group)
 }
 
 // Committed returns a copy of the committed offsets of a group
@@ -238,8 +257,13 @@ func (c *Coordinator) Committed(group string) map[string]map[int32]Offset {
 	return out
 }
 
-// Restore loads a committed offset (or applies a tombstone) while the broker
-// replays its WAL at start. It does not call the OffsetStore.
+// Restore loads a committed offset (or applies a tombstone) while the broker replays
+// the commits of a group's partition, in log order; replaying a prefix again is
+// harmless. It does not call the OffsetStore. The caller keeps the group's Status at
+// Loading until every commit is restored, so no live commit is made meanwhile; a write
+// that was already on its way to the store when the restore reached its group is not
+// applied in memory (the restored state, read from the log, wins) and is answered
+// NOT_COORDINATOR.
 func (c *Coordinator) Restore(group string, o Offset) {
 	for {
 		g := c.getOrCreate(group)
@@ -248,6 +272,7 @@ func (c *Coordinator) Restore(group string, o Offset) {
 			g.unlock()
 			continue
 		}
+		g.restores++
 		if o.Delete {
 			g.deleteOffset(o.Topic, o.Partition)
 			if g.unused() {
@@ -383,7 +408,16 @@ func newMemberID(prefix string) string {
 
 // ---- durable writes ---------------------------------------------------------
 
-var errClosed = errors.New("group coordinator closed")
+var (
+	errClosed = errors.New("group coordinator closed")
+	// errNotOwned and errLoading: the group's Status changed between the request's check
+	// and its write, so the write is not sent to the store.
+	errNotOwned = errors.New("group: coordinator no longer owns the group")
+	errLoading  = errors.New("group: the group's committed offsets are being restored")
+	// errRestored: Restore reached the group while its write was in flight; the log the
+	// restore read is newer than what the write would put in memory.
+	errRestored = errors.New("group: group restored while a write was in flight")
+)
 
 // write is one queued durable operation of a group.
 type write struct {
@@ -427,6 +461,7 @@ func (g *group) writeLoop() {
 			g.unlock()
 			return
 		}
+		restores := g.restores
 		g.unlock()
 
 		errs := make([]error, len(batch))
@@ -442,11 +477,27 @@ func (g *group) writeLoop() {
 		switch {
 		case g.c.baseCtx.Err() != nil:
 			err = errClosed
-		case len(offs) > 0 && g.c.store != nil:
-			err = g.c.store.CommitOffsets(g.c.baseCtx, g.name, offs)
+		case len(offs) == 0:
+		default:
+			// Checked again here: the request was checked when it arrived, but the
+			// group's partition may have been lost or regained (Loading) since, and a
+			// commit written during a restore would be overwritten by older restored ones.
+			switch g.c.status(g.name) {
+			case NotOwned:
+				err = errNotOwned
+			case Loading:
+				err = errLoading
+			default:
+				if g.c.store != nil {
+					err = g.c.store.CommitOffsets(g.c.baseCtx, g.name, offs)
+				}
+			}
 		}
 
 		g.lock()
+		if err == nil && g.restores != restores {
+			err = errRestored
+		}
 		for i, w := range batch {
 			if errs[i] == nil {
 				errs[i] = err
@@ -475,8 +526,13 @@ func storeErrorCode(err error, tooLarge int16) int16 {
 	if err == nil {
 		return 0
 	}
-	if errors.Is(err, errClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, errClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return kerr.CoordinatorNotAvailable.Code
+	case errors.Is(err, errNotOwned) || errors.Is(err, errRestored):
+		return kerr.NotCoordinator.Code
+	case errors.Is(err, errLoading):
+		return kerr.CoordinatorLoadInProgress.Code
 	}
 	var ke *kerr.Error
 	if errors.As(err, &ke) {

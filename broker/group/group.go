@@ -151,6 +151,9 @@ type group struct {
 	writeQ     []*write
 	writing    bool
 	afterBatch []func() // run after a batch of writes has been applied
+	// restores counts Restore calls on the group, so a write in flight across a restore
+	// knows memory was rebuilt from the log under it (errRestored).
+	restores uint64
 
 	removed bool // no longer in the coordinator's map
 	closed  bool // coordinator closed

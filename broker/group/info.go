@@ -8,8 +8,9 @@ type GroupInfo struct {
 	Members      int
 }
 
-// Groups lists the live groups this coordinator owns (the ones ListGroups answers with),
-// sorted by name. Like ListGroups, it never holds a group lock while asking Config.Owns.
+// Groups lists the live groups this coordinator owns and has restored (the ones ListGroups
+// answers with), sorted by name. Like ListGroups, it never holds a group lock while asking
+// Config.Status.
 func (c *Coordinator) Groups() []GroupInfo {
 	var out []GroupInfo
 	for _, g := range c.allGroups() {
@@ -17,7 +18,7 @@ func (c *Coordinator) Groups() []GroupInfo {
 		info := GroupInfo{Name: g.name, State: g.state.String(), ProtocolType: g.protocolType, Members: len(g.members)}
 		removed, dead := g.removed, g.state == stateDead
 		g.unlock()
-		if removed || dead || (c.cfg.Owns != nil && !c.cfg.Owns(g.name)) {
+		if removed || dead || c.status(g.name) != Owned {
 			continue
 		}
 		out = append(out, info)

@@ -2,6 +2,7 @@ package tier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,10 +24,21 @@ import (
 //
 // Garbage collection (one broker: the active broker with the lowest ID): objects no
 // manifest references any more (after retention, DeleteRecords or topic deletion) and
-// prepared objects of ended registrations (View.GarbageObjects), objects still listed
-// below a log start (View.ExpiredObjects: state from before manifests were trimmed), and
-// this broker's own prepared objects that no upload is using (a commit was refused or an
-// answer lost). The key is deleted from object storage first, then from the manifests.
+// prepared objects of ended registrations (View.GarbageObjects), and objects still listed
+// below a log start (View.ExpiredObjects: state from before manifests were trimmed). The
+// key is deleted from object storage first, then from the manifests: whatever view they
+// come from, such objects can never be needed again (a committed object no manifest
+// references is never referenced again, a log start only rises, an ended registration
+// commits nothing), so a stale view is safe.
+//
+// Every broker also deletes its own prepared objects that no upload is using (a commit
+// was refused, or its answer lost). That is NOT safe from a stale view: after a
+// CommitObject whose answer was lost, the object is committed and referenced by manifests
+// while a view that lags (a partition from the controllers) still shows it prepared.
+// So these go the other way round: the controller forgets the object first (it refuses a
+// committed object a manifest references: metadata.ObjectRules.Delete), and the key is
+// deleted only once it confirmed. A key delete that fails then leaves a key without an
+// object record, which sweepStrayKeys removes.
 
 // OffsetsTopic is the internal topic of committed offsets; retention never applies to it.
 const OffsetsTopic = "__consumer_offsets"
@@ -97,13 +109,12 @@ func (t *Tier) gcDuty(v *metadata.View) bool {
 // collectGarbage deletes the objects no one needs any more.
 func (t *Tier) collectGarbage() {
 	v := t.d.Meta.View()
-	own := t.ownStalePrepared(v)
+	t.forgetOwnPrepared(t.ownStalePrepared(v))
 	if !t.gcDuty(v) {
-		t.deleteObjects(own, "orphan")
 		return
 	}
 	t.deleteObjects(v.ExpiredObjects(), "expired")
-	t.deleteObjects(append(v.GarbageObjects(), own...), "garbage")
+	t.deleteObjects(v.GarbageObjects(), "garbage")
 	if t.gcRounds++; t.gcRounds%sweepEvery == 1 {
 		t.sweepStrayKeys(v)
 	}
@@ -175,8 +186,44 @@ func (t *Tier) ownStalePrepared(v *metadata.View) []metadata.Object {
 	return out
 }
 
-// deleteObjects deletes objs from object storage, then from the manifests. If a key
-// cannot be deleted, nothing is forgotten this round (the batch must stay acceptable).
+// forgetOwnPrepared deletes this broker's own unused prepared objects, the controller's
+// record first and the key after (see the top of this file): objs come from this broker's
+// view, which may still show prepared an object the controller has committed.
+func (t *Tier) forgetOwnPrepared(objs []metadata.Object) {
+	if len(objs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, time.Minute)
+	defer cancel()
+	n := 0
+	for _, o := range objs {
+		// One at a time: an object committed behind this broker's back is refused, and
+		// must not hold back the others (the controller refuses a batch as a whole).
+		if err := t.manifest.DeleteObjects(ctx, []uint64{o.ID}); err != nil {
+			if errors.Is(err, metadata.ErrObjectRejected) {
+				t.log.Warn("own prepared object kept: the controller refused to forget it (committed, and this broker's view is behind?)",
+					"key", o.Key, "err", err)
+			} else {
+				t.log.Warn("forgetting an own prepared object failed; retrying later", "key", o.Key, "err", err)
+			}
+			continue
+		}
+		t.reader.Forget(o.Key)
+		n++
+		if err := t.objects.Delete(ctx, o.Key); err != nil {
+			t.log.Warn("deleting a forgotten object's key failed; the stray-key sweep removes it", "key", o.Key, "err", err)
+		}
+	}
+	if n > 0 {
+		t.metrics.deleted.WithLabelValues("orphan").Add(float64(n))
+		t.log.Info("own unused prepared objects deleted", "objects", n)
+	}
+}
+
+// deleteObjects deletes objs from object storage, then from the manifests. Only for
+// objects that no view, however stale, can wrongly show unneeded (View.GarbageObjects,
+// View.ExpiredObjects). If a key cannot be deleted, nothing is forgotten this round (the
+// batch must stay acceptable).
 func (t *Tier) deleteObjects(objs []metadata.Object, why string) {
 	if len(objs) == 0 {
 		return

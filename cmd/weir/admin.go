@@ -18,7 +18,7 @@ const adminUsage = `Usage: weir admin <command> [flags]
 
 Commands:
   status     each controller's Raft state, leader, term and indexes
-  describe   brokers (zone, epoch, state) and partitions (leader, epoch, what object storage holds, log chain)
+  describe   brokers (zone, epoch, state) and partitions (leader, epoch, recovery after a failover, what object storage holds, log chain)
   move       move a partition's leadership to another broker, without copying data
 
 Every command takes --controllers (default 127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403,
@@ -71,7 +71,7 @@ func runAdmin(ctx context.Context, args []string) error {
 		for _, b := range v.Brokers {
 			fmt.Fprintf(w, "%d\t%s\t%s:%d\t%d\t%s\n", b.ID, b.Rack, b.Host, b.Port, b.Epoch, b.State)
 		}
-		fmt.Fprintln(w, "\nTOPIC\tPARTITION\tLEADER\tEPOCH\tLOG START\tIN OBJECTS\tLOG CHAIN (broker@start)")
+		fmt.Fprintln(w, "\nTOPIC\tPARTITION\tLEADER\tEPOCH\tRECOVERY\tLOG START\tIN OBJECTS\tLOG CHAIN (broker@start)")
 		names := make([]string, 0, len(v.Topics))
 		for n := range v.Topics {
 			names = append(names, n)
@@ -91,7 +91,21 @@ func runAdmin(ctx context.Context, args []string) error {
 				if len(p.Objects) > 0 {
 					objects = fmt.Sprintf("below %d (%d objects)", p.UploadedThrough(), len(p.Objects))
 				}
-				fmt.Fprintf(w, "%s\t%d\t%d%s\t%d\t%d\t%s\t%s\n", n, p.Index, p.Leader, moving, p.LeaderEpoch, p.LogStartOffset, objects, strings.Join(chain, " "))
+				leader := fmt.Sprint(p.Leader)
+				if p.Leader < 0 {
+					leader = "none"
+				}
+				// A failed-over partition is not served until its leader has read the
+				// fenced broker's WAL (the last link) to its end.
+				recovery := "-"
+				if p.Recovering {
+					from := int32(-1)
+					if len(p.Logs) > 0 {
+						from = p.Logs[len(p.Logs)-1].Broker
+					}
+					recovery = fmt.Sprintf("recovering %d's epoch %d", from, p.RecoverEpoch)
+				}
+				fmt.Fprintf(w, "%s\t%d\t%s%s\t%d\t%s\t%d\t%s\t%s\n", n, p.Index, leader, moving, p.LeaderEpoch, recovery, p.LogStartOffset, objects, strings.Join(chain, " "))
 			}
 		}
 	case "move":

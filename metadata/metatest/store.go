@@ -27,9 +27,10 @@ var ErrNotSupported = errors.New("metatest: not supported")
 // errValidateOnly ends a validate-only CreateTopic inside update, so nothing is published.
 var errValidateOnly = errors.New("metatest: validate only")
 
-// Store is a metadata.Store and metadata.Registrar shared by in-process brokers, with
-// CompleteMove (what a leader calls to hand a partition over) and BeginMove (what the
-// controller records when an admin moves a partition). Its rules:
+// Store is a metadata.Store, metadata.Registrar and metadata.Recoverer shared by
+// in-process brokers, with CompleteMove and CompleteMoveGen (what a leader calls to hand
+// a partition over), and test helpers for what the controller decides: BeginMove and
+// CancelMove (an admin moves a partition), Fence (a broker's lease ran out). Its rules:
 //
 //   - The brokers are fixed by NewStore, all active from the start, at 127.0.0.1:1 until
 //     they register; the first one is reported as the controller. RegisterBroker
@@ -39,9 +40,20 @@ var errValidateOnly = errors.New("metatest: validate only")
 //     over the brokers in NewStore's order (every topic starts at the first broker,
 //     whatever their state); -1 partitions means 1. Each partition starts with a log
 //     chain of its leader's WAL from offset 0, leader epoch 0, no move.
-//   - BeginMove marks a partition as moving to a target; CompleteMove makes the target
-//     the leader from the given end offset (appended to the log chain), with the next
-//     leader epoch. Neither checks who asks or whether the target is active.
+//   - BeginMove marks a partition as moving to a target, with a new MoveGen (the
+//     version it publishes); CancelMove abandons it. CompleteMove makes the target the
+//     leader from the given end offset (appended to the log chain), with the next
+//     leader epoch; CompleteMoveGen does so only for the pending move of that MoveGen
+//     (metadata.ErrMoveRefused otherwise). None checks who asks or whether the target
+//     is active.
+//   - Fence marks a broker fenced and fails its partitions over exactly as the
+//     controller does (metadata.PlanFence: zone first, then fewest partitions led, then
+//     lowest ID; Recovering with the next leader epoch and RecoverEpoch = the broker's
+//     Epoch as registered); RegisterBroker makes the broker take over every
+//     leaderless Recovering partition (metadata.PlanAdopt). CompleteRecovery applies
+//     metadata.ApplyRecovery for the partition's current leader: the store does not
+//     know who calls, so the leader epoch alone tells a current completion from a stale
+//     one.
 //   - SetLogStartOffset is accepted and ignored: log start offsets stay 0, so a test's
 //     views change only when it changes something itself.
 //   - DeleteTopic, CreatePartitions and AlterTopicConfigs return ErrNotSupported.
@@ -59,6 +71,7 @@ type Store struct {
 var (
 	_ metadata.Store     = (*Store)(nil)
 	_ metadata.Registrar = (*Store)(nil)
+	_ metadata.Recoverer = (*Store)(nil)
 )
 
 // NewStore returns a store at version 0 with the given brokers (their order is the
@@ -118,17 +131,48 @@ func (s *Store) update(fn func(v *metadata.View) error) error {
 	return nil
 }
 
-// RegisterBroker records b, active, if NewStore listed its ID.
+// RegisterBroker records b, active, if NewStore listed its ID; b takes over every
+// Recovering partition without a leader.
 func (s *Store) RegisterBroker(_ context.Context, b metadata.Broker) error {
 	return s.update(func(v *metadata.View) error {
 		for i := range v.Brokers {
 			if v.Brokers[i].ID == b.ID {
 				b.State = metadata.BrokerActive
 				v.Brokers[i] = b
+				applyUpdates(v, metadata.PlanAdopt(v.Topics, b))
 			}
 		}
 		return nil
 	})
+}
+
+// Fence marks broker id fenced and fails the partitions it leads over to the active
+// brokers, as the controller does when a lease runs out (see Store). A broker that is
+// unknown or not active is refused (metadata.ErrFenced).
+func (s *Store) Fence(id int32) error {
+	return s.update(func(v *metadata.View) error {
+		for i := range v.Brokers {
+			b := v.Brokers[i]
+			if b.ID != id {
+				continue
+			}
+			if !b.Active() {
+				return fmt.Errorf("%w: broker %d is not active", metadata.ErrFenced, id)
+			}
+			b.State = metadata.BrokerFenced
+			v.Brokers[i] = b
+			applyUpdates(v, metadata.PlanFence(v.Brokers, v.Topics, b))
+			return nil
+		}
+		return fmt.Errorf("%w: no broker %d", metadata.ErrFenced, id)
+	})
+}
+
+// applyUpdates stores a plan's partitions in v (whose topics update copied).
+func applyUpdates(v *metadata.View, ups []metadata.PartitionUpdate) {
+	for _, u := range ups {
+		v.Topics[u.Topic].Partitions[u.Partition.Index] = u.Partition
+	}
 }
 
 // CreateTopic creates a topic placed round-robin; with validateOnly it returns the topic
@@ -213,7 +257,21 @@ func (s *Store) BeginMove(topic string, partition, target int32) error {
 			return fmt.Errorf("%w: %s/%d", metadata.ErrUnknownTopic, topic, partition)
 		}
 		p := &t.Partitions[partition]
-		p.Moving, p.MovingTo = true, target
+		p.Moving, p.MovingTo, p.MoveGen = true, target, v.Version+1
+		return nil
+	})
+}
+
+// CancelMove abandons a partition's pending move (none: nothing changes but the
+// version).
+func (s *Store) CancelMove(topic string, partition int32) error {
+	return s.update(func(v *metadata.View) error {
+		t := v.Topics[topic]
+		if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
+			return fmt.Errorf("%w: %s/%d", metadata.ErrUnknownTopic, topic, partition)
+		}
+		p := &t.Partitions[partition]
+		p.Moving, p.MovingTo, p.MoveGen = false, -1, 0
 		return nil
 	})
 }
@@ -221,8 +279,53 @@ func (s *Store) BeginMove(topic string, partition, target int32) error {
 // CompleteMove hands a moving partition to its target, which leads from endOffset on
 // with the next leader epoch. A partition that is not moving is refused
 // (metadata.ErrMoveRefused).
-func (s *Store) CompleteMove(_ context.Context, id metadata.TopicID, partition int32, endOffset int64) error {
-	return s.update(func(v *metadata.View) error {
+//
+// Deprecated: use CompleteMoveGen, as with the controller.
+func (s *Store) CompleteMove(ctx context.Context, id metadata.TopicID, partition int32, endOffset int64) error {
+	return s.CompleteMoveGen(ctx, id, partition, endOffset, 0)
+}
+
+// CompleteMoveGen is CompleteMove for the pending move moveGen (its MoveGen); another
+// move or none is refused (metadata.ErrMoveRefused). 0 completes any pending move.
+func (s *Store) CompleteMoveGen(_ context.Context, id metadata.TopicID, partition int32, endOffset int64, moveGen uint64) error {
+	return s.updatePartition(id, partition, func(t *metadata.Topic, p *metadata.Partition) error {
+		if !p.Moving {
+			return fmt.Errorf("%w: %s/%d is not moving", metadata.ErrMoveRefused, t.Name, partition)
+		}
+		if moveGen != 0 && moveGen != p.MoveGen {
+			return fmt.Errorf("%w: %s/%d: move %d is not the pending one (%d)", metadata.ErrMoveRefused, t.Name, partition, moveGen, p.MoveGen)
+		}
+		p.Leader, p.LeaderEpoch, p.Moving = p.MovingTo, p.LeaderEpoch+1, false
+		p.MovingTo, p.MoveGen = -1, 0
+		p.Logs = append(p.Logs, metadata.LogRange{Broker: p.Leader, StartOffset: endOffset})
+		return nil
+	})
+}
+
+// CompleteRecovery implements metadata.Recoverer for the partition's current leader
+// (metadata.ApplyRecovery): refused unless the partition is Recovering in leaderEpoch.
+// A completion already applied (the same leader epoch and end offset) succeeds again,
+// as the controller's client's retry does.
+func (s *Store) CompleteRecovery(_ context.Context, id metadata.TopicID, partition int32, leaderEpoch int32, endOffset int64) error {
+	return s.updatePartition(id, partition, func(t *metadata.Topic, p *metadata.Partition) error {
+		if metadata.RecoveryDone(*p, p.Leader, leaderEpoch, endOffset) {
+			return errUnchanged
+		}
+		np, err := metadata.ApplyRecovery(t.Name, *p, p.Leader, leaderEpoch, endOffset)
+		if err != nil {
+			return err
+		}
+		*p = np
+		return nil
+	})
+}
+
+// errUnchanged ends an update that has nothing to change, so nothing is published.
+var errUnchanged = errors.New("metatest: unchanged")
+
+// updatePartition lets fn change partition of topic id in a copy of the view.
+func (s *Store) updatePartition(id metadata.TopicID, partition int32, fn func(t *metadata.Topic, p *metadata.Partition) error) error {
+	err := s.update(func(v *metadata.View) error {
 		for _, t := range v.Topics {
 			if t.ID != id {
 				continue
@@ -230,15 +333,12 @@ func (s *Store) CompleteMove(_ context.Context, id metadata.TopicID, partition i
 			if partition < 0 || int(partition) >= len(t.Partitions) {
 				return fmt.Errorf("%w: partition %d of %q", metadata.ErrUnknownTopic, partition, t.Name)
 			}
-			p := &t.Partitions[partition]
-			if !p.Moving {
-				return fmt.Errorf("%w: %s/%d is not moving", metadata.ErrMoveRefused, t.Name, partition)
-			}
-			p.Leader, p.LeaderEpoch, p.Moving = p.MovingTo, p.LeaderEpoch+1, false
-			p.MovingTo = -1
-			p.Logs = append(p.Logs, metadata.LogRange{Broker: p.Leader, StartOffset: endOffset})
-			return nil
+			return fn(t, &t.Partitions[partition])
 		}
 		return fmt.Errorf("%w: id %s", metadata.ErrUnknownTopic, id)
 	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	return err
 }

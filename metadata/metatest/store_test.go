@@ -179,3 +179,109 @@ func TestStoreConcurrentWriters(t *testing.T) {
 		t.Fatalf("version %d with %d topics, want %d", v.Version, len(v.Topics), n)
 	}
 }
+
+// TestStoreMoveGenerations: a completion of a cancelled move does not complete the next
+// move of the same partition.
+func TestStoreMoveGenerations(t *testing.T) {
+	ctx := context.Background()
+	s := NewStore(1, 2)
+	top, err := s.CreateTopic(ctx, metadata.TopicSpec{Name: "mv", Partitions: 1}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginMove("mv", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	gen1 := s.View().Topics["mv"].Partitions[0].MoveGen
+	if err := s.CancelMove("mv", 0); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.View().Topics["mv"].Partitions[0]; p.Moving || p.MoveGen != 0 || p.MovingTo != -1 {
+		t.Fatalf("after CancelMove: %+v", p)
+	}
+	if err := s.BeginMove("mv", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	gen2 := s.View().Topics["mv"].Partitions[0].MoveGen
+	if gen1 == 0 || gen2 == gen1 {
+		t.Fatalf("generations %d, %d", gen1, gen2)
+	}
+	if err := s.CompleteMoveGen(ctx, top.ID, 0, 10, gen1); !errors.Is(err, metadata.ErrMoveRefused) {
+		t.Fatalf("stale completion: %v", err)
+	}
+	if err := s.CompleteMoveGen(ctx, top.ID, 0, 20, gen2); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.View().Topics["mv"].Partitions[0]; p.Leader != 2 || p.MoveGen != 0 || p.Logs[1] != (metadata.LogRange{Broker: 2, StartOffset: 20}) {
+		t.Fatalf("after the completion: %+v", p)
+	}
+}
+
+// TestStoreFenceAndRecovery: Fence fails a broker's partitions over by the controller's
+// rules (zone first, then fewest led), CompleteRecovery completes them once (again: a
+// no-op), a stale leader epoch is refused, and with no broker left the next
+// registration takes the leaderless partitions.
+func TestStoreFenceAndRecovery(t *testing.T) {
+	ctx := context.Background()
+	s := NewStore(1, 2, 3)
+	for _, b := range []metadata.Broker{{ID: 1, Rack: "a", Epoch: 7}, {ID: 2, Rack: "b", Epoch: 1}, {ID: 3, Rack: "a", Epoch: 1}} {
+		if err := s.RegisterBroker(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	top, err := s.CreateTopic(ctx, metadata.TopicSpec{Name: "t", Partitions: 6}, false) // leaders 1 2 3 1 2 3
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fence(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fence(1); !errors.Is(err, metadata.ErrFenced) {
+		t.Fatalf("fencing twice: %v", err)
+	}
+	for _, i := range []int{0, 3} {
+		p := s.View().Topics["t"].Partitions[i]
+		if p.Leader != 3 || !p.Recovering || p.RecoverEpoch != 7 || p.LeaderEpoch != 1 || len(p.Logs) != 1 || p.Logs[0].Broker != 1 {
+			t.Fatalf("t/%d after fencing 1: %+v, want broker 3 (zone a) recovering epoch 7", i, p)
+		}
+	}
+	if err := s.CompleteRecovery(ctx, top.ID, 0, 0, 9); !errors.Is(err, metadata.ErrRecoveryRefused) {
+		t.Fatalf("stale leader epoch: %v", err)
+	}
+	if err := s.CompleteRecovery(ctx, top.ID, 1, 0, 9); !errors.Is(err, metadata.ErrRecoveryRefused) {
+		t.Fatalf("a partition that is not recovering: %v", err)
+	}
+	if err := s.CompleteRecovery(ctx, top.ID, 0, 1, 9); err != nil {
+		t.Fatal(err)
+	}
+	v := s.View().Version
+	if err := s.CompleteRecovery(ctx, top.ID, 0, 1, 9); err != nil || s.View().Version != v {
+		t.Fatalf("the same completion again: %v (version %d → %d)", err, v, s.View().Version)
+	}
+	if p := s.View().Topics["t"].Partitions[0]; p.Recovering || p.Logs[1] != (metadata.LogRange{Broker: 3, StartOffset: 9}) {
+		t.Fatalf("t/0 recovered: %+v", p)
+	}
+
+	if err := s.Fence(3); err != nil { // t/0 t/2 t/3 t/5 → 2, the only one left
+		t.Fatal(err)
+	}
+	if err := s.Fence(2); err != nil { // nobody left
+		t.Fatal(err)
+	}
+	for i, p := range s.View().Topics["t"].Partitions {
+		if p.Leader != -1 || !p.Recovering {
+			t.Fatalf("t/%d with no broker left: %+v", i, p)
+		}
+	}
+	if p := s.View().Topics["t"].Partitions[3]; p.RecoverEpoch != 7 {
+		t.Fatalf("t/3 forgot the broker it recovers from: %+v", p)
+	}
+	if err := s.RegisterBroker(ctx, metadata.Broker{ID: 2, Rack: "b", Epoch: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range s.View().Topics["t"].Partitions {
+		if p.Leader != 2 || !p.Recovering {
+			t.Fatalf("t/%d after broker 2 came back: %+v", i, p)
+		}
+	}
+}
