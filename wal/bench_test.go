@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/weir-io/weir/wal"
@@ -113,6 +114,48 @@ func BenchmarkSyncLatency(b *testing.B) {
 					}
 					off += int64(size)
 				}
+			})
+		}
+	}
+}
+
+// BenchmarkGroupCommitFence measures what the fence check (a fresh open and read of
+// FENCE after every group's fdatasync) costs: group commits per second on the real file
+// system with Config.Fence off and on, with one appender (one record per group: the
+// check's share is largest) and with 64 (many records per group).
+func BenchmarkGroupCommitFence(b *testing.B) {
+	for _, appenders := range []int{1, 64} {
+		for _, fence := range []bool{false, true} {
+			b.Run(fmt.Sprintf("appenders=%d/fence=%v", appenders, fence), func(b *testing.B) {
+				fs := waltest.NewFaultFS(wal.OSFS())
+				cfg := wal.DefaultConfig(b.TempDir())
+				cfg.FS = fs
+				cfg.Fence = fence
+				w, _, _ := openWAL(b, cfg)
+				p := make([]byte, 128)
+				fs.ResetCounts()
+				b.ResetTimer()
+				if appenders == 1 {
+					for range b.N {
+						if _, err := w.AppendSync(context.Background(), 1, p); err != nil {
+							b.Fatal(err)
+						}
+					}
+				} else {
+					b.SetParallelism(appenders / max(1, runtime.GOMAXPROCS(0)))
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if _, err := w.AppendSync(context.Background(), 1, p); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				b.StopTimer()
+				groups := float64(fs.Count(waltest.OpSync, ".wal"))
+				b.ReportMetric(groups/b.Elapsed().Seconds(), "groups/s")
+				b.ReportMetric(float64(b.N)/groups, "records/group")
 			})
 		}
 	}

@@ -138,12 +138,24 @@ func (w *WAL) commit(batch []Entry, g group) {
 		res[i] = result{pos: w.active.base + Pos(w.writeOff+int64(start)+RecordHeaderSize), written: true}
 	}
 	if len(buf) > 0 {
-		if err := w.writeGroup(buf, len(batch)); err != nil {
+		err := w.writeGroup(buf, len(batch))
+		if err == nil && w.cfg.Fence {
+			// After the fdatasync, before any Done: if a taker's fence record was
+			// synced before this check started, the check sees it and nothing is
+			// acked; if not, the group was synced before the taker's scan starts, so
+			// the taker reads it (doc.go, Fencing).
+			if err = w.checkFence(); err != nil {
+				err = w.fail(err)
+			}
+		}
+		if err != nil {
 			for i := range res {
 				if res[i].written {
 					res[i] = result{err: err}
 				}
 			}
+		} else {
+			w.publish()
 		}
 	}
 	if cap(buf) > 2*w.cfg.MaxGroupBytes {
@@ -153,7 +165,7 @@ func (w *WAL) commit(batch []Entry, g group) {
 }
 
 // writeGroup writes buf at the active segment's write offset with one WriteAt
-// and syncs it with one fdatasync.
+// and syncs it with one fdatasync. The caller publishes the new end.
 func (w *WAL) writeGroup(buf []byte, entries int) error {
 	s := w.active
 	if _, err := s.f.WriteAt(buf, w.writeOff); err != nil {
@@ -170,9 +182,15 @@ func (w *WAL) writeGroup(buf []byte, entries int) error {
 	w.m.synced(time.Since(start).Seconds())
 	w.m.group(entries, len(buf))
 	w.writeOff += int64(len(buf))
-	s.end.Store(w.writeOff)
-	w.end.Store(int64(s.base) + w.writeOff)
 	return nil
+}
+
+// publish makes the records up to the write offset readable through ReadAt and End.
+// It runs only once the group passed the fence check, so a fenced group is never
+// served by its writer.
+func (w *WAL) publish() {
+	w.active.end.Store(w.writeOff)
+	w.end.Store(int64(w.active.base) + w.writeOff)
 }
 
 // roll makes a new segment that can hold need bytes of records the active

@@ -42,6 +42,24 @@ type Config struct {
 	// server and there is no local journal for it to spare; measure with
 	// BenchmarkAppendParallel and BenchmarkSyncLatency.
 	NoZeroFill bool
+	// Fence makes the WAL own a fence token, the file FENCE in Dir (see doc.go,
+	// Fencing). Open refuses a directory a taker has fenced (ErrFenced) and otherwise
+	// writes this writer's owner record there, synced, before any append; every group
+	// commit then re-reads the token with a fresh open after its fdatasync and before any
+	// Done callback, and fails the WAL for good (ErrFenced) if it no longer holds this
+	// writer's record or was fenced. Required wherever another broker may take the
+	// directory over.
+	Fence bool
+	// Owner names the writer in FENCE, for operators reading it (e.g. "broker-3 epoch
+	// 17"). At most MaxFenceName bytes.
+	Owner string
+	// AcceptCorruption lets Replay cut the log at a bad record in a segment that is not
+	// the last one, deleting the synced records after it (logged at error level). Without
+	// it Replay refuses such a log with ErrCorrupt and leaves it untouched: a later
+	// segment exists, so the bad record is not a torn tail but damage to data that was
+	// synced and maybe acked. Set it only as an operator's decision to accept that loss,
+	// after keeping a copy of the directory.
+	AcceptCorruption bool
 }
 
 // Defaults.
@@ -109,6 +127,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRecordSize < 0 || c.MaxRecordSize > MaxPayloadSize {
 		errs = append(errs, fmt.Errorf("MaxRecordSize %d is outside [0, %d]", c.MaxRecordSize, MaxPayloadSize))
+	}
+	if len(c.Owner) > MaxFenceName {
+		errs = append(errs, fmt.Errorf("Owner is %d bytes, at most %d fit in FENCE", len(c.Owner), MaxFenceName))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("wal: invalid config: %w", err)

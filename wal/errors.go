@@ -25,16 +25,24 @@ var (
 	ErrCorrupt = errors.New("wal: corrupt record")
 	// ErrTorn: a record or segment header is cut short (a torn write).
 	ErrTorn = errors.New("wal: torn record")
-	// ErrVersion: a segment header is intact (magic and checksum match) but of a format
-	// version this build does not read. Replay returns it and leaves the log as it is:
-	// cutting there, as for damage, would delete a newer build's records.
-	ErrVersion = errors.New("wal: unsupported segment format version")
+	// ErrVersion: a segment header (or a FENCE or SEAL file) is intact (magic and
+	// checksum match) but of a format version this build does not read. Replay returns it
+	// and leaves the log as it is: cutting there, as for damage, would delete a newer
+	// build's records.
+	ErrVersion = errors.New("wal: unsupported format version")
 	// ErrTooLarge: the payload is larger than Config.MaxRecordSize.
 	ErrTooLarge = errors.New("wal: record too large")
 	// ErrNotReplayed: Append was called before Replay finished.
 	ErrNotReplayed = errors.New("wal: not replayed")
-	// ErrOutOfRange: ReadAt asked for bytes outside the synced records of one segment.
+	// ErrOutOfRange: ReadAt asked for bytes outside the synced records of one segment
+	// (or, in a sealed directory, at or after the seal's End).
 	ErrOutOfRange = errors.New("wal: position out of range")
+	// ErrFenced: the directory was fenced (a taker wrote its FENCE record, or another
+	// writer opened the directory) or sealed, or the fence token could not be read. Open
+	// refuses such a directory; a WAL that finds it after a group's fdatasync fails that
+	// group and fails for good (the error wraps ErrFailed too): nothing it writes from then
+	// on may be acked, since a taker may already have read the directory to its end.
+	ErrFenced = errors.New("wal: fenced")
 )
 
 // ioError wraps an I/O error in ErrNoSpace for ENOSPC (and EDQUOT on Linux), ErrIO for

@@ -18,6 +18,7 @@ type metrics struct {
 	groupEntries prometheus.Histogram
 	groupBytes   prometheus.Histogram
 	segments     prometheus.Gauge
+	fenceCheck   prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -55,6 +56,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		segments: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "weir_wal_segments", Help: "Segment files of the WAL.",
 		}),
+		fenceCheck: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "weir_wal_fence_check_duration_seconds",
+			Help:    "Duration of one fence token check (fresh open and read of FENCE) after a group commit.",
+			Buckets: prometheus.ExponentialBucketsRange(5e-6, 1, 16),
+		}),
 	}
 	m.reg = reg
 	cs := m.collectors()
@@ -75,7 +81,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.appends, m.appendErrors, m.bytesWritten, m.syncs,
-		m.syncDuration, m.groupEntries, m.groupBytes, m.segments}
+		m.syncDuration, m.groupEntries, m.groupBytes, m.segments, m.fenceCheck}
 }
 
 // unregister removes the metrics so a new WAL can use the same Registerer.
@@ -121,4 +127,11 @@ func (m *metrics) setSegments(n int) {
 		return
 	}
 	m.segments.Set(float64(n))
+}
+
+func (m *metrics) fenceChecked(seconds float64) {
+	if m == nil {
+		return
+	}
+	m.fenceCheck.Observe(seconds)
 }

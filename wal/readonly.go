@@ -3,7 +3,6 @@ package wal
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,15 +12,25 @@ import (
 // ReadOnly reads another broker's WAL directory on the shared file system: a new
 // partition leader scans the previous leader's records of that partition and serves their
 // bytes from there, so nothing is copied. It never writes, truncates or removes anything,
-// so it is safe while the owner is still appending: a scan stops at the first record that
-// is incomplete or corrupt, which for a live owner is its unsynced tail. Callers must only
-// rely on records they know were synced (e.g. below an offset the owner handed off at).
+// so it is safe while the owner is still appending: a scan stops at the first record of
+// the last segment that is incomplete or corrupt, which for a live owner is its unsynced
+// tail. Callers must only rely on records they know were synced (e.g. below an offset the
+// owner handed off at), or on a sealed directory (Seal), where every read stops at the
+// seal's End.
+//
+// Scan opens every segment afresh each time, so it sees what the owner synced before it
+// started even on NFS, where a descriptor opened earlier may keep returning the size and
+// pages its client cached. ReadAt keeps descriptors open to stay cheap: the bytes it
+// returns are only trusted below a bound the caller got from a Scan of this ReadOnly (whose
+// fresh opens revalidated the client's cache of those files) or from the seal, never from
+// elsewhere (such as a position the owner sent) without a Scan after it.
 type ReadOnly struct {
 	dir string
 	fs  FS
 
 	mu   sync.RWMutex
-	segs []*roSegment // by base
+	segs []*roSegment // by base, for ReadAt
+	seal *SealInfo    // set once the directory is known to be sealed
 }
 
 type roSegment struct {
@@ -30,23 +39,64 @@ type roSegment struct {
 	f    File
 }
 
-// OpenReadOnly opens dir for reading; fs nil means the OS file system.
+// OpenReadOnly opens dir for reading; fs nil means the OS file system. If dir is sealed,
+// every Scan and ReadAt stops at the seal's End.
 func OpenReadOnly(dir string, fs FS) (*ReadOnly, error) {
 	if fs == nil {
 		fs = OSFS()
 	}
 	r := &ReadOnly{dir: dir, fs: fs}
+	if _, err := r.sealed(); err != nil {
+		return nil, err
+	}
 	if err := r.refresh(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// refresh picks up segments created since the last look.
+// Sealed returns the seal of the directory if this reader has seen one (OpenReadOnly
+// and every Scan look for it).
+func (r *ReadOnly) Sealed() (SealInfo, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.seal == nil {
+		return SealInfo{}, false
+	}
+	return *r.seal, true
+}
+
+// sealed returns the directory's seal, reading SEAL with a fresh open until there is
+// one. When it first appears, the descriptors opened before are replaced: their client
+// may cache pages from before the seal's records were written.
+func (r *ReadOnly) sealed() (*SealInfo, error) {
+	r.mu.RLock()
+	s := r.seal
+	r.mu.RUnlock()
+	if s != nil {
+		return s, nil
+	}
+	info, ok, err := ReadSeal(r.fs, r.dir)
+	if err != nil || !ok {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seal == nil {
+		r.seal = &info
+		for _, s := range r.segs {
+			_ = s.f.Close() // a ReadAt racing with this fails once and retries
+		}
+		r.segs = nil
+	}
+	return r.seal, nil
+}
+
+// refresh opens the segments created since the last look, for ReadAt.
 func (r *ReadOnly) refresh() error {
-	ents, err := r.fs.ReadDir(r.dir)
+	bases, err := listSegments(r.fs, r.dir)
 	if err != nil {
-		return fmt.Errorf("wal: reading directory %s: %w", r.dir, err)
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -54,12 +104,11 @@ func (r *ReadOnly) refresh() error {
 	for _, s := range r.segs {
 		have[s.base] = true
 	}
-	for _, e := range ents {
-		base, ok := parseSegmentName(e.Name())
-		if !ok || have[base] {
+	for _, base := range bases {
+		if have[base] || r.seal != nil && base > r.seal.LastSegment {
 			continue
 		}
-		path := filepath.Join(r.dir, e.Name())
+		path := filepath.Join(r.dir, segmentName(base))
 		f, err := r.fs.OpenFile(path, os.O_RDONLY, 0)
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
@@ -76,74 +125,61 @@ func (r *ReadOnly) refresh() error {
 // Scan calls fn for each valid record in log order and returns the position just past
 // the last one. The payload is only valid during the call. An error from fn stops the
 // scan and is returned, and so does a segment of a format version this build does not
-// read (ErrVersion).
+// read (ErrVersion) and a bad record in a segment followed by another (ErrCorrupt,
+// naming the file and offset: not a torn tail but damage to synced data). In a sealed
+// directory Scan returns exactly the records below the seal's End, and anything short
+// of End is ErrCorrupt.
+//
+// Each Scan opens the segment files afresh (see ReadOnly), so scanning again after the
+// owner synced more records returns them.
 func (r *ReadOnly) Scan(fn func(typ byte, payload []byte, pos Pos) error) (Pos, error) {
+	seal, err := r.sealed()
+	if err != nil {
+		return 0, err
+	}
 	if err := r.refresh(); err != nil {
 		return 0, err
 	}
-	r.mu.RLock()
-	segs := append([]*roSegment(nil), r.segs...)
-	r.mu.RUnlock()
-	hdr := make([]byte, HeaderSize)
-	var end Pos
-	for i, s := range segs {
-		st, err := s.f.Stat()
-		if err != nil {
-			return end, fmt.Errorf("wal: stat %s: %w", s.path, err)
-		}
-		limit := st.Size()
-		if i < len(segs)-1 {
-			// Records of a segment end where the next one starts; anything after that
-			// is the remains of a failed write.
-			limit = min(limit, int64(segs[i+1].base-s.base))
-		}
-		n, err := s.f.ReadAt(hdr, 0)
-		if err != nil && err != io.EOF {
-			return end, fmt.Errorf("wal: reading %s: %w", s.path, err)
-		}
-		base, err := decodeSegmentHeader(hdr[:n])
-		if errors.Is(err, ErrVersion) {
-			// Not damage: stopping quietly would hide the newer build's records.
-			return end, fmt.Errorf("wal: scan %s: %w", s.path, err)
-		}
-		if err != nil || base != s.base || limit < HeaderSize {
-			return end, nil // a segment still being installed, or damaged: stop here
-		}
-		rd := NewReader(io.NewSectionReader(s.f, HeaderSize, limit-HeaderSize), limit-HeaderSize)
-		for {
-			off := HeaderSize + rd.Offset()
-			typ, payload, err := rd.Next()
-			if err == io.EOF || errors.Is(err, ErrTorn) || errors.Is(err, ErrCorrupt) {
-				end = s.base + Pos(off)
-				break
-			}
-			if err != nil {
-				return end, fmt.Errorf("wal: reading %s at %d: %w", s.path, off, err)
-			}
-			pos := s.base + Pos(off+RecordHeaderSize)
-			if err := fn(typ, payload, pos); err != nil {
-				return end, err
-			}
-			end = pos + Pos(len(payload))
-		}
-	}
-	return end, nil
+	res, err := scanDir(r.fs, r.dir, nil, seal, fn)
+	return res.end, err
 }
 
-// ReadAt reads len(p) payload bytes at pos. A miss rescans the directory once, since the
-// owner may have rolled to segments this reader has not opened yet.
+// ReadAt reads len(p) payload bytes at pos (in a sealed directory, below the seal's End).
+// A miss rescans the directory once and reopens the segment, since the owner may have
+// rolled to segments this reader has not opened yet, or written past the size its
+// descriptor saw. See ReadOnly for which bytes to trust.
 func (r *ReadOnly) ReadAt(p []byte, pos Pos) error {
 	err := r.readAt(p, pos)
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, ErrOutOfRange) && r.beyondSeal(p, pos) {
+		return err
 	}
-	if rerr := r.refresh(); rerr != nil {
-		return rerr
+	if _, err := r.sealed(); err != nil {
+		return err
+	}
+	if err := r.refresh(); err != nil {
+		return err
+	}
+	if err := r.reopen(pos); err != nil {
+		return err
 	}
 	return r.readAt(p, pos)
 }
 
+// beyondSeal reports whether [pos, pos+len(p)) reaches past the seal (no retry helps).
+func (r *ReadOnly) beyondSeal(p []byte, pos Pos) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.seal != nil && (pos+Pos(len(p)) > r.seal.End || pos < 0)
+}
+
 func (r *ReadOnly) readAt(p []byte, pos Pos) error {
+	r.mu.RLock()
+	seal := r.seal
+	r.mu.RUnlock()
+	if seal != nil && pos+Pos(len(p)) > seal.End {
+		return fmt.Errorf("%w: [%d, %d) reaches past the end %d at which %s is sealed",
+			ErrOutOfRange, pos, int64(pos)+int64(len(p)), seal.End, r.dir)
+	}
 	s := r.find(pos)
 	if s == nil {
 		return fmt.Errorf("%w: %d is not in %s", ErrOutOfRange, pos, r.dir)
@@ -155,6 +191,32 @@ func (r *ReadOnly) readAt(p []byte, pos Pos) error {
 	if n, err := s.f.ReadAt(p, off); n != len(p) {
 		return fmt.Errorf("wal: reading %s at %d: %w", s.path, off, err)
 	}
+	return nil
+}
+
+// reopen replaces the descriptor of the segment holding pos with a fresh one.
+func (r *ReadOnly) reopen(pos Pos) error {
+	s := r.find(pos)
+	if s == nil {
+		return nil
+	}
+	f, err := r.fs.OpenFile(s.path, os.O_RDONLY, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // trimmed: the retry reports it
+		}
+		return fmt.Errorf("wal: opening %s: %w", s.path, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, t := range r.segs {
+		if t == s {
+			r.segs[i] = &roSegment{base: s.base, path: s.path, f: f}
+			_ = s.f.Close() // a ReadAt racing with this fails once and retries
+			return nil
+		}
+	}
+	f.Close() // replaced meanwhile
 	return nil
 }
 

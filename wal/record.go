@@ -208,7 +208,7 @@ func decodeSegmentHeader(h []byte) (Pos, error) {
 		return 0, fmt.Errorf("%w: segment header checksum mismatch", ErrCorrupt)
 	}
 	if v := binary.LittleEndian.Uint32(h[8:12]); v != FormatVersion {
-		return 0, fmt.Errorf("%w %d (this build reads %d)", ErrVersion, v, FormatVersion)
+		return 0, fmt.Errorf("%w: segment version %d (this build reads %d)", ErrVersion, v, FormatVersion)
 	}
 	base := binary.LittleEndian.Uint64(h[12:20])
 	if base > 1<<62 {

@@ -16,8 +16,11 @@ type ReplayInfo struct {
 	// in a new segment starting there.
 	End Pos
 	// Torn is set if replay stopped at a torn or corrupt record or segment
-	// header before the end of the last segment.
+	// header before the end of the last segment, and cut the log there.
 	Torn bool
+	// Corruption is set if that cut was in a segment followed by others, which only
+	// happens with Config.AcceptCorruption: synced records after it were deleted.
+	Corruption bool
 	// TornAt is the position of the first byte of the bad record (or the base
 	// of the segment with the bad header); the log was cut there.
 	TornAt Pos
@@ -42,14 +45,21 @@ type scanned struct {
 }
 
 // Replay reads all segments in order and calls fn for each valid record; the
-// payload is only valid during the call. It stops at the first torn or corrupt
-// record, reports it in ReplayInfo and cuts the log there: the rest of that
-// segment is truncated and later segments are removed. Appends then continue
-// in a new segment. Replay must succeed once before records can be appended;
-// fn may be nil. An error from fn stops Replay and is returned (wrapped) with
-// the log untouched. I/O errors are returned as they are, and a segment of a
-// format version this build does not read as an error wrapping ErrVersion;
-// neither is treated as a torn log. After a failed Replay the WAL should be closed.
+// payload is only valid during the call. A torn or corrupt record (or segment
+// header) in the last segment is a torn tail: Replay stops there, reports it in
+// ReplayInfo and cuts the log there (the rest of that segment is truncated).
+// Appends then continue in a new segment. A bad record in an earlier segment is
+// corruption of synced data: Replay returns an error wrapping ErrCorrupt naming
+// the segment file and offset and leaves the log untouched, unless
+// Config.AcceptCorruption is set, which cuts there as for a torn tail and removes
+// the later segments. With Config.Fence, Replay first checks the fence token and
+// returns ErrFenced, touching nothing, if the directory was fenced.
+//
+// Replay must succeed once before records can be appended; fn may be nil. An
+// error from fn stops Replay and is returned (wrapped) with the log untouched.
+// I/O errors are returned as they are, and a segment of a format version this
+// build does not read as an error wrapping ErrVersion; neither is treated as a
+// torn log. After a failed Replay the WAL should be closed.
 func (w *WAL) Replay(fn func(typ byte, payload []byte, pos Pos) error) (ReplayInfo, error) {
 	w.replayMu.Lock()
 	defer w.replayMu.Unlock()
@@ -58,6 +68,13 @@ func (w *WAL) Replay(fn func(typ byte, payload []byte, pos Pos) error) (ReplayIn
 	}
 	if w.replayed {
 		return ReplayInfo{}, errors.New("wal: Replay called twice")
+	}
+	if w.cfg.Fence {
+		// Replay truncates and removes files: a fenced writer must leave a directory
+		// that a taker may be reading alone.
+		if err := w.checkFence(); err != nil {
+			return ReplayInfo{}, err
+		}
 	}
 	var info ReplayInfo
 	segs := make([]*scanned, len(w.found))
@@ -118,8 +135,7 @@ func (w *WAL) scan(segs []*scanned, fn func(byte, []byte, Pos) error, info *Repl
 			herr = fmt.Errorf("%w: next segment starts %d bytes after this one", ErrCorrupt, limit)
 		}
 		if herr != nil {
-			w.torn(info, s, s.base, herr)
-			return i, nil
+			return w.damaged(info, s, last, s.base, i, herr)
 		}
 
 		r := NewReader(io.NewSectionReader(f, HeaderSize, limit-HeaderSize), limit-HeaderSize)
@@ -131,18 +147,16 @@ func (w *WAL) scan(segs []*scanned, fn func(byte, []byte, Pos) error, info *Repl
 				if last || off == limit {
 					break
 				}
-				kind := ErrCorrupt
+				why := "zeros"
 				if off >= s.size {
-					kind = ErrTorn
+					why = "the end of the file"
 				}
-				w.torn(info, s, s.base+Pos(off), fmt.Errorf(
-					"%w: records end at offset %d but the next segment starts at offset %d", kind, off, limit))
-				return i + 1, nil
+				return w.damaged(info, s, false, s.base+Pos(off), i+1, fmt.Errorf(
+					"records end (%s) at offset %d but the next segment starts at offset %d", why, off, limit))
 			}
 			if errors.Is(err, ErrTorn) || errors.Is(err, ErrCorrupt) {
 				s.end = off
-				w.torn(info, s, s.base+Pos(off), err)
-				return i + 1, nil
+				return w.damaged(info, s, last, s.base+Pos(off), i+1, err)
 			}
 			if err != nil {
 				return 0, fmt.Errorf("wal: reading %s at %d: %w", s.path, off, err)
@@ -159,9 +173,42 @@ func (w *WAL) scan(segs []*scanned, fn func(byte, []byte, Pos) error, info *Repl
 	return len(segs), nil
 }
 
+// damaged handles a bad record or segment header at position at of segment s;
+// keep is how many segments to keep if the log is cut there. In the last segment
+// it is a torn tail (a write cut short by a crash, never acked): cut. In an earlier
+// segment it cannot be: a segment is created only after every record before it was
+// synced, so the bad bytes are damage to synced (maybe acked) data, and cutting
+// would delete the later segments' records too. Replay refuses then, leaving the
+// log as it is, unless Config.AcceptCorruption says to cut anyway.
+func (w *WAL) damaged(info *ReplayInfo, s *scanned, last bool, at Pos, keep int, cause error) (int, error) {
+	if last {
+		w.torn(info, s, at, cause)
+		return keep, nil
+	}
+	err := corruptionError(s.path, int64(at-s.base), at, cause)
+	if !w.cfg.AcceptCorruption {
+		return 0, fmt.Errorf("%w; replay refused and the log left untouched (Config.AcceptCorruption would cut it there, deleting every later record)", err)
+	}
+	info.Corruption = true
+	w.torn(info, s, at, err)
+	return keep, nil
+}
+
+// corruptionError describes a bad record (or header, or early end) in a segment that
+// is followed by another, which is never a torn tail.
+func corruptionError(path string, off int64, at Pos, cause error) error {
+	return fmt.Errorf("%w in %s at offset %d (position %d), before the next segment starts: %v",
+		ErrCorrupt, path, off, at, cause)
+}
+
 func (w *WAL) torn(info *ReplayInfo, s *scanned, at Pos, err error) {
 	info.Torn, info.TornAt, info.TornSegment, info.Reason, info.Err = true, at, s.path, err.Error(), err
-	w.cfg.Logger.Warn("wal: replay stopped at a bad record; cutting the log there",
+	if info.Corruption {
+		w.cfg.Logger.Error("wal: corrupt record before the last segment; Config.AcceptCorruption is set, so the log is cut there and synced records after it are deleted",
+			"segment", s.path, "offset", int64(at-s.base), "pos", int64(at), "reason", err.Error())
+		return
+	}
+	w.cfg.Logger.Warn("wal: replay stopped at a torn record in the last segment; cutting the log there",
 		"segment", s.path, "offset", int64(at-s.base), "pos", int64(at), "reason", err.Error())
 }
 
@@ -180,7 +227,11 @@ func (w *WAL) cut(segs []*scanned, keep int, info *ReplayInfo) error {
 		info.DroppedSegments = append(info.DroppedSegments, s.path)
 	}
 	if len(info.DroppedSegments) > 0 {
-		w.cfg.Logger.Warn("wal: removed segments after the cut", "segments", info.DroppedSegments)
+		if info.Corruption {
+			w.cfg.Logger.Error("wal: removed segments after the cut (AcceptCorruption)", "segments", info.DroppedSegments)
+		} else {
+			w.cfg.Logger.Warn("wal: removed segments after the cut", "segments", info.DroppedSegments)
+		}
 		if err := w.fs.SyncDir(w.cfg.Dir); err != nil {
 			return fmt.Errorf("wal: syncing directory %s: %w", w.cfg.Dir, err)
 		}

@@ -1,6 +1,8 @@
 package wal_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -241,6 +243,41 @@ func segmentOf(segs []string, pos wal.Pos) int {
 	return i
 }
 
+// memFiles returns the contents of every file of fs by path.
+func memFiles(t *testing.T, fs *waltest.MemFS) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, name := range fs.Names() {
+		f, err := fs.OpenFile(name, os.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		b := make([]byte, st.Size())
+		f.ReadAt(b, 0)
+		f.Close()
+		out[name] = b
+	}
+	return out
+}
+
+func sameFiles(t *testing.T, what string, before, after map[string][]byte) {
+	t.Helper()
+	if len(before) != len(after) {
+		t.Fatalf("%s: %d files before, %d after", what, len(before), len(after))
+	}
+	for name, b := range before {
+		if !bytes.Equal(after[name], b) {
+			t.Fatalf("%s: %s changed", what, name)
+		}
+	}
+}
+
+// TestReplayCutInMiddleSegment damages a record (or the header) of a segment that is
+// followed by others. That is never a torn tail: the later segments were created after
+// every record before them was synced. Replay refuses with ErrCorrupt naming the file
+// and offset and leaves every file as it was; with AcceptCorruption it cuts there and
+// removes the later segments, as an operator asked.
 func TestReplayCutInMiddleSegment(t *testing.T) {
 	base, cfg, recs, segs := multiSegmentLog(t)
 	if len(segs) < 6 {
@@ -260,27 +297,81 @@ func TestReplayCutInMiddleSegment(t *testing.T) {
 			f.WriteAt(make([]byte, 20), recStart)
 			f.Close()
 		},
+		"bad header": func(fs wal.FS) { xorByte(t, fs, segs[si], 3, 1) },
+	}
+	// Records before the damage: those of earlier segments, and for a bad record the
+	// earlier ones of its segment.
+	before := func(name string) int {
+		if name != "bad header" {
+			return 20
+		}
+		k := 0
+		for _, r := range recs {
+			if segmentOf(segs, r.pos) < si {
+				k++
+			}
+		}
+		return k
 	}
 	for name, damage := range damages {
-		t.Run(name, func(t *testing.T) {
+		badAt, badOff := victim.pos-wal.RecordHeaderSize, recStart
+		if name == "bad header" {
+			badAt, badOff = wal.Pos(segBase), 0
+		}
+		t.Run(name+"/refused", func(t *testing.T) {
+			fs := base.Clone()
+			damage(fs)
+			files := memFiles(t, fs)
+			cfg := cfg
+			cfg.FS = fs
+			w, err := wal.Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			info, err := w.Replay(func(byte, []byte, wal.Pos) error { n++; return nil })
+			if !errors.Is(err, wal.ErrCorrupt) || errors.Is(err, wal.ErrTorn) ||
+				!strings.Contains(err.Error(), segs[si]) || !strings.Contains(err.Error(), fmt.Sprintf("offset %d ", badOff)) {
+				t.Fatalf("Replay: %v, want ErrCorrupt naming %s and offset %d", err, segs[si], badOff)
+			}
+			if info.Torn || len(info.DroppedSegments) > 0 || n != before(name) {
+				t.Fatalf("info %+v after %d records, want no cut after %d", info, n, before(name))
+			}
+			if _, err := w.AppendSync(context.Background(), 1, []byte("x")); !errors.Is(err, wal.ErrNotReplayed) {
+				t.Fatalf("append after a refused replay: %v", err)
+			}
+			w.Close()
+			sameFiles(t, "refused replay", files, memFiles(t, fs))
+		})
+		t.Run(name+"/accepted", func(t *testing.T) {
 			fs := base.Clone()
 			damage(fs)
 			cfg := cfg
 			cfg.FS = fs
+			cfg.AcceptCorruption = true
 			w, got, info := openWAL(t, cfg)
-			sameRecords(t, got, recs[:20])
-			if !info.Torn || info.TornSegment != segs[si] || info.TornAt != victim.pos-wal.RecordHeaderSize {
+			k := before(name)
+			sameRecords(t, got, recs[:k])
+			dropped := segs[si+1:]
+			if name == "bad header" {
+				dropped = segs[si:]
+			}
+			if !info.Torn || !info.Corruption || info.TornSegment != segs[si] || info.TornAt != badAt ||
+				!errors.Is(info.Err, wal.ErrCorrupt) {
 				t.Fatalf("info %+v", info)
 			}
-			if !slices.Equal(info.DroppedSegments, segs[si+1:]) {
-				t.Fatalf("dropped %v, want %v", info.DroppedSegments, segs[si+1:])
+			if !slices.Equal(info.DroppedSegments, dropped) {
+				t.Fatalf("dropped %v, want %v", info.DroppedSegments, dropped)
 			}
-			for _, s := range segs[si+1:] {
+			for _, s := range dropped {
+				if s == segs[si] {
+					continue // the new active segment starts at its base, under its name
+				}
 				if _, err := fs.OpenFile(s, os.O_RDONLY, 0); err == nil {
 					t.Fatalf("%s was not removed", s)
 				}
 			}
-			want := append(slices.Clone(recs[:20]), mustAppend(t, w, 1, []byte("new")))
+			want := append(slices.Clone(recs[:k]), mustAppend(t, w, 1, []byte("new")))
 			_, got, info = reopen(t, w, cfg)
 			sameRecords(t, got, want)
 			if info.Torn {
@@ -288,24 +379,72 @@ func TestReplayCutInMiddleSegment(t *testing.T) {
 			}
 		})
 	}
+}
 
-	t.Run("bad header", func(t *testing.T) {
-		fs := base.Clone()
-		xorByte(t, fs, segs[si], 3, 1)
-		cfg := cfg
-		cfg.FS = fs
-		_, got, info := openWAL(t, cfg)
-		k := 0
-		for _, r := range recs {
-			if segmentOf(segs, r.pos) < si {
-				k++
-			}
+// TestReplayCorruptFirstOfTwoSegments is the smallest case of the rule: a bad record in
+// the first of two segments. The code before the rule cut the log there and deleted the
+// second segment, synced records and all.
+func TestReplayCorruptFirstOfTwoSegments(t *testing.T) {
+	fs := waltest.NewMemFS()
+	cfg := memConfig(fs)
+	cfg.SegmentSize = 1024
+	w, _, _ := openWAL(t, cfg)
+	var recs []record
+	for i := 0; len(segmentNames(fs)) < 2 || len(recs) < 12; i++ {
+		recs = append(recs, mustAppend(t, w, 1, payload(i, 150)))
+	}
+	w.Close()
+	segs := segmentNames(fs)
+	if len(segs) != 2 {
+		t.Fatalf("segments %v", segs)
+	}
+	xorByte(t, fs, segs[0], int64(recs[2].pos)+5, 0xff) // the third record's payload
+	files := memFiles(t, fs)
+
+	w, err := wal.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Replay(nil)
+	w.Close()
+	if !slices.Equal(segmentNames(fs), segs) {
+		t.Fatalf("segments after replay: %v, were %v: replay deleted synced records (err %v)", segmentNames(fs), segs, err)
+	}
+	off := int64(recs[2].pos) - wal.RecordHeaderSize
+	if !errors.Is(err, wal.ErrCorrupt) || !strings.Contains(err.Error(), segs[0]) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("offset %d ", off)) {
+		t.Fatalf("Replay: %v, want ErrCorrupt naming %s at offset %d", err, segs[0], off)
+	}
+	sameFiles(t, "refused replay", files, memFiles(t, fs))
+
+	// A bad record in the last segment is still a torn tail.
+	fs2 := waltest.NewMemFS()
+	cfg2 := memConfig(fs2)
+	cfg2.SegmentSize = 1024
+	w, _, _ = openWAL(t, cfg2)
+	recs = recs[:0]
+	for i := range 3 {
+		recs = append(recs, mustAppend(t, w, 1, payload(i, 150)))
+	}
+	w.Close()
+	last := segmentNames(fs2)
+	xorByte(t, fs2, last[len(last)-1], int64(recs[2].pos)+5, 0xff)
+	_, got, info := openWAL(t, cfg2)
+	sameRecords(t, got, recs[:2])
+	if !info.Torn || info.Corruption || info.TornAt != recs[2].pos-wal.RecordHeaderSize {
+		t.Fatalf("torn tail: %+v", info)
+	}
+}
+
+// segmentNames returns the segment files of fs, sorted.
+func segmentNames(fs *waltest.MemFS) []string {
+	var segs []string
+	for _, name := range fs.Names() {
+		if strings.HasSuffix(name, ".wal") {
+			segs = append(segs, name)
 		}
-		sameRecords(t, got, recs[:k])
-		if !info.Torn || !errors.Is(info.Err, wal.ErrCorrupt) || !slices.Equal(info.DroppedSegments, segs[si:]) {
-			t.Fatalf("info %+v", info)
-		}
-	})
+	}
+	return segs
 }
 
 func TestOpenRemovesLeftoverTempFiles(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,6 +45,8 @@ type WAL struct {
 	fs    FS
 	m     *metrics
 	found []Pos // segment bases found by Open, consumed by Replay
+	// instance identifies this WAL's owner record in FENCE (Config.Fence).
+	instance uint64
 
 	// The queue of entries waiting for the committer.
 	qmu     sync.Mutex
@@ -92,6 +95,8 @@ type result struct {
 
 // Open creates cfg.Dir if needed and finds the segments in it, removing
 // leftover temporary files. It does not read them: call Replay before Append.
+// It refuses (ErrFenced) a sealed or fenced directory; with Config.Fence it
+// writes this writer's owner record into FENCE, synced.
 func Open(cfg Config) (*WAL, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -105,22 +110,57 @@ func Open(cfg Config) (*WAL, error) {
 		return nil, fmt.Errorf("wal: listing %s: %w", cfg.Dir, err)
 	}
 	var found []Pos
+	var leftovers []string
+	hasFence := false
 	for _, e := range entries {
 		name := e.Name()
 		if base, ok := parseSegmentName(name); ok && !e.IsDir() {
 			found = append(found, base)
 		} else if strings.HasSuffix(name, tmpSuffix) && !e.IsDir() {
 			// A segment that was being preallocated when we stopped.
-			if err := cfg.FS.Remove(filepath.Join(cfg.Dir, name)); err != nil {
-				return nil, fmt.Errorf("wal: removing leftover %s: %w", name, err)
-			}
+			leftovers = append(leftovers, name)
+		} else if name == SealFile {
+			// A taker read this directory to its end and recorded where it ends: every
+			// reader stops there, so anything written now would be lost, and Replay's cut
+			// could change records below the seal. Refused even without Config.Fence.
+			return nil, fmt.Errorf("%w: %s is sealed; a writer needs a new directory", ErrFenced, cfg.Dir)
+		} else if name == FenceFile {
+			hasFence = true
 		}
 	}
-	slices.Sort(found)
+	if hasFence && !cfg.Fence {
+		// Without its own token a writer cannot notice a fence later, but it can
+		// still refuse a directory that a taker fenced before it started.
+		b, err := readFenceFile(cfg.FS, cfg.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading %s: %w", ErrFenced, FenceFile, err)
+		}
+		if fi := parseFence(b); fi.Fenced {
+			return nil, fmt.Errorf("%w: %s: %s", ErrFenced, cfg.Dir, fi.describe())
+		}
+	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
+	// The owner record is written after every check that may refuse the Open (a
+	// refused Open must not replace the owner record of a WAL that has it open) and
+	// before anything else in the directory changes.
+	var instance uint64
+	if cfg.Fence {
+		instance = rand.Uint64()
+		if err := openFence(cfg, instance); err != nil {
+			m.unregister()
+			return nil, err
+		}
+	}
+	for _, name := range leftovers {
+		if err := cfg.FS.Remove(filepath.Join(cfg.Dir, name)); err != nil {
+			m.unregister()
+			return nil, fmt.Errorf("wal: removing leftover %s: %w", name, err)
+		}
+	}
+	slices.Sort(found)
 	w := &WAL{
 		cfg:   cfg,
 		fs:    cfg.FS,
@@ -130,6 +170,7 @@ func Open(cfg Config) (*WAL, error) {
 		done:  make(chan struct{}),
 		preCh: make(chan preResult, 1),
 	}
+	w.instance = instance
 	w.notFull.L = &w.qmu
 	go w.run()
 	return w, nil

@@ -1,6 +1,7 @@
 // Package waltest provides file systems for testing code that uses package
-// wal: MemFS (in memory, with crash simulation) and FaultFS (injects errors
-// and stalls into any FS and counts operations).
+// wal: MemFS (in memory, with crash simulation), FaultFS (injects errors
+// and stalls into any FS and counts operations) and StaleFS (one NFS client's
+// cache over a shared FS, for tests with several hosts).
 package waltest
 
 import (
@@ -27,10 +28,11 @@ const (
 	OpReadDir
 	OpMkdir
 	OpSyncDir
+	OpLink
 	numOps
 )
 
-var opNames = [...]string{"open", "read", "write", "sync", "truncate", "allocate", "remove", "rename", "readdir", "mkdir", "syncdir"}
+var opNames = [...]string{"open", "read", "write", "sync", "truncate", "allocate", "remove", "rename", "readdir", "mkdir", "syncdir", "link"}
 
 func (o Op) String() string {
 	if o >= 0 && o < numOps {
@@ -40,8 +42,8 @@ func (o Op) String() string {
 }
 
 // Hook is called before every operation, outside any lock, so it may block to
-// simulate a stall. name is the path of the file (the old path for rename, the
-// directory for readdir, mkdir and syncdir); off and n are the offset and
+// simulate a stall. name is the path of the file (the old path for rename and
+// link, the directory for readdir, mkdir and syncdir); off and n are the offset and
 // length of a read or write, n the size for truncate and allocate. A non-nil
 // error fails the operation without performing it, except that a *ShortWrite
 // returned for OpWrite performs part of the write.
@@ -156,6 +158,13 @@ func (f *FaultFS) Rename(oldpath, newpath string) error {
 	}
 	f.mu.Unlock()
 	return nil
+}
+
+func (f *FaultFS) Link(oldname, newname string) error {
+	if err := f.before(OpLink, oldname, 0, 0); err != nil {
+		return err
+	}
+	return f.inner.Link(oldname, newname)
 }
 
 func (f *FaultFS) ReadDir(dir string) ([]os.DirEntry, error) {

@@ -124,6 +124,26 @@ func (m *MemFS) Rename(oldpath, newpath string) error {
 	return nil
 }
 
+// Link makes newname a second name of oldname's file, failing with fs.ErrExist if
+// newname exists. Like a creation, the new name is durable once its directory is synced.
+func (m *MemFS) Link(oldname, newname string) error {
+	oldname, newname = filepath.Clean(oldname), filepath.Clean(newname)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, ok := m.names[oldname]
+	switch {
+	case !ok:
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: fs.ErrNotExist}
+	case !m.dirs[filepath.Dir(newname)]:
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: fs.ErrNotExist}
+	}
+	if _, ok := m.names[newname]; ok {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: fs.ErrExist}
+	}
+	m.names[newname] = n
+	return nil
+}
+
 func (m *MemFS) ReadDir(dir string) ([]os.DirEntry, error) {
 	dir = filepath.Clean(dir)
 	m.mu.Lock()
