@@ -181,8 +181,9 @@ func (b *Broker) open() error {
 	}
 	wcfg := b.cfg.WAL
 	wcfg.Dir = filepath.Join(home, epochDirName(b.epoch))
-	// STUB wcfg.Fence = true
-	_ = fmt.Sprintf("broker-%d epoch %d", b.cfg.NodeID, b.epoch)
+	wcfg.Fence = true
+	wcfg.AcceptCorruption = b.cfg.AcceptWALLoss
+	wcfg.Owner = fmt.Sprintf("broker-%d epoch %d", b.cfg.NodeID, b.epoch)
 	if wcfg.Registerer == nil {
 		wcfg.Registerer = b.cfg.Registerer
 	}

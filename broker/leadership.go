@@ -18,6 +18,11 @@ import (
 // ready (appends and reads) → closing (a graceful move: no new appends; once every
 // prepared batch is synced the broker tells the controller where its range ends) → gone.
 
+// moveCompleter is the part of metadata.Mover a leader needs to hand a partition off.
+type moveCompleter interface {
+	CompleteMoveGen(ctx context.Context, id metadata.TopicID, partition int32, endOffset int64, moveGen uint64) error
+}
+
 // leaser is what a cluster metadata store offers beyond metadata.Store for acks.
 type leaser interface {
 	LeaseValid(now time.Time) bool
@@ -209,7 +214,7 @@ func (b *Broker) handoff(h handoffJob) {
 			return
 		}
 	}
-	m, ok := b.meta.(metadata.Mover)
+	m, ok := b.meta.(moveCompleter)
 	if !ok {
 		return
 	}
