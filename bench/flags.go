@@ -26,6 +26,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "-h", "-help", "--help", "help":
 		printUsage(stdout)
 		return nil
+	case "failover":
+		return runFailover(ctx, args[1:], stdout, stderr)
 	}
 	cfg, err := parseArgs(args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -224,13 +226,15 @@ func usageOf(fs *flag.FlagSet, synopsis, desc string) {
 }
 
 func printUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: weir bench <produce|consume|e2e|disk> [flags]
+	fmt.Fprint(w, `Usage: weir bench <produce|consume|e2e|disk|failover> [flags]
 
 Benchmarks a Kafka-compatible broker (normally Weir) and its WAL disk.
   produce   produce records, report throughput and ack latency
   consume   consume records, report throughput
   e2e       produce and consume at once, report end-to-end latency
   disk      measure sequential write+fdatasync limits of a directory
+  failover  run a cluster of processes, SIGKILL a broker, time how long its partitions
+            stay unwritable (weir bench failover --help)
 
 Every subcommand prints a progress line every --interval and a summary at the end;
 --json prints the results as one JSON object instead, --plot draws them to a PNG.
