@@ -77,32 +77,32 @@ Flags:
 
 // FailoverResult is what `weir bench failover --json` prints.
 type FailoverResult struct {
-	Partitions         int        `json:"partitions"`
-	Victim             int32      `json:"victim"`
-	VictimPartitions   int        `json:"victim_partitions"`
-	TailBytes          int64      `json:"tail_bytes"`
-	Unavailability     Quantiles  `json:"unavailability"`
-	Detection          Duration   `json:"detection"`
-	Recovery           Quantiles  `json:"recovery"`
-	Serving            Quantiles  `json:"serving"`
-	TakerSeal          Duration   `json:"taker_seal"`
-	TakerScan          Duration   `json:"taker_scan"`
-	TakerComplete      Duration   `json:"taker_complete"`
-	DeadWALBytesRead   int64      `json:"dead_wal_bytes_read"`
-	TakerWALBytes      int64      `json:"taker_wal_bytes_written"`
-	TakerProbeBytes    int64      `json:"taker_probe_bytes_acked"`
-	Moves              int        `json:"moves"`
-	MoveTime           *Quantiles `json:"move_time,omitempty"`
-	MoveWritePause     *Quantiles `json:"move_write_pause,omitempty"`
-	Unfinished         int        `json:"unfinished,omitempty"`
-	FillMBps           float64    `json:"fill_mb_per_s"`
+	Partitions       int        `json:"partitions"`
+	Victim           int32      `json:"victim"`
+	VictimPartitions int        `json:"victim_partitions"`
+	TailBytes        int64      `json:"tail_bytes"`
+	Unavailability   Quantiles  `json:"unavailability"`
+	Detection        Duration   `json:"detection"`
+	Recovery         Quantiles  `json:"recovery"`
+	Serving          Quantiles  `json:"serving"`
+	TakerSeal        Duration   `json:"taker_seal"`
+	TakerScan        Duration   `json:"taker_scan"`
+	TakerComplete    Duration   `json:"taker_complete"`
+	DeadWALBytesRead int64      `json:"dead_wal_bytes_read"`
+	TakerWALBytes    int64      `json:"taker_wal_bytes_written"`
+	TakerProbeBytes  int64      `json:"taker_probe_bytes_acked"`
+	Moves            int        `json:"moves"`
+	MoveTime         *Quantiles `json:"move_time,omitempty"`
+	MoveWritePause   *Quantiles `json:"move_write_pause,omitempty"`
+	Unfinished       int        `json:"unfinished,omitempty"`
+	FillMBps         float64    `json:"fill_mb_per_s"`
 }
 
 // Duration prints as a Go duration in JSON.
 type Duration time.Duration
 
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-func (d Duration) String() string              { return time.Duration(d).Round(time.Millisecond).String() }
+func (d Duration) String() string               { return time.Duration(d).Round(time.Millisecond).String() }
 
 // Quantiles summarises durations.
 type Quantiles struct {
