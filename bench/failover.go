@@ -9,9 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -442,7 +440,7 @@ func failover(ctx context.Context, cfg *failoverConfig, out io.Writer) (*Failove
 	fmt.Fprintf(out, "all %d partitions writable again %v after the kill\n", len(vparts)-res.Unfinished, done.Sub(kill).Round(time.Millisecond))
 
 	if cfg.moves > 0 {
-		if err := measureMoves(ctx, cfg, meta, pr, topic, victim, res, out); err != nil {
+		if err := measureMoves(ctx, cfg, meta, pr, topic, res, out); err != nil {
 			return nil, err
 		}
 	}
@@ -453,7 +451,7 @@ func failover(ctx context.Context, cfg *failoverConfig, out io.Writer) (*Failove
 
 // measureMoves moves cfg.moves of the victim's former partitions gracefully to another
 // live broker, all at once, and times each.
-func measureMoves(ctx context.Context, cfg *failoverConfig, meta *controller.Client, pr *probe, topic string, victim int32, res *FailoverResult, out io.Writer) error {
+func measureMoves(ctx context.Context, cfg *failoverConfig, meta *controller.Client, pr *probe, topic string, res *FailoverResult, out io.Writer) error {
 	v := meta.View()
 	t := v.Topics[topic]
 	var live []int32
@@ -529,7 +527,6 @@ func measureMoves(ctx context.Context, cfg *failoverConfig, meta *controller.Cli
 	}
 	q1, q2 := quantiles(mt), quantiles(mp)
 	res.Moves, res.MoveTime, res.MoveWritePause = len(probed), &q1, &q2
-	_ = victim
 	return nil
 }
 
@@ -561,11 +558,4 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error
 		}
 	}
 	return nil
-}
-
-// logsOf returns the last lines of a process log (for errors).
-func logsOf(dir, name string, lines int) string {
-	b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
-	ls := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.Join(ls[max(0, len(ls)-lines):], "\n")
 }
