@@ -58,6 +58,7 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 				}
 				if p == nil {
 					p = partlog.New(t.Name, t.ID, mp.Index, mp.LeaderEpoch, mp.LogStartOffset)
+					p.UseOwn(b.wal)
 					tx.Put(p)
 					if !b.starting {
 						toLoad = append(toLoad, p)
@@ -144,7 +145,7 @@ func (b *Broker) loadLoop(p *partlog.Partition, whole bool) {
 		if last := chain[len(chain)-1]; last.Broker == b.cfg.NodeID && !whole {
 			ranges, wantEnd = chain[:len(chain)-1], last.Start
 		}
-		_, err := b.loader.Load([]*partlog.Partition{p}, map[*partlog.Partition][]partlog.LogRange{p: ranges}, partlog.LoadOptions{})
+		_, err := b.loader.Load([]*partlog.Partition{p}, map[*partlog.Partition][]partlog.LogRange{p: ranges}, partlog.LoadOptions{AcceptCorruption: b.cfg.AcceptWALLoss})
 		if err == nil && b.finishLoad(p, wantEnd) {
 			b.log.Info("partition loaded", "topic", p.Topic(), "partition", p.Index(), "chain", len(chain), "took", time.Since(start))
 			return

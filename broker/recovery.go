@@ -120,7 +120,7 @@ func (b *Broker) recoverOnce(src recSource, parts []*partlog.Partition, seen tim
 	for _, p := range parts {
 		ranges[p] = p.Chain()
 	}
-	st, err := b.loader.Load(parts, ranges, partlog.LoadOptions{MaxEpoch: map[int32]int64{src.broker: src.epoch}})
+	st, err := b.loader.Load(parts, ranges, partlog.LoadOptions{AcceptCorruption: b.cfg.AcceptWALLoss, MaxEpoch: map[int32]int64{src.broker: src.epoch}})
 	if err != nil {
 		b.log.Warn("recovery: reading the fenced broker's WAL failed; retrying", "fenced", src.broker, "err", err)
 		return parts

@@ -37,7 +37,7 @@ func (b *Broker) loadAtStart() error {
 		ranges[p] = p.Chain()
 	}
 	var legacy []offsetsRec
-	_, err := b.loader.Load(load, ranges, partlog.LoadOptions{Other: func(src partlog.Source, typ byte, payload []byte) error {
+	st, err := b.loader.Load(load, ranges, partlog.LoadOptions{AcceptCorruption: b.cfg.AcceptWALLoss, Other: func(src partlog.Source, typ byte, payload []byte) error {
 		if src.Broker != self || typ != partlog.RecOffsets {
 			return fmt.Errorf("broker: unknown WAL record type %d in %s", typ, src.Dir)
 		}
@@ -49,7 +49,10 @@ func (b *Broker) loadAtStart() error {
 		return nil
 	}})
 	if err != nil {
-		return fmt.Errorf("broker: loading partitions: %w", err)
+		return fmt.Errorf("broker: loading partitions (a damaged WAL can be accepted with --accept-wal-loss, losing what follows the damage): %w", err)
+	}
+	for _, s := range st.Skipped {
+		b.log.Error("WAL damaged; what follows the damage is lost (--accept-wal-loss)", "where", s)
 	}
 	for _, rec := range legacy {
 		for _, o := range rec.Offsets {

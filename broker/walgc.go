@@ -19,12 +19,11 @@ import (
 // written by a live broker is never sealed, so never deleted here (its segments are
 // trimmed one by one, tier/trim.go).
 
-// walGCInterval is how often sealed directories are looked at.
-const walGCInterval = 10 * time.Second
-
+// walGCLoop looks at sealed directories as often as the tier collects garbage objects
+// (Tier.RetentionInterval), which is also when uploads let them go.
 func (b *Broker) walGCLoop() {
 	defer b.wg.Done()
-	t := time.NewTicker(walGCInterval)
+	t := time.NewTicker(b.cfg.Tier.RetentionInterval)
 	defer t.Stop()
 	for {
 		select {

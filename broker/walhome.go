@@ -124,7 +124,17 @@ func (b *Broker) sealUpTo(id int32, epoch int64) error {
 		} else if ok {
 			continue
 		}
-		info, err := wal.Seal(b.walFS(), s.Dir, fmt.Sprintf("broker-%d epoch %d", b.cfg.NodeID, b.epoch))
+		by := fmt.Sprintf("broker-%d epoch %d", b.cfg.NodeID, b.epoch)
+		info, err := wal.Seal(b.walFS(), s.Dir, by)
+		if err != nil && errors.Is(err, wal.ErrCorrupt) && b.cfg.AcceptWALLoss {
+			// A damaged WAL cannot be sealed (its end is unknown); fencing it still
+			// stops its owner, and the loss was accepted: readers stop at the damage.
+			b.log.Error("WAL damaged: fenced without a seal; what follows the damage is lost (--accept-wal-loss)", "dir", s.Dir, "err", err)
+			if err := wal.Fence(b.walFS(), s.Dir, by); err != nil {
+				return fmt.Errorf("broker: fencing %s: %w", s.Dir, err)
+			}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("broker: sealing %s: %w", s.Dir, err)
 		}

@@ -1,6 +1,7 @@
 package partlog
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -82,6 +83,10 @@ type LoadOptions struct {
 	// MaxEpoch limits the directories read of a broker to epochs <= its entry (a
 	// recovery reads only the fenced registrations' WALs).
 	MaxEpoch map[int32]int64
+	// AcceptCorruption goes on after a damaged record in the middle of a WAL (an
+	// operator accepted the loss): what was read before it is kept, the rest of that
+	// directory is skipped, and the partitions' loads then find the gap.
+	AcceptCorruption bool
 }
 
 // LoadStats says what a Load read.
@@ -89,6 +94,9 @@ type LoadStats struct {
 	Dirs    int   // WAL directories scanned
 	Records int   // records scanned
 	Bytes   int64 // payload bytes scanned
+	// Skipped names the directories whose scan stopped at a damaged record
+	// (AcceptCorruption).
+	Skipped []string
 }
 
 // Load scans each WAL directory that may hold some of the given ranges once and
@@ -184,6 +192,10 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 		}
 		return nil
 	})
+	if err != nil && opts.AcceptCorruption && errors.Is(err, wal.ErrCorrupt) {
+		st.Skipped = append(st.Skipped, fmt.Sprintf("%s: %v", src.Dir, err))
+		return nil // nothing to index: the directory was not read whole
+	}
 	if err != nil {
 		return fmt.Errorf("partlog: scanning %s: %w", src.Dir, err)
 	}

@@ -75,6 +75,17 @@ type Partition struct {
 	producers   map[int64]*producerState
 	waiters     []chan struct{}
 	tier        tierState // what object storage holds (tier.go)
+	own         Reader    // this broker's current WAL (UseOwn); batches elsewhere are foreign
+}
+
+// UseOwn tells the partition which WAL is this broker's own: batches indexed in any other
+// (an earlier leader's, an earlier process's) are dropped from the index as soon as object
+// storage holds them, since their WAL may then be trimmed or deleted by its owner or by
+// garbage collection.
+func (p *Partition) UseOwn(own Reader) {
+	p.mu.Lock()
+	p.own = own
+	p.mu.Unlock()
 }
 
 // New returns a partition in state Loading.
@@ -334,6 +345,7 @@ func (p *Partition) FinishLoad(wantEnd int64, acceptGaps, serve bool) (gaps []st
 	if end := max(p.tier.uploaded, wantEnd); end > p.next {
 		p.next, p.hw = end, end
 	}
+	p.dropUploadedLocked(-1, p.own)
 	if serve && p.state == Loading {
 		p.state = Ready
 	}

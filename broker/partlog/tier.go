@@ -49,6 +49,9 @@ func (p *Partition) applyManifestLocked(mp metadata.Partition, v *metadata.View)
 			objs = append(objs, tierObjOf(r, v))
 		}
 		p.tier.objs, p.tier.uploaded = objs, through
+		if p.state != Loading {
+			p.dropUploadedLocked(-1, p.own) // an earlier leader uploaded them
+		}
 		return
 	}
 	i := 0

@@ -1,0 +1,162 @@
+package broker
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/wal"
+)
+
+// leasedStore is a LocalStore with a lease the test turns off.
+type leasedStore struct {
+	*metadata.LocalStore
+	valid atomic.Bool
+}
+
+func (s *leasedStore) LeaseValid(time.Time) bool { return s.valid.Load() }
+
+// A broker whose lease ran out acks nothing, not even a retry of a batch it had synced
+// and acked before: the retry is a duplicate, and a duplicate's ack is an ack (a fenced
+// broker must not confirm an offset a taker may not have seen).
+func TestDuplicateAckNeedsALease(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.ListenAddr, cfg.DataDir, cfg.Logger = "127.0.0.1:0", dir, discardLogger()
+	local, err := metadata.OpenLocal(metadata.LocalConfig{Path: filepath.Join(dir, "metadata.json"), Self: metadata.Broker{ID: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &leasedStore{LocalStore: local}
+	store.valid.Store(true)
+	b, err := New(cfg, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	cl := clientFor(t, b)
+	createTopic(t, kadm.NewClient(cl), "lease", 1, nil)
+	wantProduce(t, "first", rawProduce(t, cl, "lease", makeBatch(3, 0, 0, []byte("a"))), 0, 0)
+	wantProduce(t, "its retry with a lease", rawProduce(t, cl, "lease", makeBatch(3, 0, 0, []byte("a"))), 0, 0)
+	store.valid.Store(false)
+	wantProduce(t, "its retry without a lease", rawProduce(t, cl, "lease", makeBatch(3, 0, 0, []byte("a"))), kerr.NotLeaderForPartition.Code, 0)
+	wantProduce(t, "a new batch without a lease", rawProduce(t, cl, "lease", makeBatch(3, 0, 1, []byte("b"))), kerr.NotLeaderForPartition.Code, 0)
+}
+
+// A second process that opens the same broker's data (a force-deleted pod that is still
+// running, an operator mistake) takes the WAL over: it writes under a new epoch and seals
+// the first one's WAL, whose next write is refused and which learns it is fenced; every
+// record the first acked is served by the second.
+func TestSecondProcessSealsTheFirst(t *testing.T) {
+	dir := t.TempDir()
+	b1 := startBroker(t, dir, nil)
+	createTopic(t, b1.admin(t), "one", 1, nil)
+	cl1 := b1.client(t)
+	wantProduce(t, "first", rawProduce(t, cl1, "one", makeBatch(-1, -1, -1, []byte("a"))), 0, 0)
+	wantProduce(t, "second", rawProduce(t, cl1, "one", makeBatch(-1, -1, -1, []byte("b"))), 0, 1)
+
+	cfg := b1.cfg
+	cfg.ListenAddr = "127.0.0.1:0"
+	cfg.Registerer = prometheus.NewRegistry() // another process
+	b2, err := New(cfg, b1.meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b2.Close() })
+	if b2.Epoch() <= b1.Epoch() {
+		t.Fatalf("second process epoch %d, first %d", b2.Epoch(), b1.Epoch())
+	}
+	got := rawProduce(t, cl1, "one", makeBatch(-1, -1, -1, []byte("late")))
+	if got.ErrorCode == 0 {
+		t.Fatalf("the first process acked a write at %d after its WAL was sealed", got.BaseOffset)
+	}
+	select {
+	case <-b1.Fenced():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first process did not learn it was fenced")
+	}
+	cl2 := clientFor(t, b2)
+	wantProduce(t, "on the second", rawProduce(t, cl2, "one", makeBatch(-1, -1, -1, []byte("c"))), 0, 2)
+	consumeAll(t, b2.Addr().String(), "one", map[int32]map[int64]string{0: {0: "a", 1: "b", 2: "c"}})
+}
+
+// A damaged record in the middle of a WAL (not a torn tail: later records exist) is not
+// cut away at start-up: the broker refuses to start, naming the segment, and leaves the
+// files as they are; an operator who accepts the loss starts it with AcceptWALLoss.
+func TestCorruptWALInTheMiddleRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	small := func(c *Config) { c.WAL.SegmentSize = 8 << 10; c.WAL.Preallocate = false }
+	b := startBroker(t, dir, small)
+	createTopic(t, b.admin(t), "c", 1, nil)
+	cl := b.client(t)
+	for i := 0; i < 200; i++ {
+		wantProduce(t, "fill", rawProduce(t, cl, "c", makeBatch(-1, -1, -1, make([]byte, 200))), 0, int64(i))
+	}
+	b.Close()
+	segs, _ := filepath.Glob(filepath.Join(dir, "wal", "epoch-*", "*.wal"))
+	sort.Strings(segs)
+	if len(segs) < 3 {
+		t.Fatalf("want several segments, got %v", segs)
+	}
+	// Flip a byte of the first record of the second segment (the first may hold only
+	// its header).
+	bad := segs[1]
+	f, err := os.OpenFile(bad, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one [1]byte
+	f.ReadAt(one[:], wal.HeaderSize+40)
+	one[0] ^= 0xff
+	f.WriteAt(one[:], wal.HeaderSize+40)
+	f.Close()
+
+	cfg := b.cfg
+	cfg.ListenAddr = "127.0.0.1:0"
+	b2, err := New(cfg, b.meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b2.Start()
+	if err == nil {
+		b2.Close()
+		t.Fatal("a broker started on a WAL damaged in the middle")
+	}
+	if !errors.Is(err, wal.ErrCorrupt) || !strings.Contains(err.Error(), filepath.Base(bad)) {
+		t.Fatalf("start error %v: want ErrCorrupt naming %s", err, bad)
+	}
+	b2.Close()
+	for _, s := range segs {
+		if _, err := os.Stat(s); err != nil {
+			t.Fatalf("segment %s removed by a failed start: %v", s, err)
+		}
+	}
+	cfg.AcceptWALLoss = true
+	b3, err := New(cfg, b.meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b3.Start(); err != nil {
+		t.Fatalf("start accepting the loss: %v", err)
+	}
+	t.Cleanup(func() { b3.Close() })
+	got := rawProduce(t, clientFor(t, b3), "c", makeBatch(-1, -1, -1, []byte("after")))
+	if got.ErrorCode != 0 {
+		t.Fatalf("produce after accepting the loss: %v", kerr.ErrorForCode(got.ErrorCode))
+	}
+}
