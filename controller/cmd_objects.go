@@ -20,10 +20,17 @@ import (
 //     UploadedThrough < First <= LogStartOffset (the manifest ends below the log start:
 //     offsets below it need not be stored), or, while the manifest is empty,
 //     First <= max(0, LogStartOffset) (the first batch uploaded may straddle the log
-//     start; DeleteRecords past the manifest's end empties it, see below). Anything
-//     else refuses the whole commit.
+//     start; DeleteRecords past the manifest's end empties it, see below). A range may
+//     carry the partition's idempotent producer snapshot as of its end
+//     (metadata.ProducerSnapshot: offset = Last + 1, 1..MaxSnapshotProducers producers
+//     by ascending ID, each with 1..ProducerWindow batches of int32 sequences and
+//     ascending offsets 0..Last); it replaces the partition's Producers, and a range
+//     without one clears them (they would describe an older offset). The commit's
+//     weight, one per range and two per snapshot producer, is at most
+//     metadata.MaxCommitRanges. Anything else refuses the whole commit.
 //   - set log start offset (cmd_topics.go): raising it drops the manifest's front ranges
-//     that lie wholly below the new log start (metadata.TrimManifest). An object whose
+//     that lie wholly below the new log start (metadata.TrimManifest); the producer
+//     snapshot stays. An object whose
 //     every range is dropped is referenced by no manifest: garbage, not expired. An
 //     object shared with a partition whose data is still live stays referenced by that
 //     partition only, so it no longer pins the objects behind it in the other
@@ -37,7 +44,8 @@ import (
 //     manifest (retention removes from the front; such ranges stay in a manifest only
 //     when committed below a log start raised before, or in state written before log
 //     starts trimmed manifests). Deleted objects are dropped from the state: the broker
-//     deletes the key from object storage before it calls DeleteObjects.
+//     deletes the key from object storage before it calls DeleteObjects. The producer
+//     snapshots stay.
 //
 // Refusals wrap metadata.ErrObjectRejected; a stale or fenced epoch also wraps
 // metadata.ErrFenced, a partition that does not exist also metadata.ErrUnknownTopic.
@@ -87,7 +95,7 @@ func (m *machine) setManifests(changes []metadata.ManifestChange) {
 			clones[ch.Topic] = t
 			order = append(order, t)
 		}
-		t.Partitions[ch.Partition].Objects = ch.Objects
+		ch.ApplyTo(&t.Partitions[ch.Partition])
 	}
 	for _, t := range order {
 		m.putTopic(t)

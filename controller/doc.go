@@ -83,7 +83,9 @@
 // metadata.Object}}. "max_timestamp" and "bytes" are left out while 0 (ranges committed
 // before they existed restore with 0), and so are a partition's "move_gen",
 // "recovering" and "recover_epoch" (snapshots without them restore as no move
-// generation, not recovering). An older controller reading a snapshot with Recovering
+// generation, not recovering) and its idempotent producer snapshot "producers"
+// (metadata.ProducerSnapshot, also on CommitObject's ranges; snapshots and entries
+// without it restore and replay as before: no producer snapshot). An older controller reading a snapshot with Recovering
 // partitions would drop the flag: downgrading across failover is not supported.
 // "next_object_id" and "objects" are left out while there are none; "objects" was
 // reserved (never written) before manifests existed, and an absent, null or empty value

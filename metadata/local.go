@@ -482,7 +482,7 @@ func (s *LocalStore) objectRules() *ObjectRules {
 // setManifests stores the new manifests in the state's topics.
 func (s *LocalStore) setManifests(rules *ObjectRules, changes []ManifestChange) {
 	for _, ch := range changes {
-		rules.TopicByID(ch.Topic).Partitions[ch.Partition].Objects = ch.Objects
+		ch.ApplyTo(&rules.TopicByID(ch.Topic).Partitions[ch.Partition])
 	}
 }
 

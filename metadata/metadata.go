@@ -121,6 +121,13 @@ type Partition struct {
 	// drops those wholly below it (TrimManifest), DeleteObjects those of deleted
 	// objects. Never modify the elements in place: Views share them.
 	Objects []ObjectRange `json:"objects,omitempty"`
+	// Producers is the idempotent producer state as of the end of the last committed
+	// object range, replaced by every commit of a range of this partition (and cleared
+	// by one without a snapshot, since it would then describe an older offset). Its
+	// batches may be gone from every WAL, so a leader that loads the partition starts
+	// from it. Nil in state written before snapshots: the state then comes from the WALs
+	// alone. Shared by Views: never modified in place.
+	Producers *ProducerSnapshot `json:"producers,omitempty"`
 }
 
 // UploadedThrough is the first offset not in object storage yet: the last range's
@@ -180,6 +187,38 @@ type PartitionRange struct {
 	MaxTimestamp int64 `json:"max_timestamp,omitempty"`
 	// Bytes is the size of the range's record batches in the object (not negative).
 	Bytes int64 `json:"bytes,omitempty"`
+	// Producers is the partition's idempotent producer state as of this range's end
+	// (Offset = LastOffset + 1); nil when no producer has state. It becomes the
+	// partition's Producers.
+	Producers *ProducerSnapshot `json:"producers,omitempty"`
+}
+
+// ProducerWindow is how many of an idempotent producer's last batches a partition
+// remembers: clients keep at most five requests in flight, so a retry is always of one
+// of the last five.
+const ProducerWindow = 5
+
+// MaxSnapshotProducers bounds a ProducerSnapshot: the producers whose last batch is the
+// most recent. A producer left out (more than this many others wrote to the partition
+// after it) is unknown after a load and may start at any sequence again (KIP-360);
+// Kafka forgets producers by time instead (producer.id.expiration.ms, 24 h by default).
+const MaxSnapshotProducers = 1000
+
+// ProducerSnapshot is a partition's idempotent producer state as of Offset: every batch
+// below Offset counted, none from Offset on. Short JSON keys: it travels through Raft
+// with every object commit.
+type ProducerSnapshot struct {
+	Offset    int64           `json:"o"`
+	Producers []ProducerState `json:"p"` // ascending IDs, 1..MaxSnapshotProducers
+}
+
+// ProducerState is one producer of a ProducerSnapshot: its epoch and its last batches
+// (1..ProducerWindow, oldest first), each [first sequence, last sequence, base offset]
+// (the last sequence wraps past MaxInt32 as Kafka's do, so it may be the smaller).
+type ProducerState struct {
+	ID      int64      `json:"i"`
+	Epoch   int16      `json:"e,omitempty"`
+	Batches [][3]int64 `json:"b"`
 }
 
 // LogRange says that Broker's WAL holds a partition's offsets from StartOffset on (up to

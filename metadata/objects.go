@@ -3,6 +3,7 @@ package metadata
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 )
 
@@ -14,11 +15,67 @@ import (
 
 // Bounds of one manifest change (the controller's API enforces them too; a commit of
 // MaxCommitRanges ranges, every number at its widest, stays below the controller's
-// default MaxBodyBytes of 4 MiB).
+// default MaxBodyBytes of 4 MiB). MaxCommitRanges bounds a commit's weight too
+// (CommitWeight), which counts the producer snapshots.
 const (
 	MaxCommitRanges  = 16000
 	MaxDeleteObjects = 100000
 )
+
+// Weight is what the range counts against MaxCommitRanges: one, plus two per producer of
+// its snapshot. A producer at its widest encodes to fewer bytes than two ranges at
+// theirs, so a commit within the bound fits the controller's body limit whatever its
+// snapshots hold (controller's TestCommitWithSnapshotsFitsBody).
+func (r PartitionRange) Weight() int {
+	if r.Producers == nil {
+		return 1
+	}
+	return 1 + 2*len(r.Producers.Producers)
+}
+
+// CommitWeight is the weight of a commit's ranges (PartitionRange.Weight).
+func CommitWeight(ranges []PartitionRange) int {
+	w := 0
+	for _, r := range ranges {
+		w += r.Weight()
+	}
+	return w
+}
+
+// snapshotProblem says what is wrong with r's producer snapshot ("" when nothing is):
+// it must describe the state as of the range's end, within the bounds, each producer
+// once, its batches in offset order below that end.
+func (r PartitionRange) snapshotProblem() string {
+	s := r.Producers
+	if s == nil {
+		return ""
+	}
+	switch {
+	case s.Offset != r.LastOffset+1:
+		return fmt.Sprintf("as of offset %d, the range ends at %d", s.Offset, r.LastOffset)
+	case len(s.Producers) == 0:
+		return "no producers (a range without producer state carries no snapshot)"
+	case len(s.Producers) > MaxSnapshotProducers:
+		return fmt.Sprintf("%d producers (at most %d)", len(s.Producers), MaxSnapshotProducers)
+	}
+	for i, p := range s.Producers {
+		switch {
+		case p.ID < 0 || i > 0 && p.ID <= s.Producers[i-1].ID:
+			return fmt.Sprintf("producer %d: IDs must be ascending and not negative", p.ID)
+		case p.Epoch < 0:
+			return fmt.Sprintf("producer %d: epoch %d", p.ID, p.Epoch)
+		case len(p.Batches) == 0 || len(p.Batches) > ProducerWindow:
+			return fmt.Sprintf("producer %d: %d batches (must be 1..%d)", p.ID, len(p.Batches), ProducerWindow)
+		}
+		for j, b := range p.Batches {
+			if b[0] < 0 || b[0] > math.MaxInt32 || b[1] < math.MinInt32 || b[1] > math.MaxInt32 ||
+				b[2] < 0 || b[2] > r.LastOffset || j > 0 && b[2] <= p.Batches[j-1][2] {
+				return fmt.Sprintf("producer %d: batch %v (sequences are int32, the first not negative; offsets ascending below %d)", p.ID, b, s.Offset)
+			}
+		}
+	}
+	return ""
+}
 
 // ObjectKey is the object-storage key of object id (deterministic).
 func ObjectKey(id uint64) string { return fmt.Sprintf("objects/%020d.obj", id) }
@@ -34,11 +91,30 @@ type PartitionRef struct {
 	Partition int32
 }
 
-// ManifestChange is the new manifest of one partition (never aliasing writable memory of
-// the old one: it may be stored as is).
+// clone is a deep copy: a stored snapshot must not share memory a caller may still write.
+func (s *ProducerSnapshot) clone() *ProducerSnapshot {
+	if s == nil {
+		return nil
+	}
+	c := &ProducerSnapshot{Offset: s.Offset, Producers: make([]ProducerState, len(s.Producers))}
+	for i, p := range s.Producers {
+		p.Batches = slices.Clone(p.Batches)
+		c.Producers[i] = p
+	}
+	return c
+}
+
+// ManifestChange is the new manifest of one partition and its producer snapshot (never
+// aliasing writable memory of the old ones: they may be stored as they are).
 type ManifestChange struct {
 	PartitionRef
-	Objects []ObjectRange
+	Objects   []ObjectRange
+	Producers *ProducerSnapshot
+}
+
+// ApplyTo stores the change in p, a copy of the partition the caller owns.
+func (ch ManifestChange) ApplyTo(p *Partition) {
+	p.Objects, p.Producers = ch.Objects, ch.Producers
 }
 
 // ObjectRules checks object manifest changes against the current state.
@@ -99,6 +175,9 @@ func (r *ObjectRules) Commit(id uint64, broker int32, epoch int64, size int64, r
 	if len(ranges) == 0 || len(ranges) > MaxCommitRanges {
 		return Object{}, nil, rejected("object %d: %d ranges (must be 1..%d)", id, len(ranges), MaxCommitRanges)
 	}
+	if w := CommitWeight(ranges); w > MaxCommitRanges {
+		return Object{}, nil, rejected("object %d: weight %d of ranges and producer snapshots (at most %d)", id, w, MaxCommitRanges)
+	}
 	changes := make([]ManifestChange, 0, len(ranges))
 	seen := make(map[PartitionRef]bool, len(ranges))
 	for _, pr := range ranges {
@@ -109,6 +188,9 @@ func (r *ObjectRules) Commit(id uint64, broker int32, epoch int64, size int64, r
 		seen[ref] = true
 		if pr.FirstOffset < 0 || pr.FirstOffset > pr.LastOffset || pr.Bytes < 0 {
 			return Object{}, nil, rejected("object %d: range %d..%d (%d bytes) of %s/%d", id, pr.FirstOffset, pr.LastOffset, pr.Bytes, pr.Topic, pr.Partition)
+		}
+		if why := pr.snapshotProblem(); why != "" {
+			return Object{}, nil, rejected("object %d: producer snapshot of %s/%d: %s", id, pr.Topic, pr.Partition, why)
 		}
 		t := r.TopicByID(pr.Topic)
 		if t == nil {
@@ -128,8 +210,10 @@ func (r *ObjectRules) Commit(id uint64, broker int32, epoch int64, size int64, r
 		} else if start := max(0, p.LogStartOffset); pr.FirstOffset > start {
 			return Object{}, nil, rejected("object %d: %s/%d has no objects and starts at %d, range starts at %d", id, t.Name, pr.Partition, start, pr.FirstOffset)
 		}
-		// Clipped: the append copies, the old manifest is never written into.
-		changes = append(changes, ManifestChange{ref, append(slices.Clip(p.Objects), pr.ObjectRange(id))})
+		// Clipped: the append copies, the old manifest is never written into. The
+		// snapshot is replaced even by none: the old one is as of an earlier offset, and
+		// the batches between may leave the WALs now.
+		changes = append(changes, ManifestChange{PartitionRef: ref, Objects: append(slices.Clip(p.Objects), pr.ObjectRange(id)), Producers: pr.Producers.clone()})
 	}
 	o.State = ObjectCommitted
 	o.Size = size
@@ -201,7 +285,9 @@ func (r *ObjectRules) Delete(ids []uint64) ([]uint64, []ManifestChange, error) {
 		if len(rest) == 0 {
 			rest = nil
 		}
-		changes = append(changes, ManifestChange{ref, rest})
+		// The snapshot stays: it is as of the manifest's end, which deleting from the
+		// front does not move (or, with every range gone, at or below the log start).
+		changes = append(changes, ManifestChange{PartitionRef: ref, Objects: rest, Producers: p.Producers})
 	}
 	for _, id := range drop {
 		if found[id] != len(r.Refs(id)) {

@@ -291,8 +291,9 @@ func (p *Partition) Collect(h *recbatch.Header, src Reader, pos wal.Pos, size in
 	p.mu.Unlock()
 }
 
-// FinishLoad indexes the collected batches in offset order, rebuilds producer state and
-// epochs, and starts serving.
+// FinishLoad indexes the collected batches in offset order, rebuilds producer state (on
+// top of the manifest's producer snapshot: restoreProducersLocked) and epochs, and
+// starts serving.
 //
 // The collected batches must cover every offset the partition still needs from WALs —
 // from the highest of the log start, what object storage holds and the chain's first
@@ -341,6 +342,7 @@ func (p *Partition) FinishLoad(wantEnd int64, acceptGaps, serve bool) (gaps []st
 		}
 		p.addLoc(loc)
 	}
+	p.restoreProducersLocked(need)
 	p.loaded = nil
 	if end := max(p.tier.uploaded, wantEnd); end > p.next {
 		p.next, p.hw = end, end

@@ -26,6 +26,9 @@ type tierState struct {
 	enabled  bool      // the broker has an object store
 	uploaded int64     // first offset object storage does not hold; -1: it holds none
 	objs     []TierObj // the manifest, ascending and contiguous (gaps only below logStart)
+	// snap is the producer snapshot the manifest carries (as of uploaded when current),
+	// from the view that set objs; a load starts from it (restoreProducersLocked).
+	snap *metadata.ProducerSnapshot
 }
 
 // TierObj is one object range of a partition's manifest.
@@ -48,7 +51,7 @@ func (p *Partition) applyManifestLocked(mp metadata.Partition, v *metadata.View)
 		for _, r := range mp.Objects {
 			objs = append(objs, tierObjOf(r, v))
 		}
-		p.tier.objs, p.tier.uploaded = objs, through
+		p.tier.objs, p.tier.uploaded, p.tier.snap = objs, through, mp.Producers
 		if p.state != Loading {
 			p.dropUploadedLocked(-1, p.own) // an earlier leader uploaded them
 		}

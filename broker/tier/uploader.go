@@ -25,12 +25,22 @@ import (
 // A failed PUT keeps the prepared ID for the next attempt (the key is overwritten) and the
 // data stays in the WAL; a refused commit leaves a prepared object that garbage
 // collection deletes. Nothing is dropped from the WAL before its commit.
+//
+// Each range carries the partition's idempotent producer state as of its last offset
+// (partlog.Partition.ProducerSnapshot): once the WAL is trimmed, that snapshot is all a
+// later leader has to recognise a retried batch. Snapshots count towards a commit's
+// bound (metadata.CommitWeight), so partitions with many producers share objects with
+// fewer others.
 
 // upPart is one partition's share of an object.
 type upPart struct {
 	p      *partlog.Partition
 	pieces []partlog.UpPiece
 	bytes  int64
+	// weight bounds the range's metadata.PartitionRange.Weight: its snapshot is taken
+	// later, as of an offset no higher, when no producer can have gained a batch at or
+	// below it, so it holds no more producers than one taken now.
+	weight int
 }
 
 // UploadRound uploads until nothing is due, trimming after each object.
@@ -61,7 +71,8 @@ func (t *Tier) uploadOnce() (more bool, err error) {
 		if n == 0 {
 			continue
 		}
-		parts = append(parts, upPart{p: p, pieces: pieces, bytes: n})
+		w := 1 + 2*p.SnapshotProducers(pieces[len(pieces)-1].Last)
+		parts = append(parts, upPart{p: p, pieces: pieces, bytes: n, weight: w})
 		total += n
 		if at := time.Unix(0, pieces[0].At); oldest.IsZero() || at.Before(oldest) {
 			oldest = at
@@ -74,12 +85,13 @@ func (t *Tier) uploadOnce() (more bool, err error) {
 	slices.SortFunc(parts, func(a, c upPart) int { return cmp.Compare(c.bytes, a.bytes) })
 	var shared []upPart
 	var sharedBytes int64
+	var sharedWeight int
 	flush := func() error {
 		if len(shared) == 0 {
 			return nil
 		}
 		err := t.uploadObject(shared)
-		shared, sharedBytes = nil, 0
+		shared, sharedBytes, sharedWeight = nil, 0, 0
 		return err
 	}
 	for _, up := range parts {
@@ -90,13 +102,14 @@ func (t *Tier) uploadOnce() (more bool, err error) {
 			}
 			continue
 		}
-		if sharedBytes+up.bytes > cfg.MaxObjectBytes || len(shared) == metadata.MaxCommitRanges {
+		if sharedBytes+up.bytes > cfg.MaxObjectBytes || sharedWeight+up.weight > metadata.MaxCommitRanges {
 			if err := flush(); err != nil {
 				return false, err
 			}
 		}
 		shared = append(shared, up)
 		sharedBytes += up.bytes
+		sharedWeight += up.weight
 	}
 	return more, flush()
 }
@@ -180,6 +193,9 @@ func (t *Tier) writeRun(w *objfmt.Writer, up upPart) (metadata.PartitionRange, i
 		r.LastOffset, r.MaxTimestamp = pc.Last, max(r.MaxTimestamp, pc.MaxTS)
 		r.Bytes += int64(pc.Size)
 		n++
+	}
+	if n > 0 {
+		r.Producers = p.ProducerSnapshot(r.LastOffset)
 	}
 	return r, n, nil
 }

@@ -1,9 +1,9 @@
 // Package metatest is an in-memory cluster metadata store for tests: what the Raft
 // controller gives a set of brokers (one shared metadata.View with change notification,
-// broker registration, producer IDs, graceful partition moves), without Raft, HTTP or
-// files. Several in-process brokers can share one Store, which is what a test needs to
-// run brokers together (moves across WALs, cross-broker coordination) without starting
-// a controller quorum. A single broker that wants real persistence uses
+// broker registration, producer IDs, graceful partition moves, object manifests through
+// Store.For), without Raft, HTTP or files. Several in-process brokers can share one
+// Store, which is what a test needs to run brokers together (moves across WALs,
+// cross-broker coordination) without starting a controller quorum. A single broker that wants real persistence uses
 // metadata.LocalStore instead.
 //
 // It is not a model of the controller's rules: it decides what the controller would
@@ -56,16 +56,22 @@ var errValidateOnly = errors.New("metatest: validate only")
 //     one.
 //   - SetLogStartOffset is accepted and ignored: log start offsets stay 0, so a test's
 //     views change only when it changes something itself.
+//   - Object manifests (metadata.ObjectManifest) are kept by the controller's rules
+//     (metadata.ObjectRules, producer snapshots included), through For(id): an object
+//     is prepared for broker id in the registration epoch the View shows, and a
+//     prepare or commit is refused unless that registration is still active. With log
+//     starts at 0, only objects no manifest references can be deleted.
 //   - DeleteTopic, CreatePartitions and AlterTopicConfigs return ErrNotSupported.
 //   - AllocateProducerID counts from 1.
 //
 // Every change publishes a new View with the next version and closes the channel
 // Changed returned; a View, once published, never changes. Safe for concurrent use.
 type Store struct {
-	mu      sync.Mutex
-	view    *metadata.View
-	changed chan struct{}
-	nextPID int64
+	mu           sync.Mutex
+	view         *metadata.View
+	changed      chan struct{}
+	nextPID      int64
+	nextObjectID uint64
 }
 
 var (
@@ -105,8 +111,10 @@ func (s *Store) Changed() <-chan struct{} {
 
 // update lets fn change a copy of the view and publishes it, unless fn fails. Brokers,
 // topics, partitions and log chains are copied because fn changes them in place and
-// published views are shared; object manifests and configs are never changed here, so
-// the copy shares them.
+// published views are shared; object manifests, producer snapshots, the object table
+// and configs are only ever replaced, never changed in place, so the copy shares them.
+// The copy's TopicByID still finds the published topics: fn looks topics up in
+// v.Topics (topicByID).
 func (s *Store) update(fn func(v *metadata.View) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -125,7 +133,7 @@ func (s *Store) update(fn func(v *metadata.View) error) error {
 	if err := fn(&v); err != nil {
 		return err
 	}
-	s.view = metadata.NewView(v.Version+1, v.ClusterID, v.ControllerID, v.Brokers, v.Topics)
+	s.view = metadata.NewViewWithObjects(v.Version+1, v.ClusterID, v.ControllerID, v.Brokers, v.Topics, v.Objects)
 	close(s.changed)
 	s.changed = make(chan struct{})
 	return nil
@@ -336,6 +344,121 @@ func (s *Store) updatePartition(id metadata.TopicID, partition int32, fn func(t 
 			return fn(t, &t.Partitions[partition])
 		}
 		return fmt.Errorf("%w: id %s", metadata.ErrUnknownTopic, id)
+	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	return err
+}
+
+// topicByID finds a topic of v by ID in v.Topics (the copy update made).
+func topicByID(v *metadata.View, id metadata.TopicID) *metadata.Topic {
+	for _, t := range v.Topics {
+		if t.ID == id {
+			return t
+		}
+	}
+	return nil
+}
+
+// BrokerStore is the Store as broker id uses it: every metadata.Store method of the
+// shared Store, and object manifests on the broker's behalf (the controller knows the
+// caller of a prepare or commit; a shared Store does not).
+type BrokerStore struct {
+	*Store
+	id int32
+}
+
+var _ metadata.ObjectManifest = (*BrokerStore)(nil)
+
+// For returns the store broker id hands to its broker.New.
+func (s *Store) For(id int32) *BrokerStore { return &BrokerStore{Store: s, id: id} }
+
+// objectRules checks object commands against v (a copy update made).
+func (s *Store) objectRules(v *metadata.View) *metadata.ObjectRules {
+	return &metadata.ObjectRules{
+		Objects:   v.Objects,
+		NextID:    s.nextObjectID,
+		TopicByID: func(id metadata.TopicID) *metadata.Topic { return topicByID(v, id) },
+		Refs: func(id uint64) []metadata.PartitionRef {
+			var refs []metadata.PartitionRef
+			for _, t := range v.Topics {
+				for _, p := range t.Partitions {
+					for _, r := range p.Objects {
+						if r.Object == id {
+							refs = append(refs, metadata.PartitionRef{Topic: t.ID, Partition: p.Index})
+							break
+						}
+					}
+				}
+			}
+			return refs
+		},
+		Current: func(broker int32, epoch int64) error {
+			if b, ok := v.Broker(broker); !ok || b.Epoch != epoch || !b.Active() {
+				return fmt.Errorf("%w: %w: broker %d epoch %d is not current", metadata.ErrObjectRejected, metadata.ErrFenced, broker, epoch)
+			}
+			return nil
+		},
+	}
+}
+
+// PrepareObject implements metadata.ObjectManifest for the broker in its registration
+// epoch as the View shows it.
+func (b *BrokerStore) PrepareObject(context.Context) (metadata.Object, error) {
+	var o metadata.Object
+	err := b.update(func(v *metadata.View) error {
+		reg, _ := v.Broker(b.id)
+		var err error
+		if o, err = b.objectRules(v).Prepare(b.id, reg.Epoch); err != nil {
+			return err
+		}
+		b.nextObjectID = o.ID + 1
+		v.Objects = metadata.WithObjects(v.Objects, func(objs map[uint64]metadata.Object) { objs[o.ID] = o })
+		return nil
+	})
+	return o, err
+}
+
+// CommitObject implements metadata.ObjectManifest (metadata.ObjectRules.Commit) for the
+// broker in its registration epoch as the View shows it.
+func (b *BrokerStore) CommitObject(_ context.Context, id uint64, size int64, ranges []metadata.PartitionRange) error {
+	return b.update(func(v *metadata.View) error {
+		reg, _ := v.Broker(b.id)
+		o, changes, err := b.objectRules(v).Commit(id, b.id, reg.Epoch, size, ranges)
+		if err != nil {
+			return err
+		}
+		for _, ch := range changes {
+			t := topicByID(v, ch.Topic)
+			ch.ApplyTo(&t.Partitions[ch.Partition])
+		}
+		v.Objects = metadata.WithObjects(v.Objects, func(objs map[uint64]metadata.Object) { objs[id] = o })
+		return nil
+	})
+}
+
+// DeleteObjects implements metadata.ObjectManifest (metadata.ObjectRules.Delete); IDs
+// deleted before are ignored.
+func (b *BrokerStore) DeleteObjects(_ context.Context, ids []uint64) error {
+	err := b.update(func(v *metadata.View) error {
+		drop, changes, err := b.objectRules(v).Delete(ids)
+		if err != nil {
+			return err
+		}
+		if len(drop) == 0 {
+			return errUnchanged
+		}
+		for _, ch := range changes {
+			t := topicByID(v, ch.Topic)
+			ch.ApplyTo(&t.Partitions[ch.Partition])
+		}
+		v.Objects = metadata.WithObjects(v.Objects, func(objs map[uint64]metadata.Object) {
+			for _, id := range drop {
+				delete(objs, id)
+			}
+		})
+		return nil
 	})
 	if errors.Is(err, errUnchanged) {
 		return nil
