@@ -21,40 +21,71 @@ type procCluster struct {
 	brokers     []*proc
 	brokerArgs  [][]string
 	kafka       []string
+	apis        []string // controller API addresses
+	gossip      []string // brokers' gossip addresses
+	metrics     []string // brokers' /metrics addresses ("" when off)
+}
+
+// procClusterOptions changes what startProcClusterWith runs.
+type procClusterOptions struct {
+	// metrics gives every broker a /metrics listener (procCluster.metrics).
+	metrics bool
+	// brokerArgs are appended to every broker's arguments.
+	brokerArgs []string
 }
 
 func startProcCluster(t *testing.T) *procCluster {
 	t.Helper()
+	return startProcClusterWith(t, procClusterOptions{})
+}
+
+func startProcClusterWith(t *testing.T, o procClusterOptions) *procCluster {
+	t.Helper()
 	pc := &procCluster{dir: t.TempDir()}
-	var peers, apis []string
+	var peers []string
 	for i := 1; i <= 3; i++ {
 		raft := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		api := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		peers = append(peers, fmt.Sprintf("%d=%s/%s", i, raft, api))
-		apis = append(apis, api)
+		pc.apis = append(pc.apis, api)
 	}
 	for i := 1; i <= 3; i++ {
-		p := startProc(t, pc.dir, fmt.Sprintf("controller-%d.log", i), apis[i-1], "controller",
+		p := startProc(t, pc.dir, fmt.Sprintf("controller-%d.log", i), pc.apis[i-1], "controller",
 			"--node-id", fmt.Sprint(i), "--data-dir", filepath.Join(pc.dir, fmt.Sprintf("controller-%d", i)),
 			"--peers", strings.Join(peers, ","))
 		pc.controllers = append(pc.controllers, p)
 	}
-	var gossip []string
 	for i := 1; i <= 3; i++ {
-		gossip = append(gossip, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		pc.gossip = append(pc.gossip, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 	}
 	for i := 1; i <= 3; i++ {
 		kafka := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		pc.kafka = append(pc.kafka, kafka)
-		args := []string{"broker", "--node-id", fmt.Sprint(i), "--rack", string(rune('a' + i - 1)),
-			"--listen", kafka, "--metrics", "", "--controllers", strings.Join(apis, ","),
-			"--data-dir", filepath.Join(pc.dir, fmt.Sprintf("broker-%d", i)), "--wal-root", filepath.Join(pc.dir, "wal"),
-			"--gossip-addr", gossip[i-1], "--gossip-seeds", strings.Join(gossip, ","), "--wal-segment-bytes", "8388608"}
+		metrics := ""
+		if o.metrics {
+			metrics = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		}
+		pc.metrics = append(pc.metrics, metrics)
+		args := pc.brokerArgsFor(i, kafka, pc.gossip[i-1], metrics, filepath.Join(pc.dir, fmt.Sprintf("broker-%d", i)))
+		args = append(args, o.brokerArgs...)
 		pc.brokerArgs = append(pc.brokerArgs, args)
 		pc.brokers = append(pc.brokers, startProc(t, pc.dir, fmt.Sprintf("broker-%d.log", i), kafka, args...))
 	}
 	return pc
 }
+
+// brokerArgsFor is the command line of broker id listening on kafka, gossiping on gossip
+// (joining every broker's gossip address), with /metrics on metrics ("" for none) and
+// its local data in dataDir; its WALs go under the cluster's shared WAL root.
+func (pc *procCluster) brokerArgsFor(id int, kafka, gossip, metrics, dataDir string) []string {
+	return []string{"broker", "--node-id", fmt.Sprint(id), "--rack", string(rune('a' + id - 1)),
+		"--listen", kafka, "--metrics", metrics, "--controllers", strings.Join(pc.apis, ","),
+		"--data-dir", dataDir, "--wal-root", pc.walRoot(),
+		"--gossip-addr", gossip, "--gossip-seeds", strings.Join(pc.gossip, ","), "--wal-segment-bytes", "8388608"}
+}
+
+// walRoot is the WAL root every broker shares.
+func (pc *procCluster) walRoot() string { return filepath.Join(pc.dir, "wal") }
 
 func (pc *procCluster) restartBroker(t *testing.T, i int) {
 	pc.brokers[i] = startProc(t, pc.dir, fmt.Sprintf("broker-%d.log", i+1), pc.kafka[i], pc.brokerArgs[i]...)

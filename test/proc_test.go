@@ -1,13 +1,16 @@
 package test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,10 +37,11 @@ func TestMain(m *testing.M) {
 
 // proc is a weir broker process.
 type proc struct {
-	cmd  *exec.Cmd
-	addr string
-	dir  string
-	log  *os.File
+	cmd     *exec.Cmd
+	addr    string
+	dir     string
+	log     *os.File
+	logPath string
 }
 
 func freePort(t testing.TB) int {
@@ -65,17 +69,7 @@ func startWeir(t testing.TB, dir, addr string, extra ...string) *proc {
 // connections.
 func startProc(t testing.TB, dir, logName, addr string, args ...string) *proc {
 	t.Helper()
-	logf, err := os.OpenFile(filepath.Join(dir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(weirBin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, addr: addr, dir: dir, log: logf}
-	t.Cleanup(func() { p.kill(); logf.Close() })
+	p := spawnProc(t, dir, logName, addr, args...)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -89,6 +83,88 @@ func startProc(t testing.TB, dir, logName, addr string, args ...string) *proc {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// spawnProc runs weir with args, logging to dir/logName (appending), without waiting for
+// anything; the process is killed when the test ends.
+func spawnProc(t testing.TB, dir, logName, addr string, args ...string) *proc {
+	t.Helper()
+	path := filepath.Join(dir, logName)
+	logf, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(weirBin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, addr: addr, dir: dir, log: logf, logPath: path}
+	t.Cleanup(func() { p.kill(); logf.Close() })
+	return p
+}
+
+// signal sends sig to the process (SIGSTOP pauses every thread of it, as a VM pause or a
+// long GC stall would look from outside; SIGCONT resumes it).
+func (p *proc) signal(sig syscall.Signal) error {
+	if p.cmd.ProcessState != nil {
+		return fmt.Errorf("process %d already exited", p.cmd.Process.Pid)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// logText is everything the process (and earlier processes logging to the same file)
+// wrote so far.
+func (p *proc) logText() string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
+// scrapeMetrics reads a process's /metrics at addr and returns each sample's value by
+// its series (name with labels, as printed, e.g. `weir_broker_produce_bytes_total{topic="t"}`).
+func scrapeMetrics(addr string) (map[string]float64, error) {
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/metrics: %s", addr, resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// metricSum adds up every series of metric name (all label values).
+func metricSum(m map[string]float64, name string) float64 {
+	var sum float64
+	for k, v := range m {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // kill sends SIGKILL: no shutdown code runs, as in a crash or OOM kill.
