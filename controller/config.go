@@ -177,7 +177,7 @@ func DefaultConfig() Config {
 		SnapshotInterval:   30 * time.Second,
 		TrailingLogs:       10240,
 		ApplyTimeout:       5 * time.Second,
-		LeaseTimeout:       time.Second,
+		LeaseTimeout:       2 * time.Second,
 		LeaseGrace:         250 * time.Millisecond,
 		SuspectTimeout:     time.Second,
 		LeaseCheckInterval: 100 * time.Millisecond,

@@ -254,7 +254,7 @@ func TestGrantedLeaseAndValidate(t *testing.T) {
 		return c
 	}
 	c := base()
-	if c.LeaseTimeout != time.Second || c.LeaseGrace != 250*time.Millisecond || c.SuspectTimeout != time.Second || c.LeaderLeaseTimeout != 250*time.Millisecond {
+	if c.LeaseTimeout != 2*time.Second || c.LeaseGrace != 250*time.Millisecond || c.SuspectTimeout != time.Second || c.LeaderLeaseTimeout != 250*time.Millisecond {
 		t.Fatalf("defaults %v %v %v %v", c.LeaseTimeout, c.LeaseGrace, c.SuspectTimeout, c.LeaderLeaseTimeout)
 	}
 	if g := c.GrantedLease(); g != 650*time.Millisecond {
