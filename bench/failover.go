@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/test/proccluster"
 )
 
 // `weir bench failover` measures what users measure with chaos tests: how long a dead
@@ -261,18 +262,18 @@ func failover(ctx context.Context, cfg *failoverConfig, out io.Writer) (*Failove
 	const topic = "failover"
 	fmt.Fprintf(out, "starting 3 controllers and 3 brokers in %s\n", cfg.dir)
 	tail := int64(cfg.tailMiB) << 20
-	c, err := startProcCluster(ctx, procClusterConfig{Bin: cfg.bin, Dir: cfg.dir, Controllers: 3, Brokers: 3,
+	c, err := proccluster.Start(ctx, proccluster.Config{Bin: cfg.bin, Dir: cfg.dir, Controllers: 3, Brokers: 3,
 		BrokerArgs: []string{
 			// Nothing leaves the WAL during the measurement: the killed broker's tail is
 			// all un-uploaded, as after a burst the uploader had not caught up with.
 			"--upload-max-delay", "1h", "--upload-target-bytes", fmt.Sprint(1 << 30), "--upload-max-bytes", fmt.Sprint(1 << 30),
 			"--wal-max-bytes", fmt.Sprint(max(8<<30, 4*tail)), "--wal-segment-bytes", fmt.Sprint(64 << 20),
-		}}, out)
+		}})
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	meta, err := controller.NewClient(controller.ClientConfig{Controllers: c.apis, Logger: slog.New(slog.DiscardHandler)})
+	meta, err := controller.NewClient(controller.ClientConfig{Controllers: c.ControllerAPIs(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}
@@ -365,20 +366,20 @@ func failover(ctx context.Context, cfg *failoverConfig, out io.Writer) (*Failove
 	}
 	time.Sleep(time.Second)
 
-	var takers []*weirProc
-	for _, b := range c.brokers {
-		if b.name != fmt.Sprintf("broker-%d", victim) {
+	var takers []*proccluster.Proc
+	for _, b := range c.Brokers {
+		if b.ID != victim {
 			takers = append(takers, b)
 		}
 	}
-	before := scrapeAll(takers)
+	before := proccluster.ScrapeAll(takers)
 	pr.mu.Lock()
 	probeBytes0 := pr.size
 	pr.mu.Unlock()
 
 	fmt.Fprintf(out, "SIGKILL broker %d (%d partitions)\n", victim, len(vparts))
 	kill := time.Now()
-	c.brokers[victim-1].kill()
+	c.Broker(victim).Kill()
 
 	var fenced time.Time
 	recovered := map[int32]time.Time{}
@@ -412,7 +413,7 @@ func failover(ctx context.Context, cfg *failoverConfig, out io.Writer) (*Failove
 	pr.mu.Lock()
 	res.TakerProbeBytes = pr.size - probeBytes0
 	pr.mu.Unlock()
-	after := scrapeAll(takers)
+	after := proccluster.ScrapeAll(takers)
 
 	var un, rec, srv []time.Duration
 	for _, p := range vparts {
@@ -528,21 +529,6 @@ func measureMoves(ctx context.Context, cfg *failoverConfig, meta *controller.Cli
 	q1, q2 := quantiles(mt), quantiles(mp)
 	res.Moves, res.MoveTime, res.MoveWritePause = len(probed), &q1, &q2
 	return nil
-}
-
-// scrapeAll sums the metrics of procs.
-func scrapeAll(procs []*weirProc) map[string]float64 {
-	out := map[string]float64{}
-	for _, p := range procs {
-		m, err := scrape(p.metrics)
-		if err != nil {
-			continue
-		}
-		for k, v := range m {
-			out[k] += v
-		}
-	}
-	return out
 }
 
 func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {

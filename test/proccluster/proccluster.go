@@ -1,0 +1,352 @@
+// Package proccluster runs Weir controllers and brokers as separate processes of one
+// binary, as separate hosts would run them: the brokers share a WAL root (the FSx mount in
+// production) and a local object store directory. `weir bench failover` and `weir chaos`
+// measure and break clusters run by it. Each broker reaches the controllers through
+// proxies of its own, so a broker can be cut off from the controllers (but not from
+// clients or other brokers) and healed again.
+package proccluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Config describes a cluster to start.
+type Config struct {
+	Bin         string // the weir binary
+	Dir         string
+	Controllers int
+	Brokers     int
+	Zones       []string // broker i (from 1) is in Zones[(i-1) mod len]; default a, b, c
+	// BrokerArgs and ControllerArgs are appended to every broker's / controller's flags.
+	BrokerArgs, ControllerArgs []string
+	// LogLevel of every process (default info).
+	LogLevel string
+}
+
+// Cluster is a running set of processes.
+type Cluster struct {
+	cfg  Config
+	apis []string // controller API addresses
+
+	Controllers []*Proc
+	Brokers     []*Proc
+	proxies     [][]*proxy // per broker, one per controller
+}
+
+// Proc is one process (running or not) and how to start it again.
+type Proc struct {
+	Name    string
+	ID      int32
+	Zone    string // brokers
+	Kafka   string // brokers: the Kafka listener
+	Metrics string // the /metrics listener
+	API     string // controllers: the API address
+
+	dir  string
+	bin  string
+	args []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// portPicker hands out distinct free loopback ports: it keeps each listener open until
+// release, so the kernel cannot give the same port twice.
+type portPicker struct{ lns []net.Listener }
+
+func (pp *portPicker) next() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	pp.lns = append(pp.lns, ln)
+	return ln.Addr().String(), nil
+}
+
+func (pp *portPicker) release() {
+	for _, ln := range pp.lns {
+		ln.Close()
+	}
+	pp.lns = nil
+}
+
+// Start starts the controllers, then the brokers, and waits until every process reports
+// ready on its /readyz.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if len(cfg.Zones) == 0 {
+		cfg.Zones = []string{"a", "b", "c"}
+	}
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "info"
+	}
+	if cfg.Controllers < 1 || cfg.Brokers < 1 {
+		return nil, errors.New("proccluster: need at least one controller and one broker")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg}
+	pp := &portPicker{}
+	defer pp.release()
+	var peers []string
+	for i := 1; i <= cfg.Controllers; i++ {
+		raft, err := pp.next()
+		if err != nil {
+			return nil, err
+		}
+		api, err := pp.next()
+		if err != nil {
+			return nil, err
+		}
+		peers = append(peers, fmt.Sprintf("%d=%s/%s", i, raft, api))
+		c.apis = append(c.apis, api)
+	}
+	for i := 1; i <= cfg.Controllers; i++ {
+		m, err := pp.next()
+		if err != nil {
+			return nil, err
+		}
+		args := append([]string{"controller", "--node-id", fmt.Sprint(i),
+			"--data-dir", filepath.Join(cfg.Dir, fmt.Sprintf("controller-%d", i)),
+			"--peers", strings.Join(peers, ","), "--metrics", m, "--log-level", cfg.LogLevel}, cfg.ControllerArgs...)
+		c.Controllers = append(c.Controllers, &Proc{Name: fmt.Sprintf("controller-%d", i), ID: int32(i), Metrics: m, API: c.apis[i-1],
+			dir: cfg.Dir, bin: cfg.Bin, args: args})
+	}
+	var gossip []string
+	for i := 0; i < cfg.Brokers; i++ {
+		g, err := pp.next()
+		if err != nil {
+			return nil, err
+		}
+		gossip = append(gossip, g)
+	}
+	for i := 1; i <= cfg.Brokers; i++ {
+		kafka, err := pp.next()
+		if err != nil {
+			return nil, err
+		}
+		m, err := pp.next()
+		if err != nil {
+			return nil, err
+		}
+		var via []string
+		var pxs []*proxy
+		for _, api := range c.apis {
+			px, err := newProxy(api)
+			if err != nil {
+				c.Close()
+				return nil, err
+			}
+			pxs = append(pxs, px)
+			via = append(via, px.addr())
+		}
+		c.proxies = append(c.proxies, pxs)
+		zone := cfg.Zones[(i-1)%len(cfg.Zones)]
+		args := append([]string{"broker", "--node-id", fmt.Sprint(i), "--rack", zone,
+			"--listen", kafka, "--metrics", m, "--controllers", strings.Join(via, ","),
+			"--data-dir", filepath.Join(cfg.Dir, fmt.Sprintf("broker-%d", i)), "--wal-root", filepath.Join(cfg.Dir, "wal"),
+			"--gossip-addr", gossip[i-1], "--gossip-seeds", strings.Join(gossip, ","), "--log-level", cfg.LogLevel}, cfg.BrokerArgs...)
+		c.Brokers = append(c.Brokers, &Proc{Name: fmt.Sprintf("broker-%d", i), ID: int32(i), Zone: zone, Kafka: kafka, Metrics: m,
+			dir: cfg.Dir, bin: cfg.Bin, args: args})
+	}
+	pp.release()
+	for _, p := range append(append([]*Proc(nil), c.Controllers...), c.Brokers...) {
+		if err := p.Start(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	for _, p := range append(append([]*Proc(nil), c.Controllers...), c.Brokers...) {
+		if err := p.WaitReady(ctx, 2*time.Minute); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Dir is where the processes keep their data and logs (<name>.log).
+func (c *Cluster) Dir() string { return c.cfg.Dir }
+
+// ControllerAPIs are the controllers' API addresses.
+func (c *Cluster) ControllerAPIs() []string { return append([]string(nil), c.apis...) }
+
+// Bootstrap is the brokers' Kafka addresses.
+func (c *Cluster) Bootstrap() []string {
+	var out []string
+	for _, b := range c.Brokers {
+		out = append(out, b.Kafka)
+	}
+	return out
+}
+
+// Broker returns broker id (from 1).
+func (c *Cluster) Broker(id int32) *Proc { return c.Brokers[id-1] }
+
+// Cut cuts broker id off from the controllers (its proxies drop every connection and
+// refuse new ones); clients and the other brokers still reach it.
+func (c *Cluster) Cut(id int32) {
+	for _, px := range c.proxies[id-1] {
+		px.cut(true)
+	}
+}
+
+// Heal undoes Cut.
+func (c *Cluster) Heal(id int32) {
+	for _, px := range c.proxies[id-1] {
+		px.cut(false)
+	}
+}
+
+// Close stops every process (SIGTERM, then SIGKILL after a grace period) and the proxies.
+func (c *Cluster) Close() {
+	var wg sync.WaitGroup
+	for _, p := range c.Brokers {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Stop(10 * time.Second) }()
+	}
+	wg.Wait()
+	for _, p := range c.Controllers {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Stop(5 * time.Second) }()
+	}
+	wg.Wait()
+	for _, pxs := range c.proxies {
+		for _, px := range pxs {
+			px.close()
+		}
+	}
+}
+
+// Start runs the process (again), appending its output to <dir>/<name>.log.
+func (p *Proc) Start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		select {
+		case <-p.done:
+		default:
+			return fmt.Errorf("proccluster: %s is running", p.Name)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(p.dir, p.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("proccluster: starting %s: %w", p.Name, err)
+	}
+	done := make(chan struct{})
+	p.cmd, p.done = cmd, done
+	go func() {
+		cmd.Wait()
+		f.Close()
+		close(done)
+	}()
+	return nil
+}
+
+// Running reports whether the process is running (paused counts as running).
+func (p *Proc) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// WaitReady waits until the process answers /readyz.
+func (p *Proc) WaitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	cl := http.Client{Timeout: time.Second}
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	for {
+		resp, err := cl.Get("http://" + p.Metrics + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("proccluster: %s exited while starting (see %s.log)", p.Name, p.Name)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("proccluster: %s not ready after %v (see %s.log)", p.Name, timeout, p.Name)
+		}
+	}
+}
+
+// Signal sends sig to the running process.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return errors.New("proccluster: not running")
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGCONT) // a paused process dies only once resumed
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// Stop asks the process to shut down (SIGTERM; a paused one is resumed first) and kills
+// it after grace.
+func (p *Proc) Stop(grace time.Duration) {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		p.Kill()
+	}
+}
+
+// Log returns the process's log so far.
+func (p *Proc) Log() string {
+	b, _ := os.ReadFile(filepath.Join(p.dir, p.Name+".log"))
+	return string(b)
+}
