@@ -76,6 +76,7 @@ type Partition struct {
 	waiters     []chan struct{}
 	tier        tierState // what object storage holds (tier.go)
 	own         Reader    // this broker's current WAL (UseOwn); batches elsewhere are foreign
+	moveGen     uint64    // the graceful move being handed off (Closing)
 }
 
 // UseOwn tells the partition which WAL is this broker's own: batches indexed in any other
@@ -122,7 +123,8 @@ func (p *Partition) Chain() []LogRange {
 
 // Apply takes the partition's metadata: its chain, leader epoch, log start, object
 // manifest (when tiered) and whether it is moving away. It reports whether a graceful
-// hand-off starts now (the partition went from Ready to Closing).
+// hand-off starts now: the partition went from Ready to Closing, or the move it is
+// closing for was replaced by another.
 func (p *Partition) Apply(mp metadata.Partition, v *metadata.View, tiered bool) (handoff bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -137,7 +139,12 @@ func (p *Partition) Apply(mp metadata.Partition, v *metadata.View, tiered bool) 
 	}
 	switch {
 	case mp.Moving && p.state == Ready:
-		p.state = Closing
+		p.state, p.moveGen = Closing, mp.MoveGen
+		return true
+	case mp.Moving && p.state == Closing && mp.MoveGen != p.moveGen:
+		// The move was cancelled and another begun, seen in one view: the hand-off of
+		// the old one will be refused, so this one needs its own.
+		p.moveGen = mp.MoveGen
 		return true
 	case !mp.Moving && p.state == Closing:
 		p.state = Ready // move cancelled

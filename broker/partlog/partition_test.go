@@ -209,6 +209,10 @@ func TestApplyMovesAndDrop(t *testing.T) {
 	if p.Apply(mp, v, false) {
 		t.Fatal("the same move started a second hand-off")
 	}
+	mp.MoveGen = 9 // cancelled and another move begun, seen at once
+	if !p.Apply(mp, v, false) || p.State() != Closing {
+		t.Fatal("a replaced move did not start its own hand-off")
+	}
 	mp.Moving = false
 	if p.Apply(mp, v, false) || p.State() != Ready || p.LeaderEpoch() != 4 {
 		t.Fatalf("cancelled move: state %v epoch %d", p.State(), p.LeaderEpoch())

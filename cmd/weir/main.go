@@ -16,7 +16,8 @@ Usage:
   weir controller [flags] run one controller of the Raft quorum
   weir broker [flags]     run one broker, in a cluster (--controllers) or standalone
   weir admin <command>    cluster status, describe, partition moves (see weir admin --help)
-  weir bench <kind> ...   benchmarks: produce, consume, e2e, disk (see weir bench --help)
+  weir bench <kind> ...   benchmarks: produce, consume, e2e, disk, failover (see weir bench --help)
+  weir chaos [flags]      kill, pause and cut brokers under a verified load; report (see weir chaos --help)
   weir version            print the version
 
 Run any command with --help for its flags.
@@ -43,6 +44,8 @@ func main() {
 		err = runAdmin(ctx, os.Args[2:])
 	case "bench":
 		err = runBench(ctx, os.Args[2:])
+	case "chaos":
+		err = runChaos(ctx, os.Args[2:])
 	case "version", "--version":
 		fmt.Println("weir", version)
 	case "help", "-h", "--help":

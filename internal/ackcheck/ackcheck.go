@@ -23,15 +23,76 @@ type TP struct {
 
 // Checker collects acks and reads; it is safe for concurrent use.
 type Checker struct {
-	mu    sync.Mutex
-	acked map[TP]map[int64]string // offset → value
-	read  map[TP]map[int64]string
-	fails int
+	mu      sync.Mutex
+	acked   map[TP]map[int64]string // offset → value
+	read    map[TP]map[int64]string
+	fails   int
+	commits map[groupTP]*commitState
+	group   []string // group violations found as they happen
+}
+
+type groupTP struct {
+	group string
+	tp    TP
+}
+
+// commitState is what a group committed for a partition: the highest offset a commit
+// acknowledged, and the highest one any commit tried (a commit whose answer is still
+// out may or may not have been applied).
+type commitState struct {
+	acked, tried int64
 }
 
 // New returns an empty checker.
 func New() *Checker {
-	return &Checker{acked: map[TP]map[int64]string{}, read: map[TP]map[int64]string{}}
+	return &Checker{acked: map[TP]map[int64]string{}, read: map[TP]map[int64]string{}, commits: map[groupTP]*commitState{}}
+}
+
+// Committing records that a member of group is committing offset for tp.
+func (c *Checker) Committing(group string, tp TP, offset int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.commit(group, tp)
+	st.tried = max(st.tried, offset)
+}
+
+// Committed records that the coordinator acknowledged group's commit of offset for tp.
+func (c *Checker) Committed(group string, tp TP, offset int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.commit(group, tp)
+	st.acked = max(st.acked, offset)
+	st.tried = max(st.tried, offset)
+}
+
+func (c *Checker) commit(group string, tp TP) *commitState {
+	k := groupTP{group, tp}
+	st := c.commits[k]
+	if st == nil {
+		st = &commitState{acked: -1, tried: -1}
+		c.commits[k] = st
+	}
+	return st
+}
+
+// Resumed records the first offset a member of group read of tp after it was given the
+// partition. A group resumes where it committed: below the last acknowledged commit is a
+// re-read of records the group had already confirmed, above the last tried commit is a
+// skip of records nobody confirmed. Without any commit the start is not checked (the
+// reset policy decides).
+func (c *Checker) Resumed(group string, tp TP, offset int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.commits[groupTP{group, tp}]
+	if st == nil || st.tried < 0 {
+		return
+	}
+	switch {
+	case st.acked >= 0 && offset < st.acked:
+		c.group = append(c.group, fmt.Sprintf("group %s re-read %s/%d from %d, below its acknowledged commit %d", group, tp.Topic, tp.Partition, offset, st.acked))
+	case offset > st.tried:
+		c.group = append(c.group, fmt.Sprintf("group %s skipped %s/%d [%d, %d): resumed above every commit", group, tp.Topic, tp.Partition, st.tried, offset))
+	}
 }
 
 // Acked records that value was acked at tp/offset.
@@ -92,18 +153,19 @@ type Report struct {
 	Duplicated          []string // one value at several offsets
 	Inconsistent        []string // an offset with two values (acked vs read, or two reads/acks)
 	Gaps                []string // offsets missing between the first and last read of a partition
+	Group               []string // a consumer group resumed away from its committed offset
 }
 
 // OK reports whether nothing was violated.
 func (r Report) OK() bool {
-	return len(r.Lost) == 0 && len(r.Duplicated) == 0 && len(r.Inconsistent) == 0 && len(r.Gaps) == 0
+	return len(r.Lost) == 0 && len(r.Duplicated) == 0 && len(r.Inconsistent) == 0 && len(r.Gaps) == 0 && len(r.Group) == 0
 }
 
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d acked, %d failed, %d read: %d lost, %d duplicated, %d inconsistent offsets, %d gaps",
-		r.Acked, r.Failed, r.Read, len(r.Lost), len(r.Duplicated), len(r.Inconsistent), len(r.Gaps))
-	for _, l := range [][]string{r.Lost, r.Duplicated, r.Inconsistent, r.Gaps} {
+	fmt.Fprintf(&b, "%d acked, %d failed, %d read: %d lost, %d duplicated, %d inconsistent offsets, %d gaps, %d group resumes off their commits",
+		r.Acked, r.Failed, r.Read, len(r.Lost), len(r.Duplicated), len(r.Inconsistent), len(r.Gaps), len(r.Group))
+	for _, l := range [][]string{r.Lost, r.Duplicated, r.Inconsistent, r.Gaps, r.Group} {
 		for i, s := range l {
 			if i == 5 {
 				fmt.Fprintf(&b, "\n  ... %d more", len(l)-5)
@@ -123,6 +185,7 @@ func (c *Checker) Verify() Report {
 	defer c.mu.Unlock()
 	var r Report
 	r.Failed = c.fails
+	r.Group = append([]string(nil), c.group...)
 	where := map[string]string{}
 	tps := map[TP]bool{}
 	for tp := range c.acked {

@@ -35,3 +35,22 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("double ack not found: %v", r)
 	}
 }
+
+func TestGroupResume(t *testing.T) {
+	tp := TP{"t", 0}
+	c := New()
+	c.Resumed("g", tp, 0) // no commit yet: not checked
+	c.Committing("g", tp, 10)
+	c.Committed("g", tp, 10)
+	c.Committing("g", tp, 15) // its answer never came
+	c.Resumed("g", tp, 10)     // fine: the acknowledged commit
+	c.Resumed("g", tp, 15)     // fine: the one in flight was applied
+	if r := c.Verify(); !r.OK() {
+		t.Fatalf("resumes at commits: %v", r)
+	}
+	c.Resumed("g", tp, 9)  // re-read below an acknowledged commit
+	c.Resumed("g", tp, 16) // skipped past every commit
+	if r := c.Verify(); len(r.Group) != 2 || r.OK() {
+		t.Fatalf("bad resumes not found: %v", r)
+	}
+}

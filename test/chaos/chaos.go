@@ -1,0 +1,199 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/test/proccluster"
+)
+
+// Run runs one chaos scenario and returns its report; the report's OK is false when the
+// checker found a violation. Progress goes to out.
+func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	t, cleanup, err := openTarget(ctx, &cfg, out)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	boot := t.Bootstrap()
+	adm, err := kgo.NewClient(clientOpts(boot)...)
+	if err != nil {
+		return nil, err
+	}
+	defer adm.Close()
+	ka := kadm.NewClient(adm)
+	if _, err := ka.CreateTopic(ctx, int32(cfg.Partitions), 1, nil, cfg.Topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return nil, fmt.Errorf("chaos: creating %s: %w", cfg.Topic, err)
+	}
+	md, err := ka.Metadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	zoneSet := map[string]bool{}
+	for _, b := range md.Brokers {
+		if b.Rack != nil {
+			zoneSet[*b.Rack] = true
+		}
+	}
+	var zones []string
+	for z := range zoneSet {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	if ct, ok := t.(*cmdTarget); ok && len(ct.ids) == 0 {
+		for _, b := range md.Brokers {
+			ct.ids = append(ct.ids, b.NodeID)
+		}
+	}
+	w, err := startWatcher(ctx, boot, cfg.Topic, 200*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	l, err := startLoad(ctx, cfg, boot, zones, log)
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	fmt.Fprintf(out, "load: %.0f records/s of %d B over %d partitions, %d producers, a group of %d, rack readers in %v; faults: %v\n",
+		cfg.Rate, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Members, zones, cfg.Faults)
+
+	events := make(chan Event, len(cfg.Faults))
+	fctx, stopFaults := context.WithCancel(ctx)
+	defer stopFaults()
+	go runFaults(fctx, cfg, t, w, l.start, log, events)
+	var ran []Event
+	tick := time.NewTicker(cfg.Interval)
+	defer tick.Stop()
+	deadline := time.NewTimer(cfg.Duration)
+	defer deadline.Stop()
+	last := "none"
+	lastSec := 0
+loop:
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			ran = append(ran, ev)
+			last = fmt.Sprintf("%v on %v at %v", ev.Fault.Kind, ev.Brokers, ev.Start.Sub(l.start).Round(time.Second))
+		case <-tick.C:
+			lastSec = progress(out, l, cfg, lastSec, last)
+		case <-deadline.C:
+			break loop
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if events != nil {
+		for ev := range events { // a fault still running finishes (a broker must come back)
+			ran = append(ran, ev)
+		}
+	}
+	end := time.Now()
+	fmt.Fprintln(out, "load stopped; waiting for every produce, then reading everything back")
+	if err := l.finish(3 * time.Minute); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := l.readBack(rctx); err != nil {
+		return nil, err
+	}
+	r := analyze(cfg, l, w, ran, end)
+	r.Check = l.chk.Verify()
+	r.Read = r.Check.Read
+	r.OK = r.Check.OK()
+	if cfg.PNG != "" {
+		if err := r.WritePNG(cfg.PNG); err != nil {
+			return r, fmt.Errorf("chaos: writing %s: %w", cfg.PNG, err)
+		}
+	}
+	return r, nil
+}
+
+// progress prints one line for the whole seconds since the last one.
+func progress(out io.Writer, l *load, cfg Config, from int, last string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Whole seconds since the last line (the current one is still filling).
+	to := max(len(l.seconds)-1, 0)
+	from = min(from, to)
+	acked, failed, read := 0, 0, 0
+	var lat []time.Duration
+	for _, s := range l.seconds[from:to] {
+		acked += s.acked
+		failed += s.failed
+		read += s.groupRead
+		lat = append(lat, s.ackLat...)
+	}
+	secs := max(1, float64(to-from))
+	now := time.Now()
+	stale := 0
+	limit := max(time.Second, 4*time.Duration(float64(time.Second)*float64(cfg.Partitions)/cfg.Rate))
+	for p := int32(0); p < int32(cfg.Partitions); p++ {
+		if ts := l.acks[p]; len(ts) == 0 || now.Sub(ts[len(ts)-1]) > limit {
+			stale++
+		}
+	}
+	fmt.Fprintf(out, "t=%3ds  acked %6.0f/s  failed %d  ack p99 %v  group read %6.0f/s  unavailable %d  in flight %d  last fault: %s\n",
+		int(now.Sub(l.start).Seconds()), float64(acked)/secs, failed, p99(lat).Round(time.Millisecond), float64(read)/secs, stale, l.inFlight.Load(), last)
+	return to
+}
+
+// openTarget starts the own cluster, or attaches to the given one.
+func openTarget(ctx context.Context, cfg *Config, out io.Writer) (target, func(), error) {
+	if cfg.Bootstrap != "" {
+		t := &cmdTarget{cfg: *cfg, bootstrap: strings.Split(cfg.Bootstrap, ",")}
+		if cfg.BrokerIDs != "" {
+			for _, s := range strings.Split(cfg.BrokerIDs, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(s))
+				if err != nil {
+					return nil, nil, fmt.Errorf("chaos: --broker-ids: %w", err)
+				}
+				t.ids = append(t.ids, int32(n))
+			}
+		}
+		return t, func() {}, nil
+	}
+	dir := cfg.Dir
+	removeDir := false
+	if dir == "" {
+		d, err := os.MkdirTemp("", "weir-chaos-")
+		if err != nil {
+			return nil, nil, err
+		}
+		dir, removeDir = d, !cfg.Keep
+	}
+	fmt.Fprintf(out, "starting 3 controllers and 3 brokers (zones a, b, c) in %s\n", dir)
+	c, err := proccluster.Start(ctx, proccluster.Config{Bin: cfg.Bin, Dir: dir, Controllers: 3, Brokers: 3,
+		BrokerArgs: cfg.brokerArgs, ControllerArgs: cfg.controllerArgs})
+	if err != nil {
+		if removeDir {
+			os.RemoveAll(dir)
+		}
+		return nil, nil, err
+	}
+	return procTarget{c}, func() {
+		c.Close()
+		if removeDir {
+			os.RemoveAll(dir)
+		}
+	}, nil
+}

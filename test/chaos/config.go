@@ -1,0 +1,233 @@
+package chaos
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is one chaos run.
+type Config struct {
+	// Own cluster: the weir binary and a directory (empty: a temporary one).
+	Bin  string
+	Dir  string
+	Keep bool
+	// Attach: bootstrap servers of an existing cluster, and commands that act on broker
+	// {id} (or controller {id}); empty commands make those faults unavailable.
+	Bootstrap                                    string
+	KillCmd, StartCmd, PauseCmd, ResumeCmd       string
+	StopCmd, CutCmd, HealCmd, KillControllerCmd  string
+	StartControllerCmd                           string
+	ControllerLeaderCmd                          string // prints the leader controller's id
+	BrokerIDs                                    string // attach: comma-separated broker ids (default: from Metadata)
+	brokerArgs, controllerArgs                   []string
+
+	// Load.
+	Topic       string
+	Partitions  int
+	Rate        float64 // records/s over all producers
+	Producers   int
+	RecordSize  int
+	Members     int  // consumer group members
+	RackReaders bool // one rack-aware consumer per zone reading everything
+
+	// Faults.
+	Faults       []Fault
+	Random       bool
+	Seed         uint64
+	Every        time.Duration
+	Kinds        string
+	Duration     time.Duration // how long the load runs
+	RestartAfter time.Duration // a killed process is started again after this
+	PauseFor     time.Duration
+	CutFor       time.Duration
+	Settle       time.Duration // load before the first fault and after the last
+
+	Interval time.Duration // progress lines
+	JSON     bool
+	PNG      string
+}
+
+// DefaultConfig returns a one-minute run on a 3-controller, 3-broker cluster.
+func DefaultConfig() Config {
+	self, _ := os.Executable()
+	return Config{
+		Bin: self, Topic: "chaos", Partitions: 60, Rate: 2000, Producers: 4, RecordSize: 100, Members: 3,
+		RackReaders: true, Duration: time.Minute, RestartAfter: 5 * time.Second, PauseFor: 6 * time.Second,
+		CutFor: 6 * time.Second, Settle: 5 * time.Second, Every: 20 * time.Second, Seed: 1,
+		Kinds:    "kill,pause,controller-leader-kill,rolling-restart,isolate",
+		Interval: 5 * time.Second,
+	}
+}
+
+// FaultKind names a fault.
+type FaultKind string
+
+const (
+	Kill                 FaultKind = "kill"                   // SIGKILL a broker, start it again after RestartAfter
+	KillMany             FaultKind = "kill-many"              // SIGKILL N brokers one second apart
+	Pause                FaultKind = "pause"                  // SIGSTOP a broker for PauseFor, then SIGCONT
+	ControllerLeaderKill FaultKind = "controller-leader-kill" // SIGKILL the Raft leader, start it again
+	RollingRestart       FaultKind = "rolling-restart"        // SIGTERM each broker in turn, waiting for it
+	Isolate              FaultKind = "isolate"                // cut a broker off the controllers for CutFor
+)
+
+// Fault is one scheduled fault: Kind at At after the start, on Broker (0: any, chosen at
+// random with the seed) or N brokers (kill-many).
+type Fault struct {
+	Kind   FaultKind
+	At     time.Duration
+	Broker int32
+	N      int
+}
+
+func (f Fault) String() string {
+	s := string(f.Kind)
+	switch {
+	case f.Kind == KillMany:
+		s += fmt.Sprintf(":%d", f.N)
+	case f.Broker > 0:
+		s += fmt.Sprintf(":%d", f.Broker)
+	}
+	return s + "@" + f.At.String()
+}
+
+// ParseFault reads KIND[:ARG]@OFFSET: kill:2@10s, pause@30s (any broker), kill-many:2@50s,
+// controller-leader-kill@70s, rolling-restart@90s, isolate:3@110s.
+func ParseFault(spec string) (Fault, error) {
+	var f Fault
+	what, at, ok := strings.Cut(spec, "@")
+	if !ok {
+		return f, fmt.Errorf("chaos: fault %q: want KIND[:ARG]@OFFSET", spec)
+	}
+	d, err := time.ParseDuration(at)
+	if err != nil {
+		return f, fmt.Errorf("chaos: fault %q: %w", spec, err)
+	}
+	f.At = d
+	kind, arg, _ := strings.Cut(what, ":")
+	f.Kind = FaultKind(kind)
+	switch f.Kind {
+	case Kill, Pause, Isolate:
+		if arg != "" {
+			n, err := strconv.Atoi(arg)
+			if err != nil || n < 1 {
+				return f, fmt.Errorf("chaos: fault %q: bad broker %q", spec, arg)
+			}
+			f.Broker = int32(n)
+		}
+	case KillMany:
+		f.N = 2
+		if arg != "" {
+			n, err := strconv.Atoi(arg)
+			if err != nil || n < 1 {
+				return f, fmt.Errorf("chaos: fault %q: bad count %q", spec, arg)
+			}
+			f.N = n
+		}
+	case ControllerLeaderKill, RollingRestart:
+		if arg != "" {
+			return f, fmt.Errorf("chaos: fault %q takes no argument", spec)
+		}
+	default:
+		return f, fmt.Errorf("chaos: unknown fault kind %q (kill, kill-many, pause, controller-leader-kill, rolling-restart, isolate)", kind)
+	}
+	return f, nil
+}
+
+// randomFaults draws a fault every cfg.Every from cfg.Kinds with the seed.
+func randomFaults(cfg Config) ([]Fault, error) {
+	var kinds []FaultKind
+	for _, k := range strings.Split(cfg.Kinds, ",") {
+		f, err := ParseFault(strings.TrimSpace(k) + "@0s")
+		if err != nil {
+			return nil, err
+		}
+		kinds = append(kinds, f.Kind)
+	}
+	r := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed))
+	var out []Fault
+	for at := cfg.Settle; at < cfg.Duration-cfg.Settle; at += cfg.Every {
+		f := Fault{Kind: kinds[r.IntN(len(kinds))], At: at}
+		if f.Kind == KillMany {
+			f.N = 2
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// BindFlags registers the flags of `weir chaos` on fs.
+func (c *Config) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Bin, "weir", c.Bin, "the weir binary the cluster runs (own cluster)")
+	fs.StringVar(&c.Dir, "dir", c.Dir, "directory for the own cluster's data and logs (default: a temporary one, removed afterwards)")
+	fs.BoolVar(&c.Keep, "keep", c.Keep, "keep the data directory and logs")
+	fs.StringVar(&c.Bootstrap, "bootstrap", c.Bootstrap, "attach to this cluster (comma-separated Kafka addresses) instead of running one")
+	fs.StringVar(&c.BrokerIDs, "broker-ids", c.BrokerIDs, "attach: the broker ids faults may hit (default: every broker in Metadata)")
+	fs.StringVar(&c.KillCmd, "kill-cmd", c.KillCmd, "attach: shell command that SIGKILLs broker {id}")
+	fs.StringVar(&c.StartCmd, "start-cmd", c.StartCmd, "attach: shell command that starts broker {id}")
+	fs.StringVar(&c.StopCmd, "stop-cmd", c.StopCmd, "attach: shell command that stops broker {id} gracefully (SIGTERM) and waits")
+	fs.StringVar(&c.PauseCmd, "pause-cmd", c.PauseCmd, "attach: shell command that pauses broker {id} (SIGSTOP)")
+	fs.StringVar(&c.ResumeCmd, "resume-cmd", c.ResumeCmd, "attach: shell command that resumes broker {id} (SIGCONT)")
+	fs.StringVar(&c.CutCmd, "cut-cmd", c.CutCmd, "attach: shell command that cuts broker {id} off the controllers")
+	fs.StringVar(&c.HealCmd, "heal-cmd", c.HealCmd, "attach: shell command that undoes --cut-cmd for broker {id}")
+	fs.StringVar(&c.ControllerLeaderCmd, "controller-leader-cmd", c.ControllerLeaderCmd, "attach: shell command printing the id of the controller leader")
+	fs.StringVar(&c.KillControllerCmd, "kill-controller-cmd", c.KillControllerCmd, "attach: shell command that SIGKILLs controller {id}")
+	fs.StringVar(&c.StartControllerCmd, "start-controller-cmd", c.StartControllerCmd, "attach: shell command that starts controller {id}")
+	fs.StringVar(&c.Topic, "topic", c.Topic, "topic the load writes (created if missing)")
+	fs.IntVar(&c.Partitions, "partitions", c.Partitions, "partitions of the topic")
+	fs.Float64Var(&c.Rate, "rate", c.Rate, "records per second over all producers")
+	fs.IntVar(&c.Producers, "producers", c.Producers, "idempotent producers")
+	fs.IntVar(&c.RecordSize, "record-size", c.RecordSize, "bytes per record (at least the unique value)")
+	fs.IntVar(&c.Members, "members", c.Members, "members of the consumer group reading everything back (0: none)")
+	fs.BoolVar(&c.RackReaders, "rack-readers", c.RackReaders, "one rack-aware consumer per zone reading everything back")
+	fs.Func("fault", "a fault: KIND[:ARG]@OFFSET, e.g. kill:2@10s, pause@30s, kill-many:2@50s, controller-leader-kill@70s, rolling-restart@90s, isolate:1@110s (repeatable)", func(s string) error {
+		f, err := ParseFault(s)
+		if err == nil {
+			c.Faults = append(c.Faults, f)
+		}
+		return err
+	})
+	fs.BoolVar(&c.Random, "random", c.Random, "faults at random (with --seed) every --every, of --kinds")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of --random and of brokers chosen for faults without one")
+	fs.DurationVar(&c.Every, "every", c.Every, "with --random: time between faults")
+	fs.StringVar(&c.Kinds, "kinds", c.Kinds, "with --random: the fault kinds to draw from")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long the load runs")
+	fs.DurationVar(&c.RestartAfter, "restart-after", c.RestartAfter, "a killed broker or controller is started again after this")
+	fs.DurationVar(&c.PauseFor, "pause-for", c.PauseFor, "how long a paused broker stays paused (longer than fencing, about 1 s, to test it)")
+	fs.DurationVar(&c.CutFor, "cut-for", c.CutFor, "how long an isolated broker stays cut off the controllers")
+	fs.DurationVar(&c.Settle, "settle", c.Settle, "load before the first fault and after the last one")
+	fs.DurationVar(&c.Interval, "interval", c.Interval, "time between progress lines")
+	fs.BoolVar(&c.JSON, "json", c.JSON, "print the report as JSON")
+	fs.StringVar(&c.PNG, "png", c.PNG, "write a PNG timeline (throughput, latency p99, unavailable partitions; faults marked)")
+}
+
+// Validate checks the settings and fills the schedule.
+func (c *Config) Validate() error {
+	switch {
+	case c.Partitions < 1 || c.Producers < 1 || c.Rate <= 0:
+		return errors.New("chaos: need --partitions, --producers >= 1 and --rate > 0")
+	case c.RecordSize < 32:
+		return errors.New("chaos: --record-size must be at least 32 (the unique value)")
+	case c.Duration <= 0 || c.Interval <= 0:
+		return errors.New("chaos: --duration and --interval must be > 0")
+	}
+	if c.Random {
+		fs, err := randomFaults(*c)
+		if err != nil {
+			return err
+		}
+		c.Faults = append(c.Faults, fs...)
+	}
+	for _, f := range c.Faults {
+		if f.At >= c.Duration {
+			return fmt.Errorf("chaos: fault %v is after the end of the load (--duration %v)", f, c.Duration)
+		}
+	}
+	return nil
+}

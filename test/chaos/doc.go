@@ -1,0 +1,17 @@
+// Package chaos is `weir chaos`: it runs a cluster of separate processes (or attaches to
+// one), drives a load it can verify — idempotent producers over many partitions, a
+// consumer group and rack-aware consumers reading everything back — injects faults on a
+// schedule or at random (SIGKILL and restart of brokers, SIGSTOP past fencing, the
+// controller leader killed, several brokers killed, rolling restarts, a broker cut off
+// from the controllers), measures what each fault did to clients (per-partition
+// unavailability, detection, time to a new leader, latency around the fault, the consumer
+// group's pause), checks every acked record at the end (internal/ackcheck: lost,
+// duplicated, an offset with two values, a group that resumed away from its commit), and
+// reports as text, JSON and a PNG timeline. It exits non-zero when the checker finds a
+// violation, so CI can run a short scenario.
+//
+// Files: config.go (settings, fault specs), target.go (the cluster: own processes or
+// attached through commands), load.go (producers, consumers, per-second samples),
+// watch.go (leaders and brokers over time, from Kafka Metadata), faults.go (running the
+// schedule), report.go (per-fault figures, text, JSON, PNG), chaos.go (Run).
+package chaos

@@ -1,0 +1,302 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/weir-io/weir/internal/ackcheck"
+)
+
+// Report is the outcome of a run.
+type Report struct {
+	Duration   Dur             `json:"duration"`
+	Partitions int             `json:"partitions"`
+	Rate       float64         `json:"rate"`
+	Acked      int             `json:"acked"`
+	Failed     int             `json:"failed"`
+	Read       int             `json:"read"`
+	Faults     []FaultReport   `json:"faults"`
+	Timeline   []Sample        `json:"timeline"`
+	Check      ackcheck.Report `json:"check"`
+	OK         bool            `json:"ok"`
+	Baseline   LatencyFigures  `json:"baseline"`
+}
+
+// Sample is one second of the run.
+type Sample struct {
+	T           float64 `json:"t"` // seconds since the start
+	Acked       int     `json:"acked"`
+	Failed      int     `json:"failed"`
+	AckP99      float64 `json:"ack_p99_ms"`
+	E2EP99      float64 `json:"e2e_p99_ms"`
+	GroupRead   int     `json:"group_read"`
+	Unavailable int     `json:"unavailable"`
+}
+
+// LatencyFigures are p99s over a window.
+type LatencyFigures struct {
+	AckP99 Dur `json:"ack_p99"`
+	E2EP99 Dur `json:"e2e_p99"`
+}
+
+// FaultReport is what one fault did.
+type FaultReport struct {
+	Fault      string         `json:"fault"`
+	At         Dur            `json:"at"`
+	Took       Dur            `json:"took"`
+	Brokers    []int32        `json:"brokers,omitempty"`
+	Error      string         `json:"error,omitempty"`
+	Detection  *Dur           `json:"detection,omitempty"`
+	NewLeader  *Quantiles     `json:"new_leader,omitempty"`
+	Unavail    Quantiles      `json:"unavailability"`
+	Affected   int            `json:"affected_partitions"`
+	Latency    LatencyFigures `json:"latency_after"`
+	GroupPause Dur            `json:"group_pause"`
+}
+
+// Dur is a duration that prints as text.
+type Dur time.Duration
+
+func (d Dur) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+func (d Dur) String() string              { return time.Duration(d).Round(time.Millisecond).String() }
+
+// Quantiles of durations.
+type Quantiles struct {
+	N   int `json:"n"`
+	P50 Dur `json:"p50"`
+	P99 Dur `json:"p99"`
+	Max Dur `json:"max"`
+}
+
+func (q Quantiles) String() string {
+	if q.N == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("p50 %v p99 %v max %v (%d)", q.P50, q.P99, q.Max, q.N)
+}
+
+func quantiles(ds []time.Duration) Quantiles {
+	if len(ds) == 0 {
+		return Quantiles{}
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	return Quantiles{N: len(s), P50: Dur(at(0.5)), P99: Dur(at(0.99)), Max: Dur(s[len(s)-1])}
+}
+
+func p99(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(0.99*float64(len(s))))]
+}
+
+// analyze turns the load's samples, the metadata watch and the events into a report.
+func analyze(cfg Config, l *load, w *watcher, events []Event, end time.Time) *Report {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := &Report{Duration: Dur(end.Sub(l.start)), Partitions: cfg.Partitions, Rate: cfg.Rate}
+	// A partition counts as unavailable in a second when its last ack is older than four
+	// times the usual interval between its records (at least one second).
+	gapLimit := max(time.Second, 4*time.Duration(float64(time.Second)*float64(cfg.Partitions)/cfg.Rate))
+	idx := map[int32]int{}
+	for i, s := range l.seconds {
+		at := l.start.Add(time.Duration(i+1) * time.Second)
+		if at.After(end) {
+			break // the last, partial second: the load stopped in it
+		}
+		unavail := 0
+		for p := int32(0); p < int32(cfg.Partitions); p++ {
+			ts := l.acks[p]
+			j := idx[p]
+			for j < len(ts) && !ts[j].After(at) {
+				j++
+			}
+			idx[p] = j
+			if at.Sub(l.start) < gapLimit {
+				continue
+			}
+			if j == 0 || at.Sub(ts[j-1]) > gapLimit {
+				unavail++
+			}
+		}
+		r.Timeline = append(r.Timeline, Sample{T: float64(i + 1), Acked: s.acked, Failed: s.failed,
+			AckP99: ms(p99(s.ackLat)), E2EP99: ms(p99(s.e2eLat)), GroupRead: s.groupRead, Unavailable: unavail})
+	}
+	for _, s := range l.seconds {
+		r.Acked += s.acked
+		r.Failed += s.failed
+	}
+	var base, baseE2E []time.Duration
+	for i, s := range l.seconds {
+		at := l.start.Add(time.Duration(i) * time.Second)
+		if at.Sub(l.start) < cfg.Settle || at.After(end) || inAnyFault(events, at) {
+			continue // start-up (the group joining, catching up) and faults are not the baseline
+		}
+		base = append(base, s.ackLat...)
+		baseE2E = append(baseE2E, s.e2eLat...)
+	}
+	r.Baseline = LatencyFigures{AckP99: Dur(p99(base)), E2EP99: Dur(p99(baseE2E))}
+	for i, ev := range events {
+		// A fault's effects are measured until 10 s after it ended, or until the next
+		// fault began, so one fault's outage is not counted for another.
+		until := ev.End.Add(10 * time.Second)
+		if i+1 < len(events) && events[i+1].Start.Before(until) {
+			until = events[i+1].Start
+		}
+		until = minTime(until, end)
+		r.Faults = append(r.Faults, analyzeFault(cfg, l, w, ev, until))
+	}
+	return r
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// inAnyFault reports whether t lies in a fault or the 10 s after it.
+func inAnyFault(events []Event, t time.Time) bool {
+	for _, ev := range events {
+		if !t.Before(ev.Start.Add(-time.Second)) && t.Before(ev.End.Add(10*time.Second)) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxGap is the longest time between consecutive acks of a partition in [from, to], the
+// time from the last ack before from counting too (a partition unwritable across the
+// fault shows it whole).
+func maxGap(ts []time.Time, from, to time.Time) time.Duration {
+	var gap time.Duration
+	prev := from
+	for _, t := range ts {
+		if t.Before(from) {
+			prev = t
+			continue
+		}
+		if t.After(to) {
+			gap = max(gap, t.Sub(prev))
+			return gap
+		}
+		gap = max(gap, t.Sub(prev))
+		prev = t
+	}
+	return max(gap, to.Sub(prev))
+}
+
+func analyzeFault(cfg Config, l *load, w *watcher, ev Event, window time.Time) FaultReport {
+	fr := FaultReport{Fault: ev.Fault.String(), At: Dur(ev.Start.Sub(l.start)), Took: Dur(ev.End.Sub(ev.Start)), Brokers: ev.Brokers, Error: ev.Err}
+	affected := map[int32]bool{}
+	var detect []time.Duration
+	var newLeader []time.Duration
+	for _, st := range ev.Steps {
+		if st.Broker < 0 { // a controller: every partition may notice
+			for p := int32(0); p < int32(cfg.Partitions); p++ {
+				affected[p] = true
+			}
+			continue
+		}
+		s, ok := w.latest(st.At)
+		if !ok {
+			continue
+		}
+		for p, leader := range s.leaders {
+			if leader == st.Broker {
+				affected[p] = true
+				if at, ok := w.newLeader(p, st.Broker, st.At); ok {
+					newLeader = append(newLeader, at.Sub(st.At))
+				}
+			}
+		}
+		if ev.Fault.Kind != RollingRestart {
+			if at, ok := w.brokerGone(st.Broker, st.At); ok {
+				detect = append(detect, at.Sub(st.At))
+			}
+		}
+	}
+	if len(detect) > 0 {
+		d := Dur(detect[0])
+		fr.Detection = &d
+	}
+	if len(newLeader) > 0 {
+		q := quantiles(newLeader)
+		fr.NewLeader = &q
+	}
+	var gaps []time.Duration
+	for p := range affected {
+		gaps = append(gaps, maxGap(l.acks[p], ev.Start.Add(-time.Second), window))
+	}
+	fr.Affected = len(affected)
+	fr.Unavail = quantiles(gaps)
+	var lat, e2e []time.Duration
+	pause, run := 0, 0
+	for i, s := range l.seconds {
+		at := l.start.Add(time.Duration(i) * time.Second)
+		if at.Before(ev.Start) || at.After(window) {
+			continue
+		}
+		lat = append(lat, s.ackLat...)
+		e2e = append(e2e, s.e2eLat...)
+		if s.groupRead == 0 {
+			run++
+			pause = max(pause, run)
+		} else {
+			run = 0
+		}
+	}
+	fr.Latency = LatencyFigures{AckP99: Dur(p99(lat)), E2EP99: Dur(p99(e2e))}
+	fr.GroupPause = Dur(time.Duration(pause) * time.Second)
+	return fr
+}
+
+// WriteText prints the report for a person.
+func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "\nweir chaos: %v, %d partitions at %.0f records/s: %d acked, %d failed, %d read\n",
+		r.Duration, r.Partitions, r.Rate, r.Acked, r.Failed, r.Read)
+	fmt.Fprintf(w, "baseline (outside faults): ack p99 %v, end-to-end p99 %v\n", r.Baseline.AckP99, r.Baseline.E2EP99)
+	for _, f := range r.Faults {
+		fmt.Fprintf(w, "\n%s at %v (took %v)", f.Fault, f.At, f.Took)
+		if len(f.Brokers) > 0 {
+			fmt.Fprintf(w, " on brokers %v", f.Brokers)
+		}
+		fmt.Fprintln(w)
+		if f.Error != "" {
+			fmt.Fprintf(w, "  failed: %s\n", f.Error)
+		}
+		if f.Detection != nil {
+			fmt.Fprintf(w, "  detection (fault → broker fenced, out of Metadata)  %v\n", *f.Detection)
+		}
+		if f.NewLeader != nil {
+			fmt.Fprintf(w, "  new leader (fault → partition led elsewhere)        %v\n", *f.NewLeader)
+		}
+		fmt.Fprintf(w, "  unavailability of %d partitions (longest time between acks)  %v\n", f.Affected, f.Unavail)
+		fmt.Fprintf(w, "  after the fault: ack p99 %v, end-to-end p99 %v; consumer group paused %v\n", f.Latency.AckP99, f.Latency.E2EP99, f.GroupPause)
+	}
+	fmt.Fprintf(w, "\ncheck: %s\n", r.Check.String())
+	if r.OK {
+		fmt.Fprintln(w, "verdict: OK — nothing acked was lost, duplicated or changed; the group resumed at its commits")
+	} else {
+		fmt.Fprintln(w, "verdict: VIOLATIONS")
+	}
+}
+
+// shortList joins at most n items.
+func shortList(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return strings.Join(items[:n], ", ") + fmt.Sprintf(" (+%d more)", len(items)-n)
+}
