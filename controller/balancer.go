@@ -319,17 +319,27 @@ func planBalance(in balanceInput) balancePlan {
 		})
 		return out
 	}
-	// lightest returns the target of zone bs with the lowest cost (ties: lower ID).
-	lightest := func(bs []*balBroker) *balBroker {
-		var best *balBroker
+	// targets returns the brokers of bs a move may go to, by ascending cost (ties: lower
+	// ID first).
+	targets := func(bs []*balBroker) []*balBroker {
+		var out []*balBroker
 		for _, b := range bs {
-			if canTarget(b) && (best == nil || b.cost < best.cost) {
-				best = b
+			if canTarget(b) {
+				out = append(out, b)
 			}
 		}
-		return best
+		sort.SliceStable(out, func(i, j int) bool {
+			if out[i].cost != out[j].cost {
+				return out[i].cost < out[j].cost
+			}
+			return out[i].b.ID < out[j].b.ID
+		})
+		return out
 	}
 
+	// zoneStep makes one move between zones if their totals are uneven: from the zone
+	// most above its share to the one most below (the next pairs if those have nothing
+	// to move), from its most loaded broker to the least loaded target.
 	zoneStep := func() bool {
 		if len(zoneNames) < 2 {
 			return false
@@ -338,39 +348,46 @@ func planBalance(in balanceInput) balancePlan {
 		for _, b := range accepting {
 			total += b.cost
 		}
-		zoneCost := func(z string) float64 {
-			s := 0.0
+		type zoneDev struct {
+			name       string
+			dev, share float64
+		}
+		var srcs []zoneDev
+		for _, z := range zoneNames {
+			c := 0.0
 			for _, b := range zones[z] {
-				s += b.cost
+				c += b.cost
 			}
-			return s
+			share := total * float64(len(zones[z])) / float64(len(accepting))
+			srcs = append(srcs, zoneDev{z, c - share, share})
 		}
-		share := func(z string) float64 { return total * float64(len(zones[z])) / float64(len(accepting)) }
-		src, dst := "", ""
-		var srcDev, dstDev float64
-		for i, z := range zoneNames {
-			dev := zoneCost(z) - share(z)
-			if i == 0 || dev > srcDev {
-				src, srcDev = z, dev
-			}
-			if lightest(zones[z]) != nil && (dst == "" || dev < dstDev) {
-				dst, dstDev = z, dev
-			}
-		}
-		if dst == "" || src == dst || (srcDev <= balanceThreshold(share(src)) && -dstDev <= balanceThreshold(share(dst))) {
-			return false
-		}
-		gap := srcDev - dstDev
-		to := lightest(zones[dst])
-		for _, from := range byCost(zones[src]) {
-			if c := pick(from, to, gap); c != nil {
-				move(c, to, reasonZone)
-				return true
+		dsts := slices.Clone(srcs)
+		sort.SliceStable(srcs, func(i, j int) bool { return srcs[i].dev > srcs[j].dev })
+		sort.SliceStable(dsts, func(i, j int) bool { return dsts[i].dev < dsts[j].dev })
+		for _, sz := range srcs {
+			for _, dz := range dsts {
+				if dz.dev >= sz.dev {
+					break
+				}
+				if sz.dev <= balanceThreshold(sz.share) && -dz.dev <= balanceThreshold(dz.share) {
+					continue // this pair is even enough
+				}
+				gap := sz.dev - dz.dev
+				for _, from := range byCost(zones[sz.name]) {
+					for _, to := range targets(zones[dz.name]) {
+						if c := pick(from, to, gap); c != nil {
+							move(c, to, reasonZone)
+							return true
+						}
+					}
+				}
 			}
 		}
 		return false
 	}
 
+	// brokerStep makes one move within a zone whose brokers are uneven, in the zone
+	// where the move closes the widest gap.
 	brokerStep := func() bool {
 		var bestTo *balBroker
 		var bestC *candidate
@@ -385,24 +402,24 @@ func planBalance(in balanceInput) balancePlan {
 				mean += b.cost
 			}
 			mean /= float64(len(bz))
-			to := lightest(bz)
-			if to == nil {
-				continue
-			}
-			sorted := byCost(bz)
-			if sorted[0].cost-mean <= balanceThreshold(mean) && mean-to.cost <= balanceThreshold(mean) {
-				continue
-			}
-			for _, from := range sorted {
-				spread := from.cost - to.cost
-				if from == to || spread <= 0 {
-					break
-				}
-				if c := pick(from, to, spread); c != nil {
-					if bestC == nil || spread > bestSpread {
-						bestTo, bestC, bestSpread = to, c, spread
+			thr := balanceThreshold(mean)
+			tos := targets(bz)
+		zone:
+			for _, from := range byCost(bz) {
+				for _, to := range tos {
+					spread := from.cost - to.cost
+					if spread <= 0 {
+						break // the targets after it cost more still
 					}
-					break
+					if from.cost-mean <= thr && mean-to.cost <= thr {
+						continue // this pair is even enough
+					}
+					if c := pick(from, to, spread); c != nil {
+						if bestC == nil || spread > bestSpread {
+							bestTo, bestC, bestSpread = to, c, spread
+						}
+						break zone
+					}
 				}
 			}
 		}
