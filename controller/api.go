@@ -23,6 +23,7 @@ import (
 //	POST   /v1/brokers/register          RegisterRequest         -> LeaseResponse | 409 duplicate_broker
 //	POST   /v1/brokers/heartbeat         HeartbeatRequest        -> LeaseResponse | 409 fenced
 //	POST   /v1/brokers/suspect           SuspectRequest          -> VersionResponse
+//	POST   /v1/brokers/drain             DrainRequest            -> DrainResponse | 409 fenced
 //	POST   /v1/topics                    CreateTopicRequest      -> TopicResponse
 //	DELETE /v1/topics/{name}                                     -> TopicResponse
 //	POST   /v1/topics/{name}/partitions  CreatePartitionsRequest -> VersionResponse
@@ -39,6 +40,7 @@ import (
 //	GET    /v1/metadata?after=V&wait=D   long poll               -> ViewJSON | 204 (no change in D)
 //	GET    /v1/metadata?consistent=1     leader, after a barrier -> ViewJSON
 //	GET    /v1/status                                            -> Status
+//	GET    /v1/balancer                  leader                  -> BalancerStatus
 
 // forwardedHeader marks a request a follower proxied; it is never proxied again.
 const forwardedHeader = "X-Weir-Forwarded-By"
@@ -48,6 +50,7 @@ func (c *Controller) routes() http.Handler {
 	mux.HandleFunc("POST /v1/brokers/register", writeAs[RegisterRequest](c, c.handleRegister))
 	mux.HandleFunc("POST /v1/brokers/heartbeat", writeAs[HeartbeatRequest](c, c.handleHeartbeat))
 	mux.HandleFunc("POST /v1/brokers/suspect", writeAs[SuspectRequest](c, c.handleSuspect))
+	mux.HandleFunc("POST /v1/brokers/drain", writeAs[DrainRequest](c, c.handleDrain))
 	mux.HandleFunc("POST /v1/topics", writeAs[CreateTopicRequest](c, c.handleCreateTopic))
 	mux.HandleFunc("DELETE /v1/topics/{name}", c.write(c.handleDeleteTopic, nil))
 	mux.HandleFunc("POST /v1/topics/{name}/partitions", writeAs[CreatePartitionsRequest](c, c.handleCreatePartitions))
@@ -63,6 +66,8 @@ func (c *Controller) routes() http.Handler {
 	mux.HandleFunc("POST /v1/objects/delete", writeAs[DeleteObjectsRequest](c, c.handleDeleteObjects))
 	mux.HandleFunc("GET /v1/metadata", c.handleMetadata)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Status()) })
+	// The balancer's state lives on the leader: a follower forwards, like a write.
+	mux.HandleFunc("GET /v1/balancer", c.write(func(*http.Request, []byte) (any, error) { return c.bal.status(), nil }, nil))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: %s %s", errNotFound, r.Method, r.URL.Path))
 	})

@@ -65,7 +65,33 @@ func (c *Controller) handleHeartbeat(r *http.Request, body []byte) (any, error) 
 		return nil, fmt.Errorf("%w: broker %d epoch %d: registration over (fenced or replaced)", metadata.ErrFenced, req.ID, req.Epoch)
 	}
 	c.leases.renew(req.ID, req.Epoch, req.Incarnation, now)
+	if req.LoadReport {
+		c.loads.report(v, req.ID, req.Load, now)
+	}
 	return LeaseResponse{Epoch: req.Epoch, Version: v.Version, LeaseTimeoutMs: c.leaseMs()}, nil
+}
+
+// handleDrain drains a broker's live registration (drainBrokerCmd): it turns draining
+// and its partitions begin moving to other brokers; what is left behind (recovering
+// partitions) the balancer moves later. Refused with metadata.ErrFenced for a stale or
+// fenced registration. Draining again re-plans what is left.
+func (c *Controller) handleDrain(r *http.Request, body []byte) (any, error) {
+	var req DrainRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	res, err := c.propose(&drainBrokerCmd{ID: req.ID, Epoch: req.Epoch})
+	if err != nil {
+		return nil, err
+	}
+	dr, _ := res.Value.(drainResult)
+	if dr.Started {
+		c.metrics.drains.Inc()
+	}
+	c.log.Info("broker draining", "broker", req.ID, "epoch", req.Epoch, "started", dr.Started, "moves", dr.Moves,
+		"already_moving", dr.AlreadyMoving, "recovering", dr.Recovering, "no_target", dr.NoTarget, "moves_cancelled", dr.MovesCancelled)
+	return DrainResponse{Version: res.Version, Started: dr.Started, Moves: dr.Moves, AlreadyMoving: dr.AlreadyMoving,
+		Recovering: dr.Recovering, NoTarget: dr.NoTarget, MovesCancelled: dr.MovesCancelled}, nil
 }
 
 // handleSuspect records that a broker's gossip suspects another: the suspect is fenced

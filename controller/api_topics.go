@@ -52,7 +52,7 @@ func (c *Controller) handleCreateTopic(r *http.Request, body []byte) (any, error
 	}
 	parts, ok := place(v, 0, n)
 	if !ok {
-		return nil, fmt.Errorf("%w: no active broker to lead the partitions", metadata.ErrNotController)
+		return nil, fmt.Errorf("%w: no active (not draining) broker to lead the partitions", metadata.ErrNotController)
 	}
 	t := metadata.Topic{Name: req.Name, ID: id, Partitions: parts, Configs: configs}
 	if req.ValidateOnly {
@@ -103,7 +103,7 @@ func (c *Controller) handleCreatePartitions(r *http.Request, body []byte) (any, 
 	}
 	parts, ok := place(v, have, req.Total-have)
 	if !ok {
-		return nil, fmt.Errorf("%w: no active broker to lead the partitions", metadata.ErrNotController)
+		return nil, fmt.Errorf("%w: no active (not draining) broker to lead the partitions", metadata.ErrNotController)
 	}
 	if req.ValidateOnly {
 		return VersionResponse{Version: v.Version}, nil

@@ -57,6 +57,14 @@ type ClientConfig struct {
 	// (a new epoch replacing oldEpoch). The client never registers again by itself: a
 	// fenced registration closes Fenced() instead.
 	OnEpochChange func(oldEpoch, newEpoch int64)
+	// LoadReport, if set, tells the recent traffic of the partitions this broker leads:
+	// every LoadReportInterval a heartbeat carries it to the controller leader, whose
+	// balancer weighs a partition by its bytes. Only partitions with traffic need be
+	// listed (the client drops zero rates and keeps the 4096 hottest). It runs on the
+	// heartbeat goroutine: it must be quick and must not block.
+	LoadReport func() []metadata.PartitionLoad
+	// LoadReportInterval is how often a heartbeat carries the load report.
+	LoadReportInterval time.Duration
 }
 
 // DefaultClientConfig returns the defaults (BrokerID -1: set it for a broker).
@@ -70,6 +78,8 @@ func DefaultClientConfig() ClientConfig {
 		WatchWait:         30 * time.Second,
 		StartTimeout:      30 * time.Second,
 		ProducerIDBlock:   DefaultProducerIDBlock,
+
+		LoadReportInterval: 2 * time.Second,
 	}
 }
 
@@ -97,6 +107,9 @@ func (cfg *ClientConfig) fill() error {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = d.StartTimeout
 	}
+	if cfg.LoadReportInterval <= 0 {
+		cfg.LoadReportInterval = d.LoadReportInterval
+	}
 	if cfg.ProducerIDBlock <= 0 || cfg.ProducerIDBlock > maxProducerIDBlock {
 		cfg.ProducerIDBlock = d.ProducerIDBlock
 	}
@@ -111,7 +124,7 @@ const maxResponseBytes = 256 << 20
 
 // Client is what a broker uses to reach the controllers. It implements
 // metadata.Store, metadata.Registrar, metadata.Mover, metadata.Recoverer,
-// metadata.Leaser and metadata.ObjectManifest.
+// metadata.Leaser, metadata.Drainer and metadata.ObjectManifest.
 //
 // Reads come from a View kept current by a long-poll watch on any reachable controller.
 // Writes go to any controller (followers forward them to the leader), are retried on
@@ -144,6 +157,9 @@ type Client struct {
 	epoch       atomic.Int64
 	hbOnce      sync.Once
 	hbPaused    atomic.Bool // tests: stop heartbeating, as a hung broker would
+	// lastLoad is the leaseClock reading when a load report was last acknowledged
+	// (the heartbeat goroutine's; atomic for tests).
+	lastLoad atomic.Int64
 
 	// viewVersion is view.Version, for LeaseValid without taking mu.
 	viewVersion atomic.Uint64
@@ -174,6 +190,7 @@ var (
 	_ metadata.Mover     = (*Client)(nil)
 	_ metadata.Recoverer = (*Client)(nil)
 	_ metadata.Leaser    = (*Client)(nil)
+	_ metadata.Drainer   = (*Client)(nil)
 
 	_ metadata.ObjectManifest = (*Client)(nil)
 )

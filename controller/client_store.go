@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"time"
 
 	"github.com/weir-io/weir/metadata"
@@ -236,13 +237,20 @@ func (c *Client) heartbeat() {
 	if over {
 		return // fenced: nothing to renew until RegisterBroker
 	}
+	req := HeartbeatRequest{ID: c.selfID.Load(), Epoch: epoch, Incarnation: c.incarnation}
+	if c.cfg.LoadReport != nil && c.leaseClock()-time.Duration(c.lastLoad.Load()) >= c.cfg.LoadReportInterval {
+		req.LoadReport, req.Load = true, compactLoad(c.cfg.LoadReport())
+	}
 	send := c.leaseClock()
 	ctx, cancel := context.WithTimeout(c.ctx, max(budget, c.cfg.HeartbeatInterval))
 	defer cancel()
 	var resp LeaseResponse
-	_, err := c.call(ctx, http.MethodPost, "/v1/brokers/heartbeat", HeartbeatRequest{ID: c.selfID.Load(), Epoch: epoch, Incarnation: c.incarnation}, &resp)
+	_, err := c.call(ctx, http.MethodPost, "/v1/brokers/heartbeat", req, &resp)
 	switch {
 	case err == nil:
+		if req.LoadReport {
+			c.lastLoad.Store(int64(send))
+		}
 		c.leaseMu.Lock()
 		defer c.leaseMu.Unlock()
 		if resp.Epoch != c.epoch.Load() || c.fencedEpoch == resp.Epoch || !c.hasAck {
@@ -270,6 +278,62 @@ func (c *Client) heartbeat() {
 			c.log.Warn("heartbeat failed", "broker", c.selfID.Load(), "epoch", epoch, "err", err)
 		}
 	}
+}
+
+// compactLoad keeps the partitions with traffic, the maxLoadReport hottest.
+func compactLoad(in []metadata.PartitionLoad) []metadata.PartitionLoad {
+	out := make([]metadata.PartitionLoad, 0, len(in))
+	for _, l := range in {
+		if l.BytesPerSec > 0 {
+			out = append(out, l)
+		}
+	}
+	if len(out) > maxLoadReport {
+		sort.Slice(out, func(i, j int) bool { return out[i].BytesPerSec > out[j].BytesPerSec })
+		out = out[:maxLoadReport]
+	}
+	return out
+}
+
+// DrainBroker implements metadata.Drainer: it drains this broker's current registration
+// (POST /v1/brokers/drain): the broker turns draining and every partition it leads that
+// is not recovering begins a graceful move to another broker (its zone first); the
+// balancer moves the rest once recovered. The broker goes on heartbeating and serving,
+// completes each hand-off (CompleteMoveGen) and may exit once it leads nothing
+// (View().PartitionsLedBy). Draining again is harmless. metadata.ErrFenced when the
+// registration is over (or there is none). On return the View shows the drain.
+func (c *Client) DrainBroker(ctx context.Context) error {
+	epoch := c.epoch.Load()
+	if epoch == 0 {
+		return fmt.Errorf("%w: broker %d is not registered", metadata.ErrFenced, c.selfID.Load())
+	}
+	_, err := c.DrainRegistration(ctx, c.selfID.Load(), epoch)
+	return err
+}
+
+// DrainRegistration drains broker id's registration epoch (admin tools; a broker uses
+// DrainBroker). On return this client's View shows the drain.
+func (c *Client) DrainRegistration(ctx context.Context, id int32, epoch int64) (DrainResponse, error) {
+	var resp DrainResponse
+	if _, err := c.call(ctx, http.MethodPost, "/v1/brokers/drain", DrainRequest{ID: id, Epoch: epoch}, &resp); err != nil {
+		return resp, err
+	}
+	c.waitVersion(ctx, resp.Version)
+	return resp, nil
+}
+
+// Draining implements metadata.Drainer: whether this client's View shows the broker's
+// current registration draining.
+func (c *Client) Draining() bool {
+	b, ok := c.View().Broker(c.selfID.Load())
+	return ok && b.Epoch == c.epoch.Load() && b.Draining()
+}
+
+// Balancer returns the balancer's state from the controller leader (GET /v1/balancer).
+func (c *Client) Balancer(ctx context.Context) (BalancerStatus, error) {
+	var st BalancerStatus
+	_, err := c.call(ctx, http.MethodGet, "/v1/balancer", nil, &st)
+	return st, err
 }
 
 // Epoch implements metadata.Leaser: the current registration epoch (0 before).

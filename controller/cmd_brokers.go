@@ -103,6 +103,48 @@ func (c *fenceBrokerCmd) apply(m *machine) (any, bool, error) {
 	return res, true, nil
 }
 
+// drainBrokerCmd drains a broker's registration ID/Epoch (a live one: active or
+// draining already): the broker becomes draining, so nothing new is placed, failed
+// over or moved to it, and every partition it leads that is neither Recovering nor
+// moving already begins a graceful move (with Gen semantics: MoveGen = the version this
+// command produces) to an accepting broker, picked by metadata.PlanDrain; moves to it
+// are cancelled. The broker stays live: it heartbeats, serves and hands each partition
+// off with CompleteMove. Draining again plans the partitions left behind (recovered or
+// whose move was cancelled since). A new registration (RegisterBroker) is active again.
+// A stale epoch or a fenced registration is refused (metadata.ErrFenced). The value is
+// a drainResult.
+type drainBrokerCmd struct {
+	ID    int32 `json:"id"`
+	Epoch int64 `json:"epoch"`
+}
+
+// drainResult is the value of drainBrokerCmd.
+type drainResult struct {
+	metadata.DrainCounts
+	// Started: this command turned the registration from active to draining.
+	Started bool
+}
+
+func (*drainBrokerCmd) kind() cmdType { return cmdDrainBroker }
+
+func (c *drainBrokerCmd) apply(m *machine) (any, bool, error) {
+	b, ok := m.st.Brokers[c.ID]
+	if !ok || b.Epoch != c.Epoch || !b.Active() {
+		return nil, false, fmt.Errorf("%w: broker %d epoch %d is not current", metadata.ErrFenced, c.ID, c.Epoch)
+	}
+	res := drainResult{Started: !b.Draining()}
+	b.State = metadata.BrokerDraining
+	m.st.Brokers[c.ID] = b
+	brokers := make([]metadata.Broker, 0, len(m.st.Brokers))
+	for _, x := range m.st.Brokers {
+		brokers = append(brokers, x)
+	}
+	ups, counts := metadata.PlanDrain(brokers, m.st.Topics, b, m.st.Version+1)
+	res.DrainCounts = counts
+	m.applyUpdates(ups)
+	return res, res.Started || len(ups) > 0, nil
+}
+
 // applyUpdates stores a plan's partition changes, cloning each topic once, and returns
 // how many partitions changed.
 func (m *machine) applyUpdates(ups []metadata.PartitionUpdate) int {

@@ -6,8 +6,8 @@ import (
 	"github.com/weir-io/weir/metadata"
 )
 
-// beginMoveCmd marks a partition as moving to Target, an active broker other than the
-// leader. Asking again for the same target changes nothing; another target while a move
+// beginMoveCmd marks a partition as moving to Target, an accepting broker (active, not
+// draining) other than the leader. Asking again for the same target changes nothing; another target while a move
 // is pending is refused (cancel it first), and so is a partition still Recovering (its
 // leader must complete the recovery first). With Gen (every begin proposed since moves
 // have generations) the move's MoveGen is the state version this command produces:
@@ -28,8 +28,8 @@ func (c *beginMoveCmd) apply(m *machine) (any, bool, error) {
 		return nil, false, err
 	}
 	b, ok := m.st.Brokers[c.Target]
-	if !ok || !b.Active() {
-		return nil, false, fmt.Errorf("%w: target broker %d is not active", metadata.ErrMoveRefused, c.Target)
+	if !ok || !b.Accepting() {
+		return nil, false, fmt.Errorf("%w: target broker %d is not active (or draining)", metadata.ErrMoveRefused, c.Target)
 	}
 	if p.Moving {
 		if p.MovingTo == c.Target {
@@ -55,7 +55,8 @@ func (c *beginMoveCmd) apply(m *machine) (any, bool, error) {
 // completeMoveCmd hands a moving partition to its target. Only the current leader (From,
 // in its current epoch when FromEpoch is set) may complete, only the pending move (its
 // MoveGen, when MoveGen is set: a completion of a cancelled move must not complete a
-// later one with an old end offset) and only while the target is active: the target
+// later one with an old end offset) and only while the target is accepting (active, not
+// draining: draining a broker cancels the moves to it): the target
 // leads with the next leader epoch, its log starting at EndOffset.
 type completeMoveCmd struct {
 	TopicID   metadata.TopicID `json:"topic_id"`
@@ -88,8 +89,8 @@ func (c *completeMoveCmd) apply(m *machine) (any, bool, error) {
 	if p.Leader != c.From {
 		return nil, false, fmt.Errorf("%w: broker %d does not lead %s/%d (leader %d)", metadata.ErrMoveRefused, c.From, t.Name, c.Partition, p.Leader)
 	}
-	if b, ok := m.st.Brokers[p.MovingTo]; !ok || !b.Active() {
-		return nil, false, fmt.Errorf("%w: target broker %d is not active", metadata.ErrMoveRefused, p.MovingTo)
+	if b, ok := m.st.Brokers[p.MovingTo]; !ok || !b.Accepting() {
+		return nil, false, fmt.Errorf("%w: target broker %d is not active (or draining)", metadata.ErrMoveRefused, p.MovingTo)
 	}
 	if n := len(p.Logs); (n > 0 && c.EndOffset < p.Logs[n-1].StartOffset) || c.EndOffset < 0 {
 		return nil, false, fmt.Errorf("%w: end offset %d before the leader's first offset", metadata.ErrInvalidOffset, c.EndOffset)

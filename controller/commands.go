@@ -30,6 +30,7 @@ const (
 	cmdCommitObject        cmdType = 14
 	cmdDeleteObjects       cmdType = 15
 	cmdCompleteRecovery    cmdType = 16
+	cmdDrainBroker         cmdType = 17
 )
 
 // command is one replicated change. apply must be deterministic: it may read and change
@@ -58,6 +59,7 @@ var commandDecoders = map[cmdType]func() command{
 	cmdCommitObject:        func() command { return &commitObjectCmd{} },
 	cmdDeleteObjects:       func() command { return &deleteObjectsCmd{} },
 	cmdCompleteRecovery:    func() command { return &completeRecoveryCmd{} },
+	cmdDrainBroker:         func() command { return &drainBrokerCmd{} },
 }
 
 var errBadCommand = errors.New("controller: undecodable command")

@@ -131,6 +131,18 @@ type Config struct {
 	MaxBodyBytes int64
 	MaxWatchWait time.Duration
 
+	// The balancer (leader only, balancer.go) spreads partition leadership over the
+	// accepting brokers and zones by graceful moves, and moves what a draining broker
+	// still leads: one decision round every BalanceInterval, at most BalanceMaxMoves
+	// partitions moving at a time (moves of every cause count), a partition it moved
+	// left alone for BalanceCooldown, and no move between two brokers within
+	// BalanceCooldown of one it made the other way. Balance false turns it off (flags
+	// --balance, --balance-max-moves, --balance-interval, --balance-cooldown).
+	Balance         bool
+	BalanceMaxMoves int
+	BalanceInterval time.Duration
+	BalanceCooldown time.Duration
+
 	// Logger receives the controller's and raft's logs (nil: discarded).
 	Logger *slog.Logger
 	// Registerer receives the metrics, labelled controller=<NodeID> (nil: a private
@@ -186,6 +198,10 @@ func DefaultConfig() Config {
 		MaxPartitions:      100000,
 		MaxBodyBytes:       4 << 20,
 		MaxWatchWait:       60 * time.Second,
+		Balance:            true,
+		BalanceMaxMoves:    4,
+		BalanceInterval:    3 * time.Second,
+		BalanceCooldown:    5 * time.Minute,
 	}
 }
 
@@ -230,6 +246,10 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		c.MaxPartitions = int32(n)
 		return nil
 	})
+	fs.BoolVar(&c.Balance, "balance", c.Balance, "the leader spreads partition leadership over brokers and zones by graceful moves (and moves what draining brokers still lead)")
+	fs.IntVar(&c.BalanceMaxMoves, "balance-max-moves", c.BalanceMaxMoves, "most partitions moving at a time before the balancer starts another move")
+	fs.DurationVar(&c.BalanceInterval, "balance-interval", c.BalanceInterval, "time between two balancer decision rounds")
+	fs.DurationVar(&c.BalanceCooldown, "balance-cooldown", c.BalanceCooldown, "the balancer leaves a partition it moved alone this long, and makes no move back between two brokers within it")
 }
 
 // Validate checks the configuration and fills RaftAddr/APIAddr from Peers.
@@ -301,6 +321,10 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes <= 0 || c.MaxWatchWait <= 0 {
 		return errors.New("controller: max body bytes and max watch wait must be positive")
+	}
+	if c.Balance && (c.BalanceMaxMoves < 1 || c.BalanceInterval < 10*time.Millisecond || c.BalanceCooldown < 0) {
+		return fmt.Errorf("%w: the balancer needs max moves >= 1 (%d), an interval >= 10ms (%v) and a cooldown >= 0 (%v)",
+			ErrBadConfig, c.BalanceMaxMoves, c.BalanceInterval, c.BalanceCooldown)
 	}
 	return nil
 }

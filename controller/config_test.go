@@ -24,6 +24,7 @@ func TestConfigFlagsAndValidate(t *testing.T) {
 		"--node-id", "2", "--data-dir", "/tmp/x",
 		"--peers", "1=10.0.0.1:7000/10.0.0.1:7001, 2=10.0.0.2:7000/10.0.0.2:7001,3=h3:7000/h3:7001",
 		"--lease-timeout", "4s", "--raft-election-timeout", "800ms", "--default-partitions", "3",
+		"--balance-max-moves", "8", "--balance-interval", "10s", "--balance-cooldown", "1m",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -32,8 +33,32 @@ func TestConfigFlagsAndValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.NodeID != 2 || len(cfg.Peers) != 3 || cfg.RaftAddr != "10.0.0.2:7000" || cfg.APIAddr != "10.0.0.2:7001" ||
-		cfg.LeaseTimeout != 4*time.Second || cfg.ElectionTimeout != 800*time.Millisecond || cfg.DefaultPartitions != 3 {
+		cfg.LeaseTimeout != 4*time.Second || cfg.ElectionTimeout != 800*time.Millisecond || cfg.DefaultPartitions != 3 ||
+		!cfg.Balance || cfg.BalanceMaxMoves != 8 || cfg.BalanceInterval != 10*time.Second || cfg.BalanceCooldown != time.Minute {
 		t.Fatalf("parsed %+v", cfg)
+	}
+	// The balancer is on by default; --balance=false turns it off, and then its other
+	// settings are not checked.
+	off := DefaultConfig()
+	fs = flag.NewFlagSet("weir controller", flag.ContinueOnError)
+	off.BindFlags(fs)
+	if err := fs.Parse([]string{"--balance=false", "--balance-max-moves", "0", "--peers", "1=a:1/a:2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := off.Validate(); err != nil || off.Balance {
+		t.Fatalf("--balance=false: %v, balance %v", err, off.Balance)
+	}
+	for _, bad := range []func(*Config){
+		func(c *Config) { c.BalanceMaxMoves = 0 },
+		func(c *Config) { c.BalanceInterval = time.Millisecond },
+		func(c *Config) { c.BalanceCooldown = -time.Second },
+	} {
+		c := DefaultConfig()
+		c.Peers, _ = ParsePeers("1=a:1/a:2")
+		bad(&c)
+		if err := c.Validate(); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("balancer settings %d/%v/%v: %v, want ErrBadConfig", c.BalanceMaxMoves, c.BalanceInterval, c.BalanceCooldown, err)
+		}
 	}
 	if s := cfg.Peers.String(); !strings.HasPrefix(s, "1=10.0.0.1:7000/10.0.0.1:7001,2=") {
 		t.Fatalf("peers round trip %q", s)

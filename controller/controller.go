@@ -33,6 +33,8 @@ type Controller struct {
 	srv     *http.Server
 	fwd     *http.Client
 	leases  *leaseTable
+	loads   *loadTable
+	bal     *balancer
 	metrics *metrics
 	notify  chan bool
 
@@ -70,6 +72,7 @@ func New(cfg Config) (*Controller, error) {
 		hlog:   newHCLog(cfg.Logger),
 		fsm:    NewFSM(log),
 		leases: newLeaseTable(),
+		loads:  newLoadTable(),
 		notify: make(chan bool, 16),
 		ctx:    ctx,
 		cancel: cancel,
@@ -80,6 +83,7 @@ func New(cfg Config) (*Controller, error) {
 			IdleConnTimeout:     90 * time.Second,
 		}},
 	}
+	c.bal = &balancer{c: c}
 	if cfg.Logger != nil {
 		c.hlog = c.hlog.With("controller", cfg.NodeID)
 	}
@@ -141,6 +145,10 @@ func (c *Controller) Start() error {
 		}()
 		go c.leadershipLoop()
 		go c.leaseLoop()
+		if c.cfg.Balance {
+			c.wg.Add(1)
+			go c.bal.loop()
+		}
 		c.log.Info("controller started", "raft", c.RaftAddr().String(), "api", c.Addr().String(), "peers", c.cfg.Peers.String())
 	})
 	return err
@@ -261,8 +269,9 @@ func (c *Controller) propose(cmd command) (*applyResult, error) {
 	return res, res.Err
 }
 
-// leadershipLoop follows Raft leadership: a new leader gives every broker a fresh lease
-// and makes sure the cluster has an ID.
+// leadershipLoop follows Raft leadership: a new leader gives every broker a fresh lease,
+// forgets the load reports of an earlier leadership and makes sure the cluster has an
+// ID.
 func (c *Controller) leadershipLoop() {
 	defer c.wg.Done()
 	for {
@@ -273,10 +282,12 @@ func (c *Controller) leadershipLoop() {
 			if !leader {
 				c.log.Info("lost leadership")
 				c.leases.reset(nil, time.Now())
+				c.loads.reset()
 				continue
 			}
 			c.log.Info("became leader")
 			c.leases.reset(c.fsm.View(), time.Now())
+			c.loads.reset()
 			c.wg.Add(1)
 			go func() {
 				defer c.wg.Done()

@@ -25,19 +25,22 @@
 //     and error codes; writes reaching a follower are proxied to the leader.
 //   - placement.go: where new partitions go. leases.go: broker leases (leader only) and
 //     the timing argument; Config.GrantedLease the lease brokers are granted.
-//     Failover planning is metadata/failover.go (shared with metatest), applied in
-//     cmd_brokers.go.
+//     Failover and drain planning is metadata/failover.go (shared with metatest),
+//     applied in cmd_brokers.go.
+//   - balancer.go: the leader's balancer (planBalance, a pure function, and its loop);
+//     loads.go: the partitions' reported traffic (leader only, like leases).
 //   - client*.go: what a broker uses: metadata.Store, metadata.Registrar,
-//     metadata.Mover, metadata.Recoverer, metadata.Leaser and metadata.ObjectManifest
-//     over the API, with a long-poll watch; leaseclock*.go: the clock its lease is
-//     measured on (CLOCK_BOOTTIME on Linux).
+//     metadata.Mover, metadata.Recoverer, metadata.Leaser, metadata.Drainer and
+//     metadata.ObjectManifest over the API, with a long-poll watch; leaseclock*.go:
+//     the clock its lease is measured on (CLOCK_BOOTTIME on Linux).
 //
 // # Failover
 //
 // FenceBroker (proposed by the leader when a lease runs out) fences one registration
 // and, in the same command, plans its partitions (metadata.PlanFence): each partition
 // the broker led gets a new leader, its graceful move's target if that is active, else
-// an active broker in its zone if any, else any, the one leading the fewest partitions
+// an active (not draining) broker in its zone if any, else any, the one leading the
+// fewest partitions
 // (counting the plan's own picks), ties to the lowest ID; it becomes Recovering with
 // the next leader epoch and RecoverEpoch = the fenced epoch (kept if it was Recovering
 // already: its taker died), its log chain unchanged; moves to the broker are cancelled.
@@ -55,6 +58,48 @@
 // is the pending one, so a retried completion of a cancelled move cannot complete a
 // later move with an old end offset (the Client's CompleteMoveGen).
 //
+// # Drain
+//
+// DrainBroker (a broker on SIGTERM: Client.DrainBroker; an operator: weir admin drain)
+// drains one live registration: in one command (drainBrokerCmd, metadata.PlanDrain) the
+// broker turns draining and every partition it leads that is neither Recovering nor
+// moving already begins a graceful move (MoveGen = the command's version) to an
+// accepting broker: its zone first, then the fewest partitions (moves under way counted
+// at their target), then the lowest ID; moves to it are cancelled. A draining broker is
+// live (metadata.Broker.Active: it heartbeats, serves, completes hand-offs and
+// recoveries, its lease is checked as any) but not accepting (Broker.Accepting):
+// placement, the failover plan, BeginMove and the balancer never pick it. Its
+// Recovering partitions finish their recovery first; the balancer then moves them, and
+// any whose drain move was cancelled. Nothing fails over and nothing is replayed: each
+// leader hands off with CompleteMoveGen, so producers see only retriable errors. Draining
+// again re-plans what is left; a new registration (next epoch) is active again (moves
+// still pending are handed off by the new process). Refused (metadata.ErrFenced) for a
+// stale or fenced registration. With no accepting broker the partitions stay put.
+//
+// # Balancer
+//
+// The Raft leader runs the balancer (Config.Balance, on by default) every
+// BalanceInterval (3 s): planBalance decides, from the View, the reported loads and its
+// own recent moves, a few graceful moves, proposed as BeginMove. Cost of a partition:
+// 1 + its bytes/s over the mean bytes/s per partition (brokers report rates with their
+// heartbeats every ClientConfig.LoadReportInterval, only partitions with traffic, the
+// 4096 hottest; the leader keeps them in memory for 30 s, like leases). Throttle: no move
+// starts while BalanceMaxMoves (4) partitions are moving, whatever moved them. Never
+// moved: Recovering or moving partitions, or one it moved within BalanceCooldown (5 min);
+// no move from A to B within the cooldown of one from B to A. Never a target: a draining,
+// fenced or silent (no heartbeat within the granted lease) broker. Order: partitions
+// left on draining brokers first (to their zone if possible); then zones, whose fair
+// share of the total cost is proportional to their accepting brokers, when one is more
+// than max(1, 10%) of its share off (a move from the most loaded broker of the zone most
+// above its share to the least loaded broker of the zone most below); else, within each
+// zone, when a broker is more than max(1, 10%) off the zone's mean (most loaded → least
+// loaded). Each move takes the partition whose cost is closest to half the gap and below
+// it, so every move lowers the spread: with steady costs it cannot oscillate, and inside
+// the thresholds it does nothing. A new leader starts with no memory (loads, cooldowns)
+// and decides one interval after its election. GET /v1/balancer (forwarded to the
+// leader) and weir admin status show it; metrics weir_controller_balancer_*,
+// weir_controller_broker_partitions_led, weir_controller_partitions_moving.
+//
 // Registration: a RegisterRequest carries the process's incarnation (random per
 // Client). While the ID's active registration belongs to another incarnation heard from
 // within the granted lease, the leader refuses it (metadata.ErrDuplicateBroker, 409
@@ -69,7 +114,9 @@
 // 4 CreateTopic, 5 DeleteTopic, 6 CreatePartitions, 7 AlterTopicConfigs,
 // 8 SetLogStartOffset, 9 AllocateProducerIDs, 10 BeginMove, 11 CompleteMove,
 // 12 CancelMove, 13 PrepareObject, 14 CommitObject, 15 DeleteObjects,
-// 16 CompleteRecovery. An entry that does not decode is refused alike by every replica.
+// 16 CompleteRecovery, 17 DrainBroker. An entry that does not decode is refused alike by
+// every replica (an older controller refuses DrainBroker: upgrade every controller before
+// brokers drain).
 // Commands whose meaning grew carry a flag the new proposers set, so an entry written
 // before replays as it applied then and matches the snapshots of that time:
 // FenceBroker "plan" (fail the partitions over), BeginMove "gen" (give the move a
@@ -77,8 +124,8 @@
 //
 // Snapshot: the JSON of State after the snapshot format version: {"format_version": 1,
 // "cluster_id", "version", "next_producer_id", "next_object_id", "brokers": {"<id>":
-// metadata.Broker}, "topics": {"<name>": metadata.Topic, each partition with its
-// manifest "objects": [{"object",
+// metadata.Broker, whose "state" is "active", "fenced" or "draining"}, "topics":
+// {"<name>": metadata.Topic, each partition with its manifest "objects": [{"object",
 // "first_offset", "last_offset", "max_timestamp", "bytes"}]}, "objects": {"<id>":
 // metadata.Object}}. "max_timestamp" and "bytes" are left out while 0 (ranges committed
 // before they existed restore with 0), and so are a partition's "move_gen",
@@ -86,7 +133,9 @@
 // generation, not recovering) and its idempotent producer snapshot "producers"
 // (metadata.ProducerSnapshot, also on CommitObject's ranges; snapshots and entries
 // without it restore and replay as before: no producer snapshot). An older controller reading a snapshot with Recovering
-// partitions would drop the flag: downgrading across failover is not supported.
+// partitions would drop the flag: downgrading across failover is not supported; one
+// reading a draining broker would take it for fenced (it refuses DrainBroker entries
+// anyway): downgrade only when no broker is draining.
 // "next_object_id" and "objects" are left out while there are none; "objects" was
 // reserved (never written) before manifests existed, and an absent, null or empty value
 // restores as no objects. Object IDs start at 1; an object's key is
@@ -126,8 +175,8 @@
 // # Locks
 //
 // Controller.adminMu → FSM.mu and Controller.regMu → FSM.mu, leaseTable.mu (via
-// propose, which waits for Apply); FSM.mu, leaseTable.mu and the Client's mutexes are
-// leaves, except Client.regMu → Client.leaseMu and Client.pidMu held across an RPC.
+// propose, which waits for Apply); FSM.mu, leaseTable.mu, loadTable.mu, balancer.mu
+// (never held while proposing) and the Client's mutexes are leaves, except Client.regMu → Client.leaseMu and Client.pidMu held across an RPC.
 // No lock is held while waiting on the network except Client.regMu (registration,
 // including its wait for a duplicate's lease to lapse), Controller.regMu (a
 // registration's proposal) and Client.pidMu (producer-ID block).

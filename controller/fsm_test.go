@@ -70,6 +70,13 @@ func script() []command {
 		&fenceBrokerCmd{ID: 3, Epoch: 1, Plan: true},
 		&completeRecoveryCmd{TopicID: topicID(10), Partition: 0, Leader: 2, BrokerEpoch: 2, LeaderEpoch: 1, EndOffset: 5},
 		&completeRecoveryCmd{TopicID: topicID(10), Partition: 0, Leader: 2, BrokerEpoch: 2, LeaderEpoch: 1, EndOffset: 6}, // refused: done
+		// Drain: broker 4's partitions begin moving to 2 (its zone; 3 is fenced); d/0's
+		// move completes, d/1's stays pending.
+		&registerBrokerCmd{ID: 4, Host: "h4", Port: 4, Rack: "b"},
+		&createTopicCmd{Topic: metadata.Topic{Name: "d", ID: topicID(11), Partitions: []metadata.Partition{{Leader: 4}, {Leader: 4}}}},
+		&drainBrokerCmd{ID: 4, Epoch: 1},
+		&completeMoveCmd{TopicID: topicID(11), Partition: 0, From: 4, FromEpoch: 1, EndOffset: 7},
+		&drainBrokerCmd{ID: 4, Epoch: 2}, // refused: stale epoch
 	}
 }
 
@@ -267,6 +274,12 @@ func TestFSMDeterministicSnapshotRestore(t *testing.T) {
 	}
 	if p := c.View().Topics["f"].Partitions; p[0].Leader != 2 || p[0].Recovering || len(p[0].Logs) != 2 || p[1].Moving {
 		t.Fatalf("restored failover %+v", p)
+	}
+	if b, _ := c.View().Broker(4); !b.Draining() || !b.Active() || b.Accepting() {
+		t.Fatalf("restored draining broker %+v", b)
+	}
+	if p := c.View().Topics["d"].Partitions; p[0].Leader != 2 || p[0].Moving || p[1].Leader != 4 || !p[1].Moving || p[1].MovingTo != 2 || p[1].MoveGen == 0 {
+		t.Fatalf("restored drain %+v", p)
 	}
 	if c.restores.Load() != 1 {
 		t.Fatal("restore not counted")

@@ -66,6 +66,7 @@ func (tc *testCluster) config(i int) Config {
 	cfg.Peers = append(Peers(nil), tc.peers...)
 	cfg.Logger = testLogger()
 	cfg.Registerer = prometheus.NewRegistry()
+	cfg.Balance = false // the tests that want balancer moves turn it on
 	if tc.mutate != nil {
 		tc.mutate(&cfg)
 	}

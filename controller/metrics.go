@@ -16,6 +16,8 @@ type metrics struct {
 	failedOver    prometheus.Counter
 	recovered     prometheus.Counter
 	duplicates    prometheus.Counter
+	drains        prometheus.Counter
+	balancerMoves *prometheus.CounterVec
 
 	reg  prometheus.Registerer
 	cols []prometheus.Collector
@@ -66,7 +68,19 @@ func newMetrics(reg prometheus.Registerer, c *Controller) (*metrics, error) {
 		Name: "weir_controller_duplicate_registrations_total",
 		Help: "Broker registrations refused because the ID was in use by a live process.",
 	})
-	cols := []prometheus.Collector{m.applyDuration, m.apiRequests, m.fenced, m.forwarded, m.failedOver, m.recovered, m.duplicates}
+	m.drains = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "weir_controller_brokers_drained_total",
+		Help: "Broker registrations this controller, as leader, turned draining (graceful shutdown: their partitions move away).",
+	})
+	m.balancerMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_controller_balancer_moves_total",
+		Help: "Graceful moves the balancer began as leader, by reason: drain (off a draining broker), zone (between zones), broker (within a zone).",
+	}, []string{"reason"})
+	for _, r := range []string{reasonDrain, reasonZone, reasonBroker} {
+		m.balancerMoves.WithLabelValues(r)
+	}
+	cols := []prometheus.Collector{m.applyDuration, m.apiRequests, m.fenced, m.forwarded, m.failedOver, m.recovered, m.duplicates,
+		m.drains, m.balancerMoves, leadersCollector{c}}
 	for _, st := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
 		st := st
 		cols = append(cols, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -97,21 +111,32 @@ func newMetrics(reg prometheus.Registerer, c *Controller) (*metrics, error) {
 		_, n := recovering(c.fsm.View())
 		return float64(n)
 	})
-	for _, active := range []bool{true, false} {
-		active := active
-		state := "active"
-		if !active {
-			state = "fenced"
+	gauge("weir_controller_balancer_enabled", "1 if the balancer is on (Config.Balance); it runs on the leader.", func() float64 {
+		if c.cfg.Balance {
+			return 1
 		}
+		return 0
+	})
+	gauge("weir_controller_balancer_imbalance", "The most loaded accepting broker's balancer cost over the mean, minus 1, at the last round (leader; 0: even).",
+		func() float64 { return c.bal.imbalance() })
+	gauge("weir_controller_partitions_moving", "Partitions with a graceful move under way (admin, drain or balancer).",
+		func() float64 { return float64(movesInFlight(c.fsm.View())) })
+	for _, state := range []metadata.BrokerState{metadata.BrokerActive, metadata.BrokerDraining, metadata.BrokerFenced} {
+		state := state
 		cols = append(cols, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "weir_controller_brokers",
-			Help:        "Registered brokers by state.",
-			ConstLabels: prometheus.Labels{"state": state},
+			Help:        "Registered brokers by state (active, draining, fenced).",
+			ConstLabels: prometheus.Labels{"state": string(state)},
 		}, func() float64 {
 			n := 0
 			for _, b := range c.fsm.View().Brokers {
-				if b.Active() == active {
-					n++
+				switch {
+				case b.Accepting():
+					n += b2i(state == metadata.BrokerActive)
+				case b.Draining():
+					n += b2i(state == metadata.BrokerDraining)
+				default:
+					n += b2i(state == metadata.BrokerFenced)
 				}
 			}
 			return float64(n)
@@ -141,4 +166,42 @@ func recovering(v *metadata.View) (all, leaderless int) {
 		}
 	}
 	return all, leaderless
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// leadersCollector exports, at scrape time, how many partitions each live broker leads
+// (weir_controller_broker_partitions_led{broker, zone, state}) from this controller's
+// View: the spread the balancer works on.
+type leadersCollector struct{ c *Controller }
+
+var leadersDesc = prometheus.NewDesc("weir_controller_broker_partitions_led",
+	"Partitions each live broker leads (Recovering ones included), by broker, zone and state (active, draining).",
+	[]string{"broker", "zone", "state"}, nil)
+
+func (leadersCollector) Describe(ch chan<- *prometheus.Desc) { ch <- leadersDesc }
+
+func (l leadersCollector) Collect(ch chan<- prometheus.Metric) {
+	v := l.c.fsm.View()
+	n := map[int32]int{}
+	for _, t := range v.Topics {
+		for _, p := range t.Partitions {
+			n[p.Leader]++
+		}
+	}
+	for _, b := range v.Brokers {
+		if !b.Active() {
+			continue
+		}
+		state := metadata.BrokerActive
+		if b.Draining() {
+			state = metadata.BrokerDraining
+		}
+		ch <- prometheus.MustNewConstMetric(leadersDesc, prometheus.GaugeValue, float64(n[b.ID]), strconv.Itoa(int(b.ID)), b.Rack, string(state))
+	}
 }

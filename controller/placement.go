@@ -6,10 +6,11 @@ import (
 	"github.com/weir-io/weir/metadata"
 )
 
-// placer chooses leaders for new partitions: only active brokers, the one leading the
-// fewest partitions first; ties go to the zone (rack) leading the fewest, then to a zone
-// other than the previous pick's, then to the lowest broker ID. Deterministic given the
-// View, and it counts its own picks, so a batch spreads evenly too.
+// placer chooses leaders for new partitions: only accepting brokers (active, not
+// draining), the one leading the fewest partitions first; ties go to the zone (rack)
+// leading the fewest, then to a zone other than the previous pick's, then to the lowest
+// broker ID. Deterministic given the View, and it counts its own picks, so a batch
+// spreads evenly too.
 type placer struct {
 	brokers  []metadata.Broker
 	count    map[int32]int
@@ -21,7 +22,7 @@ type placer struct {
 func newPlacer(v *metadata.View) *placer {
 	p := &placer{count: map[int32]int{}, zone: map[string]int{}}
 	for _, b := range v.Brokers {
-		if b.Active() {
+		if b.Accepting() {
 			p.brokers = append(p.brokers, b)
 			p.count[b.ID] = 0
 		}

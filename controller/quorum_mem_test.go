@@ -77,6 +77,8 @@ func (mc *memCluster) startWith(i int, apiLn net.Listener) {
 	// No broker heartbeats here: fencing brokers would change the state the tests
 	// compare between replicas.
 	cfg.LeaseTimeout = time.Hour
+	// Nor balancer moves (the balancer tests turn it on).
+	cfg.Balance = false
 	if mc.tune != nil {
 		mc.tune(&cfg)
 	}

@@ -41,11 +41,39 @@ type LeaseResponse struct {
 }
 
 // HeartbeatRequest is the body of POST /v1/brokers/heartbeat. Incarnation (optional)
-// tells a newly elected leader which process holds the registration.
+// tells a newly elected leader which process holds the registration. LoadReport marks a
+// heartbeat that carries the broker's load report (every ClientConfig.LoadReportInterval):
+// Load lists the partitions it leads that have traffic (at most 4096, the hottest);
+// a partition it leads and leaves out has none. The leader keeps the rates in memory
+// for the balancer; a heartbeat without LoadReport changes nothing there.
 type HeartbeatRequest struct {
-	ID          int32  `json:"id"`
-	Epoch       int64  `json:"epoch"`
-	Incarnation string `json:"incarnation,omitempty"`
+	ID          int32                    `json:"id"`
+	Epoch       int64                    `json:"epoch"`
+	Incarnation string                   `json:"incarnation,omitempty"`
+	LoadReport  bool                     `json:"load_report,omitempty"`
+	Load        []metadata.PartitionLoad `json:"load,omitempty"`
+}
+
+// DrainRequest is the body of POST /v1/brokers/drain: drain broker ID's registration
+// Epoch (refused with 409 fenced unless it is the current, live one).
+type DrainRequest struct {
+	ID    int32 `json:"id"`
+	Epoch int64 `json:"epoch"`
+}
+
+// DrainResponse answers a drain: Started when this request turned the registration
+// draining (false: it was draining already); Moves counts the moves it began,
+// AlreadyMoving the broker's partitions moving already, Recovering those left to finish
+// their recovery (the balancer moves them afterwards), NoTarget those left for want of
+// an accepting broker, MovesCancelled the moves to the broker that were abandoned.
+type DrainResponse struct {
+	Version        uint64 `json:"version"`
+	Started        bool   `json:"started"`
+	Moves          int    `json:"moves"`
+	AlreadyMoving  int    `json:"already_moving"`
+	Recovering     int    `json:"recovering"`
+	NoTarget       int    `json:"no_target"`
+	MovesCancelled int    `json:"moves_cancelled"`
 }
 
 // SuspectRequest is the body of POST /v1/brokers/suspect: Reporter's gossip suspects ID.

@@ -11,8 +11,8 @@ import (
 // controller leader) and metatest.Store (Fence, RegisterBroker). They are pure functions
 // of the metadata: every replica computes the same plan.
 //
-// When broker X is fenced, every partition X leads gets a new leader among the active
-// brokers other than X (PlanFence):
+// When broker X is fenced, every partition X leads gets a new leader among the accepting
+// brokers (active, not draining) other than X (PlanFence):
 //
 //   - if X was moving it gracefully to an active broker, that broker;
 //   - otherwise a broker in X's zone (rack) if one is active, else any; among those the
@@ -25,6 +25,12 @@ import (
 // and died before completing) keeps its log chain and RecoverEpoch, which describe the
 // earlier dead broker, and just gets a new leader and epoch. Moves to X are cancelled.
 // The new leader completes the recovery with CompleteRecovery (ApplyRecovery).
+//
+// When broker X is drained (PlanDrain), every partition X leads that is neither
+// Recovering nor moving already starts a graceful move to an accepting broker other
+// than X, picked as for a fence (X's zone first, then the fewest partitions led, then the
+// lowest ID), counting moves under way at their target; moves to X are cancelled.
+// Nothing fails over: X hands each partition off (CompleteMove) as for any move.
 
 // PartitionUpdate is a partition's new metadata decided by a plan.
 type PartitionUpdate struct {
@@ -34,8 +40,8 @@ type PartitionUpdate struct {
 
 // PlanFence returns the partition changes of fencing broker fenced (its ID and the
 // epoch being fenced): the failover of the partitions it leads and the cancellation of
-// moves to it. brokers are all registered brokers; only active ones other than fenced
-// are picked. Topics and partitions are visited in order (name, index), so the plan is
+// moves to it. brokers are all registered brokers; only accepting ones (active, not
+// draining) other than fenced are picked. Topics and partitions are visited in order (name, index), so the plan is
 // deterministic. The updates carry copies of the log chains; nothing in topics changes.
 func PlanFence(brokers []Broker, topics map[string]*Topic, fenced Broker) []PartitionUpdate {
 	pk := newFailoverPicker(brokers, topics, fenced.ID)
@@ -75,6 +81,72 @@ func PlanFence(brokers []Broker, topics map[string]*Topic, fenced Broker) []Part
 		}
 	}
 	return out
+}
+
+// DrainCounts sums up a drain plan.
+type DrainCounts struct {
+	// Moves counts the moves the plan begins; AlreadyMoving the partitions of the
+	// drained broker moving to an accepting broker already (left as they are).
+	Moves, AlreadyMoving int
+	// Recovering counts the partitions the drained broker leads that are still
+	// Recovering: they move once recovered (the controller's balancer moves them).
+	Recovering int
+	// NoTarget counts the partitions left in place for want of an accepting broker.
+	NoTarget int
+	// MovesCancelled counts the moves to the drained broker that were abandoned.
+	MovesCancelled int
+}
+
+// PlanDrain returns the partition changes of draining broker drained (see above):
+// moves begin with MoveGen moveGen (the state version the plan's command produces),
+// moves to drained are cancelled. brokers are all registered brokers; only accepting
+// ones other than drained are picked. Topics and partitions are visited in order
+// (name, index), so the plan is deterministic. Nothing in topics changes.
+func PlanDrain(brokers []Broker, topics map[string]*Topic, drained Broker, moveGen uint64) ([]PartitionUpdate, DrainCounts) {
+	pk := newFailoverPicker(brokers, topics, drained.ID)
+	// Count moves under way at their target, not their leader.
+	for _, t := range topics {
+		for _, p := range t.Partitions {
+			if p.Moving && pk.active(p.MovingTo) && p.MovingTo != p.Leader {
+				pk.count[p.MovingTo]++
+				if pk.active(p.Leader) {
+					pk.count[p.Leader]--
+				}
+			}
+		}
+	}
+	var out []PartitionUpdate
+	var n DrainCounts
+	for _, name := range sortedTopicNames(topics) {
+		for _, p := range topics[name].Partitions {
+			switch {
+			case p.Leader == drained.ID && p.Recovering:
+				n.Recovering++
+			case p.Leader == drained.ID && p.Moving && pk.active(p.MovingTo):
+				n.AlreadyMoving++
+			case p.Leader == drained.ID:
+				target := pk.pick(drained.Rack)
+				if target < 0 {
+					n.NoTarget++
+					continue
+				}
+				np := p
+				np.Logs = slices.Clone(p.Logs)
+				np.Objects = slices.Clip(p.Objects)
+				np.Moving, np.MovingTo, np.MoveGen = true, target, moveGen
+				out = append(out, PartitionUpdate{Topic: name, Partition: np})
+				n.Moves++
+			case p.Moving && p.MovingTo == drained.ID:
+				np := p
+				np.Logs = slices.Clone(p.Logs)
+				np.Objects = slices.Clip(p.Objects)
+				np.Moving, np.MovingTo, np.MoveGen = false, -1, 0
+				out = append(out, PartitionUpdate{Topic: name, Partition: np})
+				n.MovesCancelled++
+			}
+		}
+	}
+	return out, n
 }
 
 // PlanAdopt returns the partitions broker b takes over when it registers: every
@@ -133,8 +205,9 @@ func RecoveryDone(p Partition, leader int32, leaderEpoch int32, endOffset int64)
 		n > 0 && p.Logs[n-1] == (LogRange{Broker: leader, StartOffset: endOffset})
 }
 
-// failoverPicker chooses new leaders: active brokers other than the fenced one, by
-// zone, then fewest partitions led (its own picks counted), then lowest ID.
+// failoverPicker chooses new leaders: accepting brokers (active, not draining) other
+// than the fenced or drained one, by zone, then fewest partitions led (its own picks
+// counted), then lowest ID.
 type failoverPicker struct {
 	ids   []int32 // ascending
 	rack  map[int32]string
@@ -144,7 +217,7 @@ type failoverPicker struct {
 func newFailoverPicker(brokers []Broker, topics map[string]*Topic, exclude int32) *failoverPicker {
 	pk := &failoverPicker{rack: map[int32]string{}, count: map[int32]int{}}
 	for _, b := range brokers {
-		if b.Active() && b.ID != exclude {
+		if b.Accepting() && b.ID != exclude {
 			pk.ids = append(pk.ids, b.ID)
 			pk.rack[b.ID] = b.Rack
 			pk.count[b.ID] = 0

@@ -75,13 +75,41 @@ type Broker struct {
 type BrokerState string
 
 const (
-	BrokerActive   BrokerState = "active"
-	BrokerFenced   BrokerState = "fenced"
+	BrokerActive BrokerState = "active"
+	BrokerFenced BrokerState = "fenced"
+	// BrokerDraining: the registration is live (the broker heartbeats, serves and acks
+	// what it still leads), but it is shutting down: its partitions are being moved
+	// away gracefully and it is given none (placement, failover, moves, the
+	// balancer). A new registration (the next epoch) is active again.
 	BrokerDraining BrokerState = "draining"
 )
 
-// Active reports whether clients should be sent to this broker.
-func (b Broker) Active() bool { return b.State == "" || b.State == BrokerActive }
+// Active reports whether the registration is live, so clients may be sent to this
+// broker for what it leads: active or draining (a draining broker serves its
+// partitions until they have moved). Whether it may be given partitions is Accepting.
+func (b Broker) Active() bool {
+	return b.State == "" || b.State == BrokerActive || b.State == BrokerDraining
+}
+
+// Draining reports whether the broker is live but being drained (BrokerDraining).
+func (b Broker) Draining() bool { return b.State == BrokerDraining }
+
+// Accepting reports whether the broker may be given partitions: active and not
+// draining. New partitions, failover takers, move targets and the controller's
+// balancer pick only accepting brokers.
+func (b Broker) Accepting() bool { return b.State == "" || b.State == BrokerActive }
+
+// PartitionLoad is one partition's recent traffic as its leader measures it, reported
+// to the controller (only partitions with traffic), which weighs it when balancing
+// leadership. Short JSON keys: it travels with heartbeats.
+type PartitionLoad struct {
+	Topic     string `json:"t"`
+	Partition int32  `json:"p"`
+	// BytesPerSec is the recent rate of record bytes produced to the partition (a
+	// moving average over the last minute or so, not an instant rate: the balancer
+	// should not chase spikes).
+	BytesPerSec int64 `json:"b"`
+}
 
 // Partition is the metadata of one partition.
 type Partition struct {
@@ -278,6 +306,20 @@ func (v *View) Broker(id int32) (Broker, bool) {
 		}
 	}
 	return Broker{}, false
+}
+
+// PartitionsLedBy counts the partitions broker id leads (Recovering ones included). A
+// draining broker is done once it leads none.
+func (v *View) PartitionsLedBy(id int32) int {
+	n := 0
+	for _, t := range v.Topics {
+		for _, p := range t.Partitions {
+			if p.Leader == id {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // NewView returns a View with its topic-ID index built. The View takes ownership of
@@ -533,6 +575,24 @@ type Recoverer interface {
 	// the caller's registration is over. A retry of a completion that was applied
 	// although its answer was lost succeeds.
 	CompleteRecovery(ctx context.Context, topic TopicID, partition int32, leaderEpoch int32, endOffset int64) error
+}
+
+// Drainer is implemented by stores whose controller drains brokers (the Raft
+// controller's client; metatest's BrokerStore). A broker that is asked to stop (SIGTERM)
+// drains first: DrainBroker marks its registration draining and starts a graceful move
+// of every partition it leads to other brokers; the broker keeps heartbeating and
+// serving, completes each hand-off as for any move (CompleteMoveGen), and exits once
+// View().PartitionsLedBy(its ID) is 0 (or its drain deadline passed: then its lease runs
+// out and the rest fail over). Partitions recovering at the time move once recovered.
+// A new registration is active again.
+type Drainer interface {
+	// DrainBroker drains this broker's current registration. Draining again is
+	// harmless (moves partitions left behind again); ErrFenced when the registration
+	// is over. On return the store's View shows the broker draining.
+	DrainBroker(ctx context.Context) error
+	// Draining reports whether the store's View shows this broker's current
+	// registration draining.
+	Draining() bool
 }
 
 // Leaser is implemented by stores that hold a broker lease: a broker acks writes only

@@ -68,3 +68,21 @@ type Reader interface {
 	// EndOffsetForEpoch answers OffsetForLeaderEpoch.
 	EndOffsetForEpoch(epoch int32) (int32, int64)
 }
+
+// Optional capabilities of the metadata store (Deps.Meta), found by type assertion as
+// the broker finds metadata.Recoverer and metadata.ObjectManifest.
+
+// partitionMover is the part of metadata.Mover the reassignment APIs use: a store that
+// can move a partition's leadership gracefully to another broker (the controller's
+// client). A standalone broker's LocalStore cannot, and AlterPartitionReassignments
+// says so.
+type partitionMover interface {
+	// MovePartition begins a graceful move to target (an active, not draining broker
+	// other than the leader); the leader hands off and the target leads from the end
+	// offset on. On return this broker's View shows the move.
+	MovePartition(ctx context.Context, id metadata.TopicID, partition int32, target int32) error
+	// CancelMove abandons a pending move (no move: nothing happens); the leader stays.
+	CancelMove(ctx context.Context, id metadata.TopicID, partition int32) error
+}
+
+var _ partitionMover = metadata.Mover(nil)

@@ -59,6 +59,10 @@ func kafkaCode(err error) int16 {
 		return kerr.InvalidConfig.Code
 	case errors.Is(err, metadata.ErrInvalidOffset):
 		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, metadata.ErrMoveRefused):
+		// A reassignment the controller refused for a reason the handler's View did not
+		// show yet (the message says which): the assignment cannot be applied as asked.
+		return kerr.InvalidReplicaAssignment.Code
 	case errors.Is(err, metadata.ErrNotController):
 		return kerr.NotController.Code
 	case errors.Is(err, wal.ErrNoSpace), errors.Is(err, wal.ErrIO), errors.Is(err, wal.ErrFailed), errors.Is(err, wal.ErrClosed),

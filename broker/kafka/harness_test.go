@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/metadata/metatest"
 )
 
 // fakeBackend serves partitions of a LocalStore's topics from memory; tests hook its
@@ -107,6 +109,12 @@ func startServer(t *testing.T) (*Server, *fakeBackend) {
 	if _, err := meta.CreateTopic(context.Background(), metadata.TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: -1}, false); err != nil {
 		t.Fatal(err)
 	}
+	return startServerWith(t, meta)
+}
+
+// startServerWith serves a front end with the metadata store meta and a fake backend.
+func startServerWith(t *testing.T, meta metadata.Store) (*Server, *fakeBackend) {
+	t.Helper()
 	be := &fakeBackend{meta: meta}
 	gcfg := group.DefaultConfig()
 	gcfg.InitialRebalanceDelay = 0
@@ -185,4 +193,92 @@ func decode(req kmsg.Request, body []byte) (kmsg.Response, error) {
 		body = rd.Src
 	}
 	return resp, resp.ReadFrom(body)
+}
+
+// fakeMover is a cluster metadata store that can move partitions: a metatest.Store
+// with metadata.Mover's MovePartition and CancelMove. MovePartition refuses what the
+// controller refuses (controller/cmd_moves.go: a target that is not an accepting broker,
+// the leader itself, another pending move, a recovering partition); every call is
+// recorded. Tests change the state underneath a call (onMove, onCancel run before it is
+// applied) or fail it (moveErr).
+type fakeMover struct {
+	*metatest.Store
+
+	mu       sync.Mutex
+	calls    []string // "move t/0 to 2", "cancel t/0", in call order
+	onMove   func()
+	onCancel func()
+	moveErr  error
+}
+
+// newFakeMover returns a store with the given active brokers and topic "t" of n
+// partitions, placed round-robin (partition i led by brokers[i % len]).
+func newFakeMover(t *testing.T, n int32, brokers ...int32) *fakeMover {
+	t.Helper()
+	f := &fakeMover{Store: metatest.NewStore(brokers...)}
+	if _, err := f.CreateTopic(context.Background(), metadata.TopicSpec{Name: "t", Partitions: n, ReplicationFactor: -1}, false); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fakeMover) record(call string) {
+	f.mu.Lock()
+	f.calls = append(f.calls, call)
+	f.mu.Unlock()
+}
+
+// Calls returns the calls so far.
+func (f *fakeMover) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeMover) MovePartition(ctx context.Context, id metadata.TopicID, partition int32, target int32) error {
+	t := f.View().TopicByID(id)
+	if t == nil || int(partition) >= len(t.Partitions) {
+		return metadata.ErrUnknownTopic
+	}
+	f.record(fmt.Sprintf("move %s/%d to %d", t.Name, partition, target))
+	f.mu.Lock()
+	hook, fail := f.onMove, f.moveErr
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	if fail != nil {
+		return fail
+	}
+	v := f.View()
+	p := v.Topics[t.Name].Partitions[partition]
+	b, ok := v.Broker(target)
+	switch {
+	case !ok || (b.State != "" && b.State != metadata.BrokerActive):
+		return fmt.Errorf("%w: target broker %d is not active (or draining)", metadata.ErrMoveRefused, target)
+	case p.Moving && p.MovingTo == target:
+		return nil
+	case p.Moving:
+		return fmt.Errorf("%w: already moving to %d", metadata.ErrMoveRefused, p.MovingTo)
+	case p.Leader == target:
+		return fmt.Errorf("%w: broker %d already leads it", metadata.ErrMoveRefused, target)
+	case p.Recovering:
+		return fmt.Errorf("%w: recovering from a failover", metadata.ErrMoveRefused)
+	}
+	return f.BeginMove(t.Name, partition, target)
+}
+
+func (f *fakeMover) CancelMove(ctx context.Context, id metadata.TopicID, partition int32) error {
+	t := f.View().TopicByID(id)
+	if t == nil || int(partition) >= len(t.Partitions) {
+		return metadata.ErrUnknownTopic
+	}
+	f.record(fmt.Sprintf("cancel %s/%d", t.Name, partition))
+	f.mu.Lock()
+	hook := f.onCancel
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return f.Store.CancelMove(t.Name, partition)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -17,9 +18,10 @@ import (
 const adminUsage = `Usage: weir admin <command> [flags]
 
 Commands:
-  status     each controller's Raft state, leader, term and indexes
+  status     each controller's Raft state, leader, term and indexes; the balancer's state (moves in flight, last decision, per-broker load)
   describe   brokers (zone, epoch, state) and partitions (leader, epoch, recovery after a failover, what object storage holds, log chain)
   move       move a partition's leadership to another broker, without copying data
+  drain      move every partition off a broker (--broker); it stays draining (given nothing) until it registers again
 
 Every command takes --controllers (default 127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403,
 what weir dev runs). Run a command with --help for its flags.
@@ -35,6 +37,7 @@ func runAdmin(ctx context.Context, args []string) error {
 	topic := fs.String("topic", "", "move: the topic")
 	partition := fs.Int("partition", -1, "move: the partition")
 	to := fs.Int("to", -1, "move: the broker ID that will lead the partition")
+	brokerID := fs.Int("broker", -1, "drain: the broker ID")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -65,6 +68,12 @@ func runAdmin(ctx context.Context, args []string) error {
 			}
 			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\n", addr, st.State, st.LeaderID, st.Term, st.CommitIndex, st.AppliedIndex)
 		}
+		bs, err := cl.Balancer(ctx)
+		if err != nil {
+			fmt.Fprintf(w, "\nbalancer: unknown (%v)\n", err)
+			return nil
+		}
+		printBalancer(w, bs)
 	case "describe":
 		v := cl.View()
 		fmt.Fprintln(w, "BROKER\tZONE\tADDRESS\tEPOCH\tSTATE")
@@ -129,8 +138,62 @@ func runAdmin(ctx context.Context, args []string) error {
 				return fmt.Errorf("move did not complete within %v (is the current leader up?)", *timeout)
 			}
 		}
+	case "drain":
+		b, ok := cl.View().Broker(int32(*brokerID))
+		if !ok || !b.Active() {
+			return fmt.Errorf("drain needs --broker, the ID of a live broker")
+		}
+		res, err := cl.DrainRegistration(ctx, b.ID, b.Epoch)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "broker %d (epoch %d) draining: %d moves begun, %d moving already, %d recovering (moved once recovered), %d without a target\n",
+			b.ID, b.Epoch, res.Moves, res.AlreadyMoving, res.Recovering, res.NoTarget)
+		w.Flush()
+		start := time.Now()
+		for {
+			n := cl.View().PartitionsLedBy(b.ID)
+			if n == 0 {
+				fmt.Fprintf(w, "broker %d leads nothing after %v\n", b.ID, time.Since(start).Round(time.Millisecond))
+				return nil
+			}
+			select {
+			case <-cl.Changed():
+			case <-ctx.Done():
+				return fmt.Errorf("broker %d still leads %d partitions after %v (are the brokers up? is the balancer on?)", b.ID, n, *timeout)
+			}
+		}
 	default:
 		return fmt.Errorf("unknown admin command %q\n\n%s", args[0], adminUsage)
 	}
 	return nil
+}
+
+// printBalancer prints the leader's balancer state.
+func printBalancer(w io.Writer, bs controller.BalancerStatus) {
+	state := "off"
+	if bs.Enabled {
+		state = "on"
+	}
+	fmt.Fprintf(w, "\nBALANCER (controller %d, the leader): %s, %d moving (at most %d), a round every %v, cooldown %v, %d moves begun, imbalance %.0f%%\n",
+		bs.Controller, state, bs.MovesInFlight, bs.MaxMoves, time.Duration(bs.IntervalMs)*time.Millisecond,
+		time.Duration(bs.CooldownMs)*time.Millisecond, bs.MovesTotal, 100*bs.Imbalance)
+	if bs.LastRound.IsZero() {
+		fmt.Fprintln(w, "no decision yet")
+		return
+	}
+	fmt.Fprintf(w, "last round %v ago: %s\n", time.Since(bs.LastRound).Round(time.Millisecond), bs.LastDecision)
+	for _, m := range bs.LastMoves {
+		if m.Error != "" {
+			fmt.Fprintf(w, "  %s/%d %d→%d refused: %s\n", m.Topic, m.Partition, m.From, m.To, m.Error)
+		}
+	}
+	fmt.Fprintln(w, "BROKER\tZONE\tSTATE\tLEADS\tCOST\tBYTES/S")
+	for _, b := range bs.Brokers {
+		st := string(b.State)
+		if st == "" {
+			st = "active"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%.1f\t%d\n", b.ID, b.Rack, st, b.Leads, b.Cost, b.BytesPerSec)
+	}
 }

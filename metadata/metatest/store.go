@@ -30,7 +30,8 @@ var errValidateOnly = errors.New("metatest: validate only")
 // Store is a metadata.Store, metadata.Registrar and metadata.Recoverer shared by
 // in-process brokers, with CompleteMove and CompleteMoveGen (what a leader calls to hand
 // a partition over), and test helpers for what the controller decides: BeginMove and
-// CancelMove (an admin moves a partition), Fence (a broker's lease ran out). Its rules:
+// CancelMove (an admin moves a partition), Fence (a broker's lease ran out), Drain (a
+// broker shuts down gracefully). Its rules:
 //
 //   - The brokers are fixed by NewStore, all active from the start, at 127.0.0.1:1 until
 //     they register; the first one is reported as the controller. RegisterBroker
@@ -54,6 +55,12 @@ var errValidateOnly = errors.New("metatest: validate only")
 //     metadata.ApplyRecovery for the partition's current leader: the store does not
 //     know who calls, so the leader epoch alone tells a current completion from a stale
 //     one.
+//   - Drain(id) (and BrokerStore.DrainBroker, what a broker calls on SIGTERM) marks an
+//     active broker draining and begins moving its partitions away as the controller
+//     does (metadata.PlanDrain: zone first, then fewest partitions, then lowest ID;
+//     Recovering partitions stay; moves to it are cancelled). RegisterBroker makes it
+//     active again. Nothing moves the partitions left behind later (the controller's
+//     balancer does): a test calls Drain again.
 //   - SetLogStartOffset is accepted and ignored: log start offsets stay 0, so a test's
 //     views change only when it changes something itself.
 //   - Object manifests (metadata.ObjectManifest) are kept by the controller's rules
@@ -170,6 +177,30 @@ func (s *Store) Fence(id int32) error {
 			b.State = metadata.BrokerFenced
 			v.Brokers[i] = b
 			applyUpdates(v, metadata.PlanFence(v.Brokers, v.Topics, b))
+			return nil
+		}
+		return fmt.Errorf("%w: no broker %d", metadata.ErrFenced, id)
+	})
+}
+
+// Drain marks broker id draining and begins a graceful move of every partition it
+// leads (metadata.PlanDrain), as the controller's DrainBroker does; draining again moves
+// what was left behind. A broker that is unknown or not live (fenced) is refused
+// (metadata.ErrFenced).
+func (s *Store) Drain(id int32) error {
+	return s.update(func(v *metadata.View) error {
+		for i := range v.Brokers {
+			b := v.Brokers[i]
+			if b.ID != id {
+				continue
+			}
+			if !b.Active() {
+				return fmt.Errorf("%w: broker %d is not active", metadata.ErrFenced, id)
+			}
+			b.State = metadata.BrokerDraining
+			v.Brokers[i] = b
+			ups, _ := metadata.PlanDrain(v.Brokers, v.Topics, b, v.Version+1)
+			applyUpdates(v, ups)
 			return nil
 		}
 		return fmt.Errorf("%w: no broker %d", metadata.ErrFenced, id)
@@ -369,7 +400,19 @@ type BrokerStore struct {
 	id int32
 }
 
-var _ metadata.ObjectManifest = (*BrokerStore)(nil)
+var (
+	_ metadata.ObjectManifest = (*BrokerStore)(nil)
+	_ metadata.Drainer        = (*BrokerStore)(nil)
+)
+
+// DrainBroker implements metadata.Drainer: Store.Drain of this broker.
+func (b *BrokerStore) DrainBroker(context.Context) error { return b.Drain(b.id) }
+
+// Draining implements metadata.Drainer: the View shows this broker draining.
+func (b *BrokerStore) Draining() bool {
+	br, ok := b.View().Broker(b.id)
+	return ok && br.Draining()
+}
 
 // For returns the store broker id hands to its broker.New.
 func (s *Store) For(id int32) *BrokerStore { return &BrokerStore{Store: s, id: id} }

@@ -285,3 +285,65 @@ func TestStoreFenceAndRecovery(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreDrain: DrainBroker (what a broker calls on SIGTERM) marks it draining and
+// begins moving every partition it leads to the other brokers, as the controller does;
+// the broker completes the hand-offs and ends up leading nothing; placement of moves and
+// failovers never picks it; a new registration is active again.
+func TestStoreDrain(t *testing.T) {
+	ctx := context.Background()
+	s := NewStore(1, 2, 3)
+	top, err := s.CreateTopic(ctx, metadata.TopicSpec{Name: "t", Partitions: 6}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1 := s.For(1)
+	var d metadata.Drainer = b1
+	if d.Draining() {
+		t.Fatal("draining before DrainBroker")
+	}
+	if err := d.DrainBroker(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !d.Draining() || s.For(2).Draining() {
+		t.Fatal("Draining does not tell the drained broker")
+	}
+	v := s.View()
+	if b, _ := v.Broker(1); !b.Active() || b.Accepting() {
+		t.Fatalf("drained broker %+v: want live, not accepting", b)
+	}
+	for _, p := range v.Topics["t"].Partitions {
+		switch {
+		case p.Leader == 1 && (!p.Moving || p.MovingTo == 1 || p.MoveGen != v.Version):
+			t.Fatalf("t/%d of the drained broker: %+v", p.Index, p)
+		case p.Leader != 1 && p.Moving:
+			t.Fatalf("t/%d moving: %+v", p.Index, p)
+		}
+	}
+	for _, p := range v.Topics["t"].Partitions {
+		if p.Leader == 1 {
+			if err := b1.CompleteMoveGen(ctx, top.ID, p.Index, 3, p.MoveGen); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := s.View().PartitionsLedBy(1); n != 0 {
+		t.Fatalf("the drained broker leads %d", n)
+	}
+	// Broker 2 fenced: its partitions go to 3, never to the draining 1.
+	if err := s.Fence(2); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.View().PartitionsLedBy(1); n != 0 {
+		t.Fatalf("a failover gave the draining broker %d partitions", n)
+	}
+	if err := s.Drain(2); !errors.Is(err, metadata.ErrFenced) {
+		t.Fatalf("drain of a fenced broker: %v", err)
+	}
+	if err := s.RegisterBroker(ctx, metadata.Broker{ID: 1, Host: "h", Port: 2, Epoch: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := s.View().Broker(1); !b.Accepting() || d.Draining() {
+		t.Fatalf("registered again: %+v", b)
+	}
+}

@@ -1,0 +1,627 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/weir-io/weir/metadata"
+)
+
+// The balancer runs on the Raft leader: every Config.BalanceInterval it plans a few
+// graceful moves (planBalance, a pure function of the View, the reported loads and its
+// own recent moves) and proposes them with beginMoveCmd, as an admin's move would be.
+// The partitions' leaders hand them off (CompleteMove); nothing fails over.
+//
+// Rules (planBalance):
+//
+//   - Cost: a partition costs 1 + its reported bytes/s over the mean bytes/s per
+//     partition (1 for every partition while nothing is reported), so the costs of all
+//     partitions weigh their number and their traffic equally and a hot partition counts
+//     more. A moving partition counts at its target.
+//   - Throttle: no move starts while BalanceMaxMoves partitions (or more) are moving,
+//     whatever moved them (admin, drain, balancer); a round starts at most the rest.
+//   - Never moved: Recovering partitions (their new leader completes the recovery
+//     first), moving ones, and any partition the balancer moved within BalanceCooldown.
+//     Never a target: a draining, fenced or silent broker (not heard from within the
+//     granted lease).
+//   - Drain first: partitions a draining broker still leads (recovered since the drain,
+//     or whose drain move was cancelled) move to its zone if an accepting broker is there,
+//     else anywhere; the fewest cost, then the lowest ID.
+//   - Zones: a zone's fair share of the total cost is proportional to its accepting
+//     brokers. Zones are uneven when one is more than max(1, 10%) of its share above or
+//     below it; then a partition moves from the most loaded broker of the zone furthest
+//     above its share to the least loaded broker of the zone furthest below.
+//   - Brokers: otherwise, within each zone, a broker more than max(1, 10%) of the zone's
+//     mean above it (or below it) makes a partition move from the zone's most loaded
+//     broker to its least loaded one. Zones being even, moves stay within zones.
+//   - Each move takes the partition whose cost is closest to half the gap between the
+//     two brokers (or zones) and strictly below the gap, so every move lowers the spread;
+//     ties go to the first in (topic, index) order. No move goes from broker A to B
+//     within BalanceCooldown of one the balancer made from B to A.
+//
+// The thresholds are the hysteresis: a steady state inside them makes no move, and with
+// unchanged costs every move strictly lowers the sum of squared costs (zones first), so
+// the balancer cannot oscillate. Rates that change do change costs; the cooldown then
+// keeps a partition from bouncing.
+
+const (
+	// balanceMinExcess and balanceExcessRatio: a broker (or zone) is out of balance when
+	// it is more than max(balanceMinExcess, balanceExcessRatio × mean) away from its
+	// mean (or share); balanceMinExcess is one idle partition.
+	balanceMinExcess   = 1.0
+	balanceExcessRatio = 0.10
+)
+
+// Reasons of balancer moves (BalanceMove.Reason; the metric's label).
+const (
+	reasonDrain  = "drain"
+	reasonZone   = "zone"
+	reasonBroker = "broker"
+)
+
+func balanceThreshold(mean float64) float64 { return max(balanceMinExcess, balanceExcessRatio*mean) }
+
+// BalanceMove is one move the balancer decided.
+type BalanceMove struct {
+	Topic     string           `json:"topic"`
+	TopicID   metadata.TopicID `json:"-"`
+	Partition int32            `json:"partition"`
+	From      int32            `json:"from"`
+	To        int32            `json:"to"`
+	// Reason is "drain" (off a draining broker), "zone" (between zones) or "broker"
+	// (within a zone).
+	Reason string  `json:"reason"`
+	Cost   float64 `json:"cost"`
+	// Error is why the proposal failed (empty: the move began).
+	Error string `json:"error,omitempty"`
+}
+
+// BrokerBalance is one broker as the balancer saw it.
+type BrokerBalance struct {
+	ID    int32                `json:"id"`
+	Rack  string               `json:"rack,omitempty"`
+	State metadata.BrokerState `json:"state,omitempty"`
+	// Leads counts the partitions it leads; Cost is what the balancer weighs (moves
+	// under way counted at their target; 0 for a draining broker); BytesPerSec sums the
+	// reported rates of the partitions it leads.
+	Leads       int     `json:"leads"`
+	Cost        float64 `json:"cost"`
+	BytesPerSec int64   `json:"bytes_per_sec"`
+}
+
+// recentMove is a move the balancer made: the cooldown's memory.
+type recentMove struct {
+	key      partKey
+	from, to int32
+	at       time.Time
+}
+
+// balanceInput is everything a decision depends on.
+type balanceInput struct {
+	view     *metadata.View
+	loads    map[partKey]int64
+	recent   []recentMove
+	now      time.Time
+	maxMoves int
+	cooldown time.Duration
+	// target, when set, also filters the brokers a move may go to (the leader: those
+	// heard from within the granted lease).
+	target func(id int32) bool
+}
+
+// balancePlan is a decision: the moves to propose, and what it saw.
+type balancePlan struct {
+	Moves []BalanceMove
+	// InFlight counts the partitions moving before the round.
+	InFlight int
+	// Imbalance is the most loaded accepting broker's cost over the mean, minus 1 (0:
+	// even).
+	Imbalance float64
+	Brokers   []BrokerBalance
+	// Note says why nothing (more) moves.
+	Note string
+}
+
+// candidate is a partition the balancer may move.
+type candidate struct {
+	key  partKey
+	id   metadata.TopicID
+	cost float64
+	from int32
+}
+
+type balBroker struct {
+	b     metadata.Broker
+	cost  float64
+	leads int
+	bytes int64
+	cands []*candidate
+}
+
+// planBalance decides one round (see the rules above). Deterministic: the same input
+// gives the same plan.
+func planBalance(in balanceInput) balancePlan {
+	var plan balancePlan
+	v := in.view
+	bs := map[int32]*balBroker{}
+	var ids []int32
+	for _, b := range v.Brokers {
+		if b.Active() {
+			bs[b.ID] = &balBroker{b: b}
+			ids = append(ids, b.ID)
+		}
+	}
+	slices.Sort(ids)
+
+	names := make([]string, 0, len(v.Topics))
+	var total int64
+	parts := 0
+	for name, t := range v.Topics {
+		names = append(names, name)
+		parts += len(t.Partitions)
+	}
+	sort.Strings(names)
+	for k, b := range in.loads {
+		if t := v.Topics[k.topic]; t != nil && int(k.partition) < len(t.Partitions) {
+			total += b
+		}
+	}
+	ref := 0.0
+	if total > 0 && parts > 0 {
+		ref = float64(total) / float64(parts)
+	}
+	cost := func(k partKey) float64 {
+		if ref == 0 {
+			return 1
+		}
+		return 1 + float64(in.loads[k])/ref
+	}
+	cooled := map[partKey]bool{}
+	forbidden := map[[2]int32]bool{} // {from, to} pairs that would undo a recent move
+	for _, r := range in.recent {
+		if in.now.Sub(r.at) < in.cooldown {
+			cooled[r.key] = true
+			forbidden[[2]int32{r.to, r.from}] = true
+		}
+	}
+
+	var evac []*candidate
+	for _, name := range names {
+		t := v.Topics[name]
+		for _, p := range t.Partitions {
+			k := partKey{name, p.Index}
+			c := cost(k)
+			lb := bs[p.Leader]
+			if lb != nil {
+				lb.leads++
+				lb.bytes += in.loads[k]
+			}
+			switch {
+			case p.Moving:
+				plan.InFlight++
+				if tb := bs[p.MovingTo]; tb != nil && tb.b.Accepting() {
+					tb.cost += c
+				}
+			case lb == nil:
+				// Leaderless, or led by a fenced broker: the failover plan's business.
+			case lb.b.Draining():
+				if !p.Recovering {
+					evac = append(evac, &candidate{key: k, id: t.ID, cost: c, from: p.Leader})
+				}
+			default:
+				lb.cost += c
+				if !p.Recovering && !cooled[k] {
+					lb.cands = append(lb.cands, &candidate{key: k, id: t.ID, cost: c, from: p.Leader})
+				}
+			}
+		}
+	}
+
+	var accepting []*balBroker
+	sum := 0.0
+	for _, id := range ids {
+		b := bs[id]
+		plan.Brokers = append(plan.Brokers, BrokerBalance{ID: id, Rack: b.b.Rack, State: b.b.State, Leads: b.leads, Cost: b.cost, BytesPerSec: b.bytes})
+		if b.b.Accepting() {
+			accepting = append(accepting, b)
+			sum += b.cost
+		}
+	}
+	if len(accepting) > 0 && sum > 0 {
+		mean := sum / float64(len(accepting))
+		for _, b := range accepting {
+			plan.Imbalance = max(plan.Imbalance, b.cost/mean-1)
+		}
+	}
+
+	budget := in.maxMoves - plan.InFlight
+	if budget <= 0 {
+		plan.Note = fmt.Sprintf("%d partitions moving (limit %d)", plan.InFlight, in.maxMoves)
+		return plan
+	}
+	canTarget := func(b *balBroker) bool {
+		return b.b.Accepting() && (in.target == nil || in.target(b.b.ID))
+	}
+	move := func(c *candidate, to *balBroker, reason string) {
+		plan.Moves = append(plan.Moves, BalanceMove{Topic: c.key.topic, TopicID: c.id, Partition: c.key.partition, From: c.from, To: to.b.ID, Reason: reason, Cost: c.cost})
+		if from := bs[c.from]; from.b.Accepting() {
+			from.cost -= c.cost
+			from.cands = slices.DeleteFunc(from.cands, func(x *candidate) bool { return x == c })
+		}
+		to.cost += c.cost
+		budget--
+		forbidden[[2]int32{to.b.ID, c.from}] = true // no move back within the round either
+	}
+
+	// Drain first: what draining brokers still lead.
+	for _, c := range evac {
+		if budget <= 0 {
+			break
+		}
+		var best *balBroker
+		bestSame := false
+		zone := bs[c.from].b.Rack
+		for _, b := range accepting {
+			if !canTarget(b) {
+				continue
+			}
+			same := b.b.Rack == zone
+			if best == nil || (same && !bestSame) || (same == bestSame && b.cost < best.cost) {
+				best, bestSame = b, same
+			}
+		}
+		if best == nil {
+			plan.Note = "no broker to move draining brokers' partitions to"
+			return plan
+		}
+		move(c, best, reasonDrain)
+	}
+
+	zones := map[string][]*balBroker{}
+	var zoneNames []string
+	for _, b := range accepting {
+		if zones[b.b.Rack] == nil {
+			zoneNames = append(zoneNames, b.b.Rack)
+		}
+		zones[b.b.Rack] = append(zones[b.b.Rack], b)
+	}
+	sort.Strings(zoneNames)
+
+	// pick returns the candidate of src whose cost is closest to gap/2 and below gap,
+	// unless moving src → dst would undo a recent move.
+	pick := func(src, dst *balBroker, gap float64) *candidate {
+		if forbidden[[2]int32{src.b.ID, dst.b.ID}] {
+			return nil
+		}
+		var best *candidate
+		for _, c := range src.cands {
+			if c.cost >= gap {
+				continue
+			}
+			if best == nil || abs(c.cost-gap/2) < abs(best.cost-gap/2) {
+				best = c
+			}
+		}
+		return best
+	}
+	// byCost returns bs sorted by descending cost (ties: lower ID first).
+	byCost := func(bs []*balBroker) []*balBroker {
+		out := slices.Clone(bs)
+		sort.SliceStable(out, func(i, j int) bool {
+			if out[i].cost != out[j].cost {
+				return out[i].cost > out[j].cost
+			}
+			return out[i].b.ID < out[j].b.ID
+		})
+		return out
+	}
+	// targets returns the brokers of bs a move may go to, by ascending cost (ties: lower
+	// ID first).
+	targets := func(bs []*balBroker) []*balBroker {
+		var out []*balBroker
+		for _, b := range bs {
+			if canTarget(b) {
+				out = append(out, b)
+			}
+		}
+		sort.SliceStable(out, func(i, j int) bool {
+			if out[i].cost != out[j].cost {
+				return out[i].cost < out[j].cost
+			}
+			return out[i].b.ID < out[j].b.ID
+		})
+		return out
+	}
+
+	// zoneStep makes one move between zones if their totals are uneven: from the zone
+	// most above its share to the one most below (the next pairs if those have nothing
+	// to move), from its most loaded broker to the least loaded target.
+	zoneStep := func() bool {
+		if len(zoneNames) < 2 {
+			return false
+		}
+		total := 0.0
+		for _, b := range accepting {
+			total += b.cost
+		}
+		type zoneDev struct {
+			name       string
+			dev, share float64
+		}
+		var srcs []zoneDev
+		for _, z := range zoneNames {
+			c := 0.0
+			for _, b := range zones[z] {
+				c += b.cost
+			}
+			share := total * float64(len(zones[z])) / float64(len(accepting))
+			srcs = append(srcs, zoneDev{z, c - share, share})
+		}
+		dsts := slices.Clone(srcs)
+		sort.SliceStable(srcs, func(i, j int) bool { return srcs[i].dev > srcs[j].dev })
+		sort.SliceStable(dsts, func(i, j int) bool { return dsts[i].dev < dsts[j].dev })
+		for _, sz := range srcs {
+			for _, dz := range dsts {
+				if dz.dev >= sz.dev {
+					break
+				}
+				if sz.dev <= balanceThreshold(sz.share) && -dz.dev <= balanceThreshold(dz.share) {
+					continue // this pair is even enough
+				}
+				gap := sz.dev - dz.dev
+				for _, from := range byCost(zones[sz.name]) {
+					for _, to := range targets(zones[dz.name]) {
+						if c := pick(from, to, gap); c != nil {
+							move(c, to, reasonZone)
+							return true
+						}
+					}
+				}
+			}
+		}
+		return false
+	}
+
+	// brokerStep makes one move within a zone whose brokers are uneven, in the zone
+	// where the move closes the widest gap.
+	brokerStep := func() bool {
+		var bestTo *balBroker
+		var bestC *candidate
+		bestSpread := 0.0
+		for _, z := range zoneNames {
+			bz := zones[z]
+			if len(bz) < 2 {
+				continue
+			}
+			mean := 0.0
+			for _, b := range bz {
+				mean += b.cost
+			}
+			mean /= float64(len(bz))
+			thr := balanceThreshold(mean)
+			tos := targets(bz)
+		zone:
+			for _, from := range byCost(bz) {
+				for _, to := range tos {
+					spread := from.cost - to.cost
+					if spread <= 0 {
+						break // the targets after it cost more still
+					}
+					if from.cost-mean <= thr && mean-to.cost <= thr {
+						continue // this pair is even enough
+					}
+					if c := pick(from, to, spread); c != nil {
+						if bestC == nil || spread > bestSpread {
+							bestTo, bestC, bestSpread = to, c, spread
+						}
+						break zone
+					}
+				}
+			}
+		}
+		if bestC == nil {
+			return false
+		}
+		move(bestC, bestTo, reasonBroker)
+		return true
+	}
+
+	for budget > 0 {
+		if !zoneStep() && !brokerStep() {
+			break
+		}
+	}
+	if len(plan.Moves) == 0 {
+		plan.Note = "balanced"
+		if len(accepting) == 0 {
+			plan.Note = "no active broker"
+		}
+	}
+	return plan
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// BalancerStatus is the body of GET /v1/balancer (answered by the leader).
+type BalancerStatus struct {
+	// Enabled: Config.Balance. Leader: the controller that answered, which runs it.
+	Enabled    bool  `json:"enabled"`
+	Controller int32 `json:"controller"`
+	MaxMoves   int   `json:"max_moves"`
+	IntervalMs int64 `json:"interval_ms"`
+	CooldownMs int64 `json:"cooldown_ms"`
+	// MovesInFlight counts the partitions moving now (any cause).
+	MovesInFlight int `json:"moves_in_flight"`
+	// MovesTotal counts the moves the balancer began while this controller led.
+	MovesTotal uint64 `json:"moves_total"`
+	// LastRound is when the last decision was made (zero before the first); LastDecision
+	// summarises it, LastMoves lists its moves, Imbalance and Brokers are what it saw.
+	LastRound    time.Time       `json:"last_round,omitempty"`
+	LastDecision string          `json:"last_decision,omitempty"`
+	LastMoves    []BalanceMove   `json:"last_moves,omitempty"`
+	Imbalance    float64         `json:"imbalance"`
+	Brokers      []BrokerBalance `json:"brokers,omitempty"`
+	// ReportedPartitions counts the partitions with a reported rate.
+	ReportedPartitions int `json:"reported_partitions"`
+}
+
+// balancer is the leader's balancing loop and its memory (recent moves, the last
+// decision). Only the balancer goroutine runs rounds; mu guards what Status reads.
+type balancer struct {
+	c *Controller
+
+	mu        sync.Mutex
+	recent    []recentMove
+	last      balancePlan
+	lastRound time.Time
+	total     uint64
+	reported  int
+}
+
+func (b *balancer) loop() {
+	c := b.c
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.BalanceInterval)
+	defer t.Stop()
+	leading := false
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !c.IsLeader() {
+			if leading {
+				b.forget()
+			}
+			leading = false
+			continue
+		}
+		if !leading {
+			// Newly elected: the first round one interval later, once brokers had time to
+			// report their loads and the leases are known.
+			leading = true
+			b.forget()
+			continue
+		}
+		b.round(time.Now())
+	}
+}
+
+// forget drops the memory of an earlier leadership.
+func (b *balancer) forget() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.recent, b.last, b.lastRound, b.reported = nil, balancePlan{}, time.Time{}, 0
+}
+
+// round makes one decision and proposes its moves.
+func (b *balancer) round(now time.Time) balancePlan {
+	c := b.c
+	v := c.fsm.View()
+	loads := c.loads.snapshot(now)
+	b.mu.Lock()
+	b.recent = slices.DeleteFunc(b.recent, func(r recentMove) bool { return now.Sub(r.at) >= c.cfg.BalanceCooldown })
+	recent := slices.Clone(b.recent)
+	b.mu.Unlock()
+	lease := c.cfg.GrantedLease()
+	plan := planBalance(balanceInput{
+		view: v, loads: loads, recent: recent, now: now,
+		maxMoves: c.cfg.BalanceMaxMoves, cooldown: c.cfg.BalanceCooldown,
+		target: func(id int32) bool {
+			br, ok := v.Broker(id)
+			if !ok {
+				return false
+			}
+			_, fresh := c.leases.holder(id, br.Epoch, now, lease)
+			return fresh
+		},
+	})
+	var made []recentMove
+	for i := range plan.Moves {
+		m := &plan.Moves[i]
+		if _, err := c.propose(&beginMoveCmd{TopicID: m.TopicID, Partition: m.Partition, Target: m.To, Gen: true}); err != nil {
+			m.Error = err.Error()
+			c.log.Info("balancer: move not begun", "topic", m.Topic, "partition", m.Partition, "from", m.From, "to", m.To, "reason", m.Reason, "err", err)
+			continue
+		}
+		c.metrics.balancerMoves.WithLabelValues(m.Reason).Inc()
+		made = append(made, recentMove{key: partKey{m.Topic, m.Partition}, from: m.From, to: m.To, at: now})
+		c.log.Info("balancer: moving partition", "topic", m.Topic, "partition", m.Partition, "from", m.From, "to", m.To,
+			"reason", m.Reason, "cost", m.Cost, "imbalance", plan.Imbalance)
+	}
+	b.mu.Lock()
+	b.recent = append(b.recent, made...)
+	b.total += uint64(len(made))
+	b.last, b.lastRound, b.reported = plan, now, len(loads)
+	b.mu.Unlock()
+	return plan
+}
+
+// status describes the balancer as this controller runs it.
+func (b *balancer) status() BalancerStatus {
+	c := b.c
+	st := BalancerStatus{
+		Enabled: c.cfg.Balance, Controller: c.cfg.NodeID, MaxMoves: c.cfg.BalanceMaxMoves,
+		IntervalMs: c.cfg.BalanceInterval.Milliseconds(), CooldownMs: c.cfg.BalanceCooldown.Milliseconds(),
+		MovesInFlight: movesInFlight(c.fsm.View()),
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st.MovesTotal, st.LastRound, st.ReportedPartitions = b.total, b.lastRound, b.reported
+	st.LastMoves, st.Imbalance, st.Brokers = b.last.Moves, b.last.Imbalance, b.last.Brokers
+	if !b.lastRound.IsZero() {
+		st.LastDecision = describePlan(b.last)
+	}
+	return st
+}
+
+// imbalance is the last round's imbalance (0 before the first and on followers).
+func (b *balancer) imbalance() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last.Imbalance
+}
+
+// describePlan summarises a decision in one line.
+func describePlan(p balancePlan) string {
+	if len(p.Moves) == 0 {
+		return p.Note
+	}
+	var parts []string
+	failed := 0
+	for _, m := range p.Moves {
+		if m.Error != "" {
+			failed++
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s/%d %d→%d (%s)", m.Topic, m.Partition, m.From, m.To, m.Reason))
+	}
+	s := fmt.Sprintf("began %d moves: %s", len(parts), strings.Join(parts, ", "))
+	if failed > 0 {
+		s += fmt.Sprintf("; %d refused", failed)
+	}
+	return s
+}
+
+// movesInFlight counts the partitions of v that are moving.
+func movesInFlight(v *metadata.View) int {
+	n := 0
+	for _, t := range v.Topics {
+		for _, p := range t.Partitions {
+			if p.Moving {
+				n++
+			}
+		}
+	}
+	return n
+}
