@@ -58,6 +58,8 @@ type Broker struct {
 	// set's lock through syncPartitions).
 	starting bool
 
+	loads loadTracker // recent traffic per partition, for the controller's balancer
+
 	recMu      sync.Mutex
 	recovering map[partlog.Key]int32 // partitions being recovered, by the leader epoch
 

@@ -42,8 +42,11 @@ func (b *Broker) walGCLoop() {
 // collectWALDirs deletes the sealed WAL directories nothing needs; it returns how many.
 func (b *Broker) collectWALDirs() (int, error) {
 	v := b.meta.View()
+	if self, ok := v.Broker(b.cfg.NodeID); ok && self.Draining() {
+		return 0, nil // about to leave: the next broker takes the duty
+	}
 	for _, br := range v.Brokers {
-		if br.Active() && br.ID < b.cfg.NodeID {
+		if br.Accepting() && br.ID < b.cfg.NodeID {
 			return 0, nil // not this broker's duty
 		}
 	}

@@ -5,6 +5,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/gossip"
+	"github.com/weir-io/weir/metadata"
 )
 
 // BrokerNode is a running broker of a cluster.
@@ -27,6 +29,50 @@ type BrokerNode struct {
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by Close or Kill
+	mu       sync.Mutex    // Broker while StartBroker sets it (the load report reads it)
+}
+
+func (n *BrokerNode) broker() *broker.Broker {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.Broker
+}
+
+// Drain moves every partition this broker leads to other brokers by graceful moves (the
+// controller picks the targets; this broker hands each off as for any move) and returns
+// once it leads none, or when ctx ends (the caller then stops anyway: whatever is left
+// fails over). A broker that was fenced meanwhile has nothing to drain.
+func (n *BrokerNode) Drain(ctx context.Context) error {
+	self := n.Broker.Advertised().ID
+	again := time.Now()
+	for {
+		if time.Now().After(again) {
+			err := n.Client.DrainBroker(ctx)
+			switch {
+			case errors.Is(err, metadata.ErrFenced):
+				return nil
+			case err != nil && ctx.Err() == nil:
+				n.log.Warn("draining: asking the controllers failed; retrying", "err", err)
+				again = time.Now().Add(500 * time.Millisecond)
+			default:
+				// Again every few seconds: a move cancelled or refused meanwhile, or a
+				// partition that was still recovering, is planned on the next call.
+				again = time.Now().Add(3 * time.Second)
+			}
+		}
+		ch := n.Client.Changed()
+		left := n.Client.View().PartitionsLedBy(self)
+		if left == 0 {
+			n.log.Info("drained: this broker leads no partition")
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: drain: %d partitions still led here: %w", left, ctx.Err())
+		}
+	}
 }
 
 // BrokerOptions configures StartBroker.
@@ -55,6 +101,12 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 	ccfg.Logger = log.With("component", "controller-client")
 	ccfg.DefaultPartitions = o.Broker.DefaultPartitions
 	n := &BrokerNode{log: log, stopped: make(chan struct{})}
+	ccfg.LoadReport = func() []metadata.PartitionLoad {
+		if b := n.broker(); b != nil {
+			return b.LoadReport()
+		}
+		return nil
+	}
 	ccfg.OnEpochChange = func(old, new int64) {
 		log.Warn("broker was fenced and registered again", "old_epoch", old, "new_epoch", new)
 		if n.Gossip != nil {
@@ -71,7 +123,9 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 		cl.Close()
 		return nil, err
 	}
+	n.mu.Lock()
 	n.Broker = b
+	n.mu.Unlock()
 	if err := b.Start(); err != nil {
 		b.Close()
 		cl.Close()

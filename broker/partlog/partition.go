@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-io/weir/internal/recbatch"
@@ -76,6 +77,7 @@ type Partition struct {
 	waiters     []chan struct{}
 	tier        tierState // what object storage holds (tier.go)
 	own         Reader    // this broker's current WAL (UseOwn); batches elsewhere are foreign
+	appended    atomic.Int64
 	moveGen     uint64    // the graceful move being handed off (Closing)
 }
 
@@ -250,6 +252,7 @@ func (p *Partition) noteEpoch(epoch int32, start int64) {
 // Commit makes a prepared batch readable once its WAL group is synced at pos in src.
 func (p *Partition) Commit(pr Prepared, src Reader, pos wal.Pos) {
 	loc := pr.loc
+	p.appended.Add(int64(loc.size))
 	p.mu.Lock()
 	loc.src, loc.pos = src, pos
 	loc.synced = true
@@ -262,6 +265,9 @@ func (p *Partition) Commit(pr Prepared, src Reader, pos wal.Pos) {
 	p.mu.Unlock()
 	wake(w)
 }
+
+// AppendedBytes is the record batch bytes this partition appended here (load reports).
+func (p *Partition) AppendedBytes() int64 { return p.appended.Load() }
 
 // Rollback forgets every unsynced batch from base on (its WAL group failed).
 func (p *Partition) Rollback(base int64) {

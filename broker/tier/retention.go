@@ -98,8 +98,11 @@ func topicInt(t *metadata.Topic, key string) int64 {
 // gcDuty reports whether this broker collects garbage: the lowest active ID (or the only
 // broker of a single-node store).
 func (t *Tier) gcDuty(v *metadata.View) bool {
+	if self, ok := v.Broker(t.d.NodeID); ok && self.Draining() {
+		return false // about to leave: the next broker takes the duty
+	}
 	for _, br := range v.Brokers {
-		if br.Active() && br.ID < t.d.NodeID {
+		if br.Accepting() && br.ID < t.d.NodeID {
 			return false
 		}
 	}

@@ -32,6 +32,7 @@ func runBroker(ctx context.Context, args []string) error {
 	scfg := storeconfig.DefaultConfig("")
 	scfg.BindFlags(fs)
 	controllers := fs.String("controllers", "", "comma-separated controller API addresses; empty runs a standalone broker with local metadata")
+	drainTimeout := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, move this broker's partitions to other brokers (graceful hand-offs) for at most this long before exiting; 0 exits at once (the partitions then fail over)")
 	p := newProcess(fs, "info", "127.0.0.1:9644", "address for /metrics, /healthz and /readyz (empty: off)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: weir broker [flags]\n\nRuns one Weir broker. Every acked record is fdatasync'ed to the broker's WAL first.\n"+
@@ -120,6 +121,16 @@ func runBroker(ctx context.Context, args []string) error {
 		select {
 		case <-ctx.Done():
 			p.ready.Store(false)
+			if *drainTimeout > 0 {
+				// SIGTERM (or Ctrl-C) drains first: the partitions move to other brokers
+				// by graceful hand-offs, so producers see no more than a retriable error.
+				logger.Info("draining before shutting down", "timeout", *drainTimeout)
+				dctx, cancel := context.WithTimeout(context.Background(), *drainTimeout)
+				if err := n.Drain(dctx); err != nil {
+					logger.Warn("drain incomplete; the rest fails over", "err", err)
+				}
+				cancel()
+			}
 			logger.Info("shutting down")
 			return n.Close()
 		case <-n.Fenced():

@@ -19,13 +19,13 @@ type Config struct {
 	Keep bool
 	// Attach: bootstrap servers of an existing cluster, and commands that act on broker
 	// {id} (or controller {id}); empty commands make those faults unavailable.
-	Bootstrap                                    string
-	KillCmd, StartCmd, PauseCmd, ResumeCmd       string
-	StopCmd, CutCmd, HealCmd, KillControllerCmd  string
-	StartControllerCmd                           string
-	ControllerLeaderCmd                          string // prints the leader controller's id
-	BrokerIDs                                    string // attach: comma-separated broker ids (default: from Metadata)
-	brokerArgs, controllerArgs                   []string
+	Bootstrap                                   string
+	KillCmd, StartCmd, PauseCmd, ResumeCmd      string
+	StopCmd, CutCmd, HealCmd, KillControllerCmd string
+	StartControllerCmd                          string
+	ControllerLeaderCmd                         string // prints the leader controller's id
+	BrokerIDs                                   string // attach: comma-separated broker ids (default: from Metadata)
+	brokerArgs, controllerArgs                  []string
 
 	// Load.
 	Topic       string

@@ -26,9 +26,9 @@ type load struct {
 	chk   *ackcheck.Checker
 	start time.Time
 
-	mu      sync.Mutex
-	seconds []second              // by second since start
-	acks    map[int32][]time.Time // per partition
+	mu       sync.Mutex
+	seconds  []second              // by second since start
+	acks     map[int32][]time.Time // per partition
 	inFlight atomic.Int64
 
 	prodCls []*kgo.Client

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/weir-io/weir/internal/ackcheck"
@@ -62,7 +61,7 @@ type FaultReport struct {
 type Dur time.Duration
 
 func (d Dur) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-func (d Dur) String() string              { return time.Duration(d).Round(time.Millisecond).String() }
+func (d Dur) String() string               { return time.Duration(d).Round(time.Millisecond).String() }
 
 // Quantiles of durations.
 type Quantiles struct {
@@ -188,8 +187,7 @@ func maxGap(ts []time.Time, from, to time.Time) time.Duration {
 			continue
 		}
 		if t.After(to) {
-			gap = max(gap, t.Sub(prev))
-			return gap
+			break // the window ends first
 		}
 		gap = max(gap, t.Sub(prev))
 		prev = t
@@ -291,12 +289,4 @@ func (r *Report) WriteText(w io.Writer) {
 	} else {
 		fmt.Fprintln(w, "verdict: VIOLATIONS")
 	}
-}
-
-// shortList joins at most n items.
-func shortList(items []string, n int) string {
-	if len(items) <= n {
-		return strings.Join(items, ", ")
-	}
-	return strings.Join(items[:n], ", ") + fmt.Sprintf(" (+%d more)", len(items)-n)
 }
