@@ -78,7 +78,7 @@ type Partition struct {
 	tier        tierState // what object storage holds (tier.go)
 	own         Reader    // this broker's current WAL (UseOwn); batches elsewhere are foreign
 	appended    atomic.Int64
-	moveGen     uint64    // the graceful move being handed off (Closing)
+	moveGen     uint64 // the graceful move being handed off (Closing)
 }
 
 // UseOwn tells the partition which WAL is this broker's own: batches indexed in any other

@@ -43,8 +43,8 @@ func TestGroupResume(t *testing.T) {
 	c.Committing("g", tp, 10)
 	c.Committed("g", tp, 10)
 	c.Committing("g", tp, 15) // its answer never came
-	c.Resumed("g", tp, 10)     // fine: the acknowledged commit
-	c.Resumed("g", tp, 15)     // fine: the one in flight was applied
+	c.Resumed("g", tp, 10)    // fine: the acknowledged commit
+	c.Resumed("g", tp, 15)    // fine: the one in flight was applied
 	if r := c.Verify(); !r.OK() {
 		t.Fatalf("resumes at commits: %v", r)
 	}
