@@ -60,6 +60,11 @@ type Broker struct {
 
 	loads loadTracker // recent traffic per partition, for the controller's balancer
 
+	loadMu      sync.Mutex
+	loadQ       map[*partlog.Partition]loadJob // partitions waiting to be loaded (loadqueue.go)
+	loadRunning bool
+	loadWake    chan struct{}
+
 	recMu      sync.Mutex
 	recovering map[partlog.Key]int32 // partitions being recovered, by the leader epoch
 
@@ -97,6 +102,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		log:        log.With("broker", cfg.NodeID),
 		metrics:    newMetrics(cfg.Registerer, cfg.NodeID),
 		recovering: map[partlog.Key]int32{},
+		loadWake:   make(chan struct{}, 1),
 		fenced:     make(chan struct{}),
 		ctx:        ctx,
 		cancel:     cancel,

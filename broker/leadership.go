@@ -87,8 +87,7 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 			b.finishLoad(p, p.Chain()[0].Start) // a new partition: nothing to read
 			continue
 		}
-		b.wg.Add(1)
-		go b.loadLoop(p, false)
+		b.queueLoad(p, false)
 	}
 	b.startRecovery(toRecover)
 	for _, h := range toHandoff {
@@ -125,41 +124,6 @@ func (b *Broker) lookup(t *metadata.Topic, index int32, write bool) (*partlog.Pa
 		return nil, partlog.ErrNotLeader
 	}
 	return p, nil
-}
-
-// loadLoop loads a partition until it has every offset its chain says the earlier links
-// hold, retrying while a previous leader's WAL cannot be read or comes up short (not yet
-// visible on the shared file system, say). A partition that became this broker's by a
-// graceful move reads the earlier links up to where its own starts; one found short at
-// start-up (wantEnd unknown) reads its whole chain again.
-func (b *Broker) loadLoop(p *partlog.Partition, whole bool) {
-	defer b.wg.Done()
-	delay := 50 * time.Millisecond
-	for {
-		chain := p.Chain()
-		if p.State() != partlog.Loading || b.ctx.Err() != nil {
-			return
-		}
-		start := time.Now()
-		ranges, wantEnd := chain, int64(-1)
-		if last := chain[len(chain)-1]; last.Broker == b.cfg.NodeID && !whole {
-			ranges, wantEnd = chain[:len(chain)-1], last.Start
-		}
-		_, err := b.loader.Load([]*partlog.Partition{p}, map[*partlog.Partition][]partlog.LogRange{p: ranges}, partlog.LoadOptions{AcceptCorruption: b.cfg.AcceptWALLoss})
-		if err == nil && b.finishLoad(p, wantEnd) {
-			b.log.Info("partition loaded", "topic", p.Topic(), "partition", p.Index(), "chain", len(chain), "took", time.Since(start))
-			return
-		}
-		if err != nil {
-			b.log.Warn("loading partition failed; retrying", "topic", p.Topic(), "partition", p.Index(), "err", err)
-		}
-		select {
-		case <-time.After(delay):
-		case <-b.ctx.Done():
-			return
-		}
-		delay = min(delay*2, 2*time.Second)
-	}
 }
 
 // finishLoad indexes what was collected (it must reach wantEnd, or -1: whatever the WALs

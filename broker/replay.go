@@ -63,8 +63,7 @@ func (b *Broker) loadAtStart() error {
 	for _, p := range load {
 		if !b.finishLoad(p, -1) {
 			incomplete++
-			b.wg.Add(1)
-			go b.loadLoop(p, true)
+			b.queueLoad(p, true)
 		}
 	}
 	b.startRecovery(recover)

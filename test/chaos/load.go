@@ -239,6 +239,7 @@ func (l *load) groupMember(ctx context.Context, group string) error {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
+		lastCommit := time.Now()
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			now := time.Now()
@@ -260,10 +261,13 @@ func (l *load) groupMember(ctx context.Context, group string) error {
 				}
 				l.mu.Unlock()
 			})
-			if ctx.Err() == nil {
+			// Commit twice a second (and on every revocation): committing after every
+			// poll of a thousand partitions would slow the group below the produce rate.
+			if ctx.Err() == nil && time.Since(lastCommit) >= 500*time.Millisecond {
 				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				commit(cctx)
 				cancel()
+				lastCommit = time.Now()
 			}
 		}
 	}()
