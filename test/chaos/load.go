@@ -90,11 +90,14 @@ func id(v []byte) string {
 	return s
 }
 
-// clientOpts are what every client of the load uses: metadata refreshed quickly after an
-// error (franz-go's default is 5 s), short backoffs, and no fixed limit to retries of an
-// idempotent produce other than the delivery timeout.
+// clientOpts are what every client of the load uses, as a client tuned for fast failover
+// would: metadata refreshed quickly after an error (franz-go's default is 5 s), short
+// backoffs, and requests that give up after a few seconds, so a request sent to a
+// paused broker is retried at the new leader instead of waiting out the pause (franz-go
+// waits 10 s + 10 s by default).
 func clientOpts(boot []string) []kgo.Opt {
 	return []kgo.Opt{kgo.SeedBrokers(boot...), kgo.MetadataMinAge(250 * time.Millisecond),
+		kgo.ProduceRequestTimeout(2 * time.Second), kgo.RequestTimeoutOverhead(time.Second),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }), kgo.RetryTimeout(2 * time.Minute),
 		kgo.WithLogger(kgo.BasicLogger(discard{}, kgo.LogLevelNone, nil))}
 }
