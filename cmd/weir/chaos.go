@@ -20,6 +20,7 @@ func runChaos(ctx context.Context, args []string) error {
 	cfg := chaos.DefaultConfig()
 	cfg.BindFlags(fs)
 	logLevel := fs.String("log-level", "warn", "log level of the tool itself (the cluster logs to its directory)")
+	replot := fs.String("plot-report", "", "draw the --png timeline of a report saved with --json, and do nothing else")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: weir chaos [flags]
 
@@ -47,6 +48,20 @@ Flags:
 			return nil
 		}
 		return err
+	}
+	if *replot != "" {
+		b, err := os.ReadFile(*replot)
+		if err != nil {
+			return err
+		}
+		var r chaos.Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("chaos: %s: %w", *replot, err)
+		}
+		if cfg.PNG == "" {
+			return errors.New("chaos: --plot-report needs --png")
+		}
+		return r.WritePNG(cfg.PNG)
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {

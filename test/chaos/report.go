@@ -61,6 +61,17 @@ type FaultReport struct {
 type Dur time.Duration
 
 func (d Dur) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads what MarshalJSON wrote (a report read back to draw it again).
+func (d *Dur) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = Dur(v)
+	return err
+}
 func (d Dur) String() string               { return time.Duration(d).Round(time.Millisecond).String() }
 
 // Quantiles of durations.
