@@ -21,6 +21,14 @@ var _ kafka.Backend = backend{}
 
 func (be backend) Writer(t *metadata.Topic, index int32) (kafka.Writer, error) {
 	p, err := be.b.lookup(t, index, true)
+	if errors.Is(err, partlog.ErrNotLeader) && be.b.parts.Get(t.ID, index) == nil {
+		if w, ok := be.b.proxyFor(t, index); ok {
+			if !be.b.leaseOK() {
+				return nil, partlog.ErrNotLeader
+			}
+			return w, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -32,6 +40,12 @@ func (be backend) Writer(t *metadata.Topic, index int32) (kafka.Writer, error) {
 
 func (be backend) Reader(t *metadata.Topic, index int32, currentEpoch int32) (kafka.Reader, error) {
 	p, err := be.b.lookup(t, index, false)
+	if errors.Is(err, partlog.ErrNotLeader) && be.b.parts.Get(t.ID, index) == nil {
+		// Led in another zone: read here as its read replica.
+		if rp, ok := be.b.replicaFor(t, index); ok {
+			p, err = rp, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

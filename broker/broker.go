@@ -58,6 +58,10 @@ type Broker struct {
 	// set's lock through syncPartitions).
 	starting bool
 
+	proxy    *proxy      // zone routing: links to other brokers (proxy.go)
+	replicas *replicaSet // zone routing: partitions read here for this zone (replica.go)
+	polls    pollSet     // read replicas' long polls of partitions led here
+
 	loads loadTracker // recent traffic per partition, for the controller's balancer
 
 	loadMu      sync.Mutex
@@ -108,6 +112,8 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		cancel:     cancel,
 		now:        time.Now,
 	}
+	b.proxy = newProxy(b)
+	b.replicas = newReplicaSet(b)
 	gcfg := cfg.Group
 	gcfg.Status, gcfg.Loading = b.groupStatus, b.groupsLoading
 	b.groups = group.New(gcfg, offsetStore{b}, topicChecker{b})
@@ -119,7 +125,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		AutoCreateTopics:  cfg.AutoCreateTopics,
 		DefaultPartitions: cfg.DefaultPartitions,
 		BrokerConfigs:     cfg.staticConfigs(),
-	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
+	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Internal: peerServer{b}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil
 }
 
@@ -139,9 +145,10 @@ func (b *Broker) Start() error {
 	}
 	b.metrics.attach(b) // partitions led, consumer groups and lag, read at scrape time
 	b.front.Serve(ln)
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go b.watchMetadata()
 	go b.walGCLoop()
+	go b.replicas.janitor()
 	if f, ok := b.meta.(interface{ Fenced() <-chan struct{} }); ok {
 		b.wg.Add(1)
 		go func() {
@@ -155,6 +162,8 @@ func (b *Broker) Start() error {
 	}
 	if b.tier != nil {
 		b.tier.Start()
+		b.wg.Add(1)
+		go b.resolveLostLoop()
 	}
 	b.log.Info("broker serving", "listen", ln.Addr().String(), "advertised", b.Advertised(), "rack", b.cfg.Rack, "epoch", b.epoch)
 	return nil
@@ -313,6 +322,7 @@ func (b *Broker) Close() error {
 	b.closed.Do(func() {
 		b.cancel()
 		b.front.Close()
+		b.proxy.close()
 		b.wg.Wait()
 		if b.tier != nil {
 			b.tier.Close()

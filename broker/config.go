@@ -57,6 +57,14 @@ type Config struct {
 	// of staying unavailable. Off by default: lost acked data must be noticed.
 	AcceptWALLoss bool
 
+	// ZoneRouting lets clients in this broker's zone produce to partitions led in other
+	// zones through it (proxy.go): the batch stays in this broker's WAL and only a link
+	// crosses zones. Metadata names this broker to them as the leader.
+	ZoneRouting bool
+	// WrapPeerConn, when set, wraps each connection to another broker (byte accounting
+	// by zone).
+	WrapPeerConn func(net.Conn) net.Conn
+
 	// WAL configures this broker's write-ahead log; WAL.Dir is its WAL home, under
 	// which each registration epoch writes a directory of its own.
 	WAL   wal.Config
@@ -84,6 +92,7 @@ func DefaultConfig() Config {
 		TailCacheBytes:         256 << 20,
 		MaxInFlight:            256,
 		IdleTimeout:            10 * time.Minute,
+		ZoneRouting:            true,
 		WAL:                    wal.DefaultConfig(""),
 		Group:                  group.DefaultConfig(),
 		Tier:                   tier.DefaultConfig(),

@@ -58,7 +58,7 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 				}
 				if p == nil {
 					p = partlog.New(t.Name, t.ID, mp.Index, mp.LeaderEpoch, mp.LogStartOffset)
-					p.UseOwn(b.wal)
+					p.UseOwn(b.wal, partlog.SourceID{Broker: b.cfg.NodeID, Epoch: b.epoch})
 					tx.Put(p)
 					if !b.starting {
 						toLoad = append(toLoad, p)

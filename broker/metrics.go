@@ -20,6 +20,9 @@ import (
 //	recovered_partitions_total               partitions taken over from a fenced broker and served
 //	recovery_read_bytes_total                bytes scanned of fenced brokers' WALs by recoveries
 //	wal_dirs_deleted_total                   sealed WAL directories deleted (all of them in objects)
+//	proxy_links_total{result}                batches produced here as a zone proxy, by outcome
+//	proxy_link_seconds                       one link request's round trip to the leader
+//	proxy_produce_seconds                    a proxied batch from WAL append to the leader's answer
 //	recovery_seconds{phase}                  seal, scan, complete: one recovery of a fenced
 //	                                         broker's partitions; total: from seeing a partition
 //	                                         Recovering to serving it
@@ -37,6 +40,9 @@ type metrics struct {
 	recoveryRead   prometheus.Counter
 	recoverySecs   *prometheus.HistogramVec
 	walDirsDeleted prometheus.Counter
+	links          *prometheus.CounterVec
+	linkSeconds    prometheus.Histogram
+	proxySeconds   prometheus.Histogram
 
 	self int32 // for walRead's own/other label
 
@@ -65,6 +71,13 @@ func newMetrics(reg prometheus.Registerer, self int32) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"phase"})
 	m.walDirsDeleted = prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_wal_dirs_deleted_total",
 		Help: "Sealed WAL directories (a fenced broker's, or this broker's own from earlier processes) deleted once object storage held all they held."})
+	m.links = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_proxy_links_total",
+		Help: "Batches this broker produced as a zone proxy, by the leader's answer: ok, refused (an error code passed on to the client), lost (no answer: outcome unknown), unavailable (leader unreachable)."}, []string{"result"})
+	m.linkSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "weir_broker_proxy_link_seconds",
+		Help: "Round trip of one link request to a partition's leader in another zone.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)})
+	m.proxySeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "weir_broker_proxy_produce_seconds",
+		Help: "A proxied batch from its append to this broker's WAL to the leader's answer.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)})
+	m.set.MustRegister(m.links, m.linkSeconds, m.proxySeconds)
 	m.set.MustRegister(m.bytesIn, m.lagFailures, m.walReadBytes, m.recovered, m.recoveryRead, m.recoverySecs, m.walDirsDeleted)
 	return m
 }

@@ -165,6 +165,20 @@ func (r *ReadOnly) ReadAt(p []byte, pos Pos) error {
 	return r.readAt(p, pos)
 }
 
+// Revalidate drops what this reader cached of the segment holding pos (and learns of new
+// segments and a seal): the next ReadAt there reads through a fresh open. A caller that
+// can check what it read (a batch CRC a link recorded) uses it to trust bytes at a
+// position the owner sent without scanning first.
+func (r *ReadOnly) Revalidate(pos Pos) error {
+	if _, err := r.sealed(); err != nil {
+		return err
+	}
+	if err := r.refresh(); err != nil {
+		return err
+	}
+	return r.reopen(pos)
+}
+
 // beyondSeal reports whether [pos, pos+len(p)) reaches past the seal (no retry helps).
 func (r *ReadOnly) beyondSeal(p []byte, pos Pos) bool {
 	r.mu.RLock()

@@ -134,7 +134,12 @@ func parseRequest(body []byte) (reqHeader, kmsg.Request, error) {
 	if !known || h.version < a.min || h.version > a.max {
 		return h, nil, errUnsupported
 	}
-	req := kmsg.RequestForKey(h.key)
+	var req kmsg.Request
+	if a.newReq != nil {
+		req = a.newReq()
+	} else {
+		req = kmsg.RequestForKey(h.key)
+	}
 	req.SetVersion(h.version)
 	if req.IsFlexible() {
 		kmsg.SkipTags(&rd)

@@ -64,6 +64,9 @@ func (m *metrics) close() { m.set.Close() }
 // acks=0 produces and pre-encoded answers).
 func (m *metrics) observe(key int16, d time.Duration, resp kmsg.Response) {
 	api := kmsg.NameForKey(key)
+	if key == InternalKey {
+		api = "WeirInternal"
+	}
 	m.requests.WithLabelValues(api).Observe(d.Seconds())
 	m.requestsTotal.WithLabelValues(api).Inc()
 	if resp == nil {

@@ -27,7 +27,11 @@ type api struct {
 	// blocking handlers may wait on the controller, on object storage or on a long poll;
 	// they run on their own goroutine so the connection keeps reading requests.
 	blocking bool
-	handle   handler
+	// internal keys (inter-broker) are served but never advertised.
+	internal bool
+	// newReq makes the request type of a key kmsg does not know.
+	newReq func() kmsg.Request
+	handle handler
 }
 
 var apis = map[int16]api{}
@@ -88,6 +92,9 @@ func apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
 	sort.Ints(keys)
 	for _, k := range keys {
 		a := apis[int16(k)]
+		if a.internal {
+			continue
+		}
 		ak := kmsg.NewApiVersionsResponseApiKey()
 		ak.ApiKey, ak.MinVersion, ak.MaxVersion = a.key, a.min, a.max
 		resp.ApiKeys = append(resp.ApiKeys, ak)

@@ -41,19 +41,22 @@ type Deps struct {
 
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
+	// Internal serves inter-broker requests (internal.go); nil refuses them.
+	Internal InternalHandler
 	// Now is the clock for LogAppendTime; nil: time.Now.
 	Now func() time.Time
 }
 
 // Server serves the Kafka protocol on a listener.
 type Server struct {
-	cfg     Config
-	meta    metadata.Store
-	be      Backend
-	groups  *group.Coordinator
-	log     *slog.Logger
-	metrics *metrics
-	now     func() time.Time
+	cfg      Config
+	meta     metadata.Store
+	be       Backend
+	groups   *group.Coordinator
+	internal InternalHandler
+	log      *slog.Logger
+	metrics  *metrics
+	now      func() time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -76,7 +79,7 @@ func NewServer(cfg Config, d Deps) *Server {
 	if cfg.MaxInFlight < 1 {
 		cfg.MaxInFlight = 1
 	}
-	s := &Server{cfg: cfg, meta: d.Meta, be: d.Backend, groups: d.Groups, log: d.Logger, now: d.Now,
+	s := &Server{cfg: cfg, meta: d.Meta, be: d.Backend, groups: d.Groups, internal: d.Internal, log: d.Logger, now: d.Now,
 		metrics: newMetrics(d.Registerer), conns: map[*conn]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s

@@ -24,8 +24,9 @@ import (
 // DirIndexFile is the index's file name in a sealed WAL directory.
 const DirIndexFile = "INDEX"
 
-// DirIndexVersion is the format version of INDEX; another is refused.
-const DirIndexVersion = 1
+// DirIndexVersion is the format version of INDEX written; version 1 (no proxied
+// partitions) is still read, anything else is refused.
+const DirIndexVersion = 2
 
 // ErrDirIndexVersion: an INDEX of a format this build does not read.
 var ErrDirIndexVersion = errors.New("partlog: unsupported WAL directory index version")
@@ -35,8 +36,20 @@ var ErrDirIndexVersion = errors.New("partlog: unsupported WAL directory index ve
 type DirIndex struct {
 	FormatVersion int           `json:"format_version"`
 	Partitions    []DirIndexRef `json:"partitions"`
+	// Proxied lists the partitions of other leaders whose batches this directory holds as
+	// a proxy (RecProxyBatch): their leaders' logs may link them, at offsets only the
+	// leaders know (walgc asks them).
+	Proxied []DirIndexProxied `json:"proxied,omitempty"`
 
-	last map[Key]int64 // while scanning
+	last    map[Key]int64 // while scanning
+	proxied map[Key]bool
+}
+
+func (d *DirIndex) noteProxied(id metadata.TopicID, partition int32) {
+	if d.proxied == nil {
+		d.proxied = map[Key]bool{}
+	}
+	d.proxied[Key{id, partition}] = true
 }
 
 // DirIndexRef is one partition of a DirIndex.
@@ -54,6 +67,12 @@ func (d *DirIndex) note(id metadata.TopicID, partition int32, last int64) {
 	if old, ok := d.last[k]; !ok || last > old {
 		d.last[k] = last
 	}
+}
+
+// DirIndexProxied is one partition a directory holds batches of as a proxy.
+type DirIndexProxied struct {
+	Topic     metadata.TopicID `json:"topic"`
+	Partition int32            `json:"partition"`
 }
 
 // ReadDirIndex reads a directory's INDEX; ok is false when there is none.
@@ -78,7 +97,7 @@ func ReadDirIndex(fsys wal.FS, dir string) (DirIndex, bool, error) {
 	if err := json.Unmarshal(buf, &d); err != nil {
 		return d, false, fmt.Errorf("partlog: %s: %w", filepath.Join(dir, DirIndexFile), err)
 	}
-	if d.FormatVersion != DirIndexVersion {
+	if d.FormatVersion != DirIndexVersion && d.FormatVersion != 1 {
 		return d, false, fmt.Errorf("%w %d in %s", ErrDirIndexVersion, d.FormatVersion, dir)
 	}
 	return d, true, nil
@@ -101,6 +120,16 @@ func writeDirIndex(fsys wal.FS, dir string, d *DirIndex) error {
 	if d.Partitions == nil {
 		d.Partitions = []DirIndexRef{}
 	}
+	for k := range d.proxied {
+		d.Proxied = append(d.Proxied, DirIndexProxied{Topic: k.ID, Partition: k.Index})
+	}
+	sort.Slice(d.Proxied, func(i, j int) bool {
+		a, b := d.Proxied[i], d.Proxied[j]
+		if a.Topic != b.Topic {
+			return string(a.Topic[:]) < string(b.Topic[:])
+		}
+		return a.Partition < b.Partition
+	})
 	data, err := json.Marshal(d)
 	if err != nil {
 		return err

@@ -155,11 +155,27 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 			idx = &DirIndex{}
 		}
 	}
+	var own Reader = ro
+	if src.Reader != nil {
+		own = src.Reader
+	}
 	_, err = ro.Scan(func(typ byte, payload []byte, pos wal.Pos) error {
 		st.Records++
 		st.Bytes += int64(len(payload))
 		l.bytesRead(src.Broker, len(payload))
-		if typ != RecBatch {
+		switch typ {
+		case RecBatch:
+		case RecLink:
+			return l.collectLink(src, own, want, ranges, idx, payload, pos)
+		case RecProxyBatch:
+			// Another broker's partition: part of its log only through the leader's link.
+			if idx != nil {
+				if id, index, _, err := DecodeBatchRec(payload); err == nil {
+					idx.noteProxied(id, index)
+				}
+			}
+			return nil
+		default:
 			if opts.Other != nil {
 				return opts.Other(src, typ, payload)
 			}
@@ -182,11 +198,7 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 		}
 		for _, r := range ranges[p] {
 			if r.Broker == src.Broker && r.Holds(h.BaseOffset) {
-				var rd Reader = ro
-				if src.Reader != nil {
-					rd = src.Reader
-				}
-				p.Collect(&h, rd, pos+BatchRecHdr, len(batch))
+				p.collect(&h, own, SourceID{src.Broker, src.Epoch}, pos+BatchRecHdr, len(batch))
 				break
 			}
 		}
@@ -206,6 +218,59 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 	}
 	return nil
 }
+
+// collectLink takes a RecLink at pos of src (read through own) into its partition, if
+// wanted, reading the batch from the proxy's WAL.
+func (l *Loader) collectLink(src Source, own Reader, want map[metadata.TopicID]map[int32]*Partition, ranges map[*Partition][]LogRange, idx *DirIndex, payload []byte, pos wal.Pos) error {
+	lk, err := DecodeLink(payload)
+	if err != nil {
+		return fmt.Errorf("partlog: %s at %d: %w", src.Dir, pos, err)
+	}
+	if idx != nil {
+		idx.note(lk.Topic, lk.Partition, lk.Last())
+	}
+	p := want[lk.Topic][lk.Partition]
+	if p == nil {
+		return nil
+	}
+	for _, r := range ranges[p] {
+		if r.Broker == src.Broker && r.Holds(lk.Base) {
+			p.CollectLink(&lk, l.ProxyReader(lk.Proxy, lk.ProxyEpoch), own, pos)
+			return nil
+		}
+	}
+	return nil
+}
+
+// ProxyReader returns what reads the WAL directory of broker's registration epoch (a
+// proxy's, named by a link): this broker's own WAL if it is its current one, else a
+// read-only view. A directory that is gone (collected once object storage held all of
+// it) reads as a storage error; the index entries pointing there are below what objects
+// hold and are dropped, so only a reader racing with that finds it.
+func (l *Loader) ProxyReader(broker int32, epoch int64) Reader {
+	srcs, err := l.dirs(broker)
+	if err != nil {
+		return errReader{err}
+	}
+	for _, s := range srcs {
+		if s.Epoch != epoch {
+			continue
+		}
+		if s.Reader != nil {
+			return s.Reader
+		}
+		ro, err := l.View(s.Dir)
+		if err != nil {
+			return errReader{err}
+		}
+		return ro
+	}
+	return errReader{fmt.Errorf("WAL of broker %d epoch %d not found", broker, epoch)}
+}
+
+type errReader struct{ err error }
+
+func (r errReader) ReadAt([]byte, wal.Pos) error { return fmt.Errorf("%w: %w", ErrStorage, r.err) }
 
 // Close closes the read-only views.
 func (l *Loader) Close() {

@@ -1,6 +1,7 @@
 package partlog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -26,10 +27,18 @@ type batchLoc struct {
 	maxTS      int64
 	src        Reader
 	pos        wal.Pos // position of the batch bytes in src (valid once synced)
-	size       int32
-	data       []byte // tail cache; nil once evicted
-	synced     bool
-	at         int64 // when it was synced or loaded (unix ns): upload lag
+	// A linked batch's bytes are in a proxy's WAL (src reads them there); its link
+	// record, which a later load needs, is at recPos of recSrc.
+	recSrc Reader
+	recPos wal.Pos
+	// from names the WAL directory the batch bytes are in, and crc is the batch's CRC:
+	// what a read replica needs to read and check them itself (replica.go).
+	from   SourceID
+	crc    uint32
+	size   int32
+	data   []byte // tail cache; nil once evicted
+	synced bool
+	at     int64 // when it was synced or loaded (unix ns): upload lag
 	// producer fields kept for state rebuilding and rollback
 	pid    int64
 	pepoch int16
@@ -77,6 +86,7 @@ type Partition struct {
 	waiters     []chan struct{}
 	tier        tierState // what object storage holds (tier.go)
 	own         Reader    // this broker's current WAL (UseOwn); batches elsewhere are foreign
+	ownID       SourceID
 	appended    atomic.Int64
 	moveGen     uint64 // the graceful move being handed off (Closing)
 }
@@ -85,10 +95,16 @@ type Partition struct {
 // (an earlier leader's, an earlier process's) are dropped from the index as soon as object
 // storage holds them, since their WAL may then be trimmed or deleted by its owner or by
 // garbage collection.
-func (p *Partition) UseOwn(own Reader) {
+func (p *Partition) UseOwn(own Reader, id SourceID) {
 	p.mu.Lock()
-	p.own = own
+	p.own, p.ownID = own, id
 	p.mu.Unlock()
+}
+
+// SourceID names a WAL directory: a broker's WAL of one registration epoch.
+type SourceID struct {
+	Broker int32
+	Epoch  int64
 }
 
 // New returns a partition in state Loading.
@@ -164,8 +180,11 @@ func (p *Partition) Drop(own Reader) (pos wal.Pos, end int64, pin bool) {
 	if own != nil {
 		up := p.tier.uploaded
 		for _, bl := range p.batches {
-			if bl.last >= up && bl.synced && bl.src == own {
-				pos, end, pin = bl.pos, p.next, true
+			if bl.last < up || !bl.synced {
+				continue
+			}
+			if at, ok := bl.ownPos(own); ok {
+				pos, end, pin = at, p.next, true
 				break
 			}
 		}
@@ -175,6 +194,17 @@ func (p *Partition) Drop(own Reader) (pos wal.Pos, end int64, pin bool) {
 	p.mu.Unlock()
 	wake(w)
 	return pos, end, pin
+}
+
+// ownPos is where the batch's record is in own: the batch itself, or its link record.
+func (b *batchLoc) ownPos(own Reader) (wal.Pos, bool) {
+	switch {
+	case b.src == own:
+		return b.pos, true
+	case b.recSrc != nil && b.recSrc == own:
+		return b.recPos, true
+	}
+	return 0, false
 }
 
 func wake(w []chan struct{}) {
@@ -188,9 +218,13 @@ func wake(w []chan struct{}) {
 
 // Prepared is what Prepare decided about one batch: a new location, or (Dup) a retry.
 type Prepared struct {
-	loc *batchLoc
-	Dup *DuplicateError
+	loc    *batchLoc
+	linked bool // a linked batch (PrepareLink): its bytes are in the proxy's WAL
+	Dup    *DuplicateError
 }
+
+// Linked reports whether the batch was prepared from a Link.
+func (pr Prepared) Linked() bool { return pr.linked }
 
 // Base is the base offset Prepare assigned (valid when Dup is nil).
 func (pr Prepared) Base() int64 {
@@ -227,7 +261,8 @@ func (p *Partition) Prepare(h *recbatch.Header, batch []byte, logAppendTimeMs in
 		recbatch.SetLogAppendTime(batch, logAppendTimeMs)
 		maxTS = logAppendTimeMs
 	}
-	loc := &batchLoc{base: base, last: base + int64(h.LastOffsetDelta), epoch: p.leaderEpoch, maxTS: maxTS, size: int32(len(batch)), data: batch, pid: -1}
+	loc := &batchLoc{base: base, last: base + int64(h.LastOffsetDelta), epoch: p.leaderEpoch, maxTS: maxTS, size: int32(len(batch)), data: batch, pid: -1,
+		from: p.ownID, crc: binary.BigEndian.Uint32(batch[17:])}
 	// src is set at commit, when the position is known.
 	p.noteEpoch(p.leaderEpoch, base)
 	if h.Idempotent() {
@@ -249,12 +284,18 @@ func (p *Partition) noteEpoch(epoch int32, start int64) {
 	}
 }
 
-// Commit makes a prepared batch readable once its WAL group is synced at pos in src.
+// Commit makes a prepared batch readable once its WAL group is synced at pos in src (for
+// a linked batch: once its link record is synced; src and pos are then unused, the
+// batch stays where the link says).
 func (p *Partition) Commit(pr Prepared, src Reader, pos wal.Pos) {
 	loc := pr.loc
 	p.appended.Add(int64(loc.size))
 	p.mu.Lock()
-	loc.src, loc.pos = src, pos
+	if pr.linked {
+		loc.recSrc, loc.recPos = src, pos
+	} else {
+		loc.src, loc.pos = src, pos
+	}
 	loc.synced = true
 	loc.at = time.Now().UnixNano()
 	if loc.last+1 > p.hw {
@@ -294,7 +335,12 @@ func (p *Partition) Rollback(base int64) {
 // Collect records a batch found in a WAL while the partition loads; FinishLoad indexes
 // the collected batches in offset order.
 func (p *Partition) Collect(h *recbatch.Header, src Reader, pos wal.Pos, size int) {
-	loc := &batchLoc{base: h.BaseOffset, last: h.LastOffset(), epoch: h.LeaderEpoch, maxTS: h.MaxTimestamp, src: src, pos: pos, size: int32(size), synced: true, pid: -1, at: time.Now().UnixNano()}
+	p.collect(h, src, SourceID{}, pos, size)
+}
+
+func (p *Partition) collect(h *recbatch.Header, src Reader, from SourceID, pos wal.Pos, size int) {
+	loc := &batchLoc{base: h.BaseOffset, last: h.LastOffset(), epoch: h.LeaderEpoch, maxTS: h.MaxTimestamp, src: src, pos: pos, size: int32(size), synced: true, pid: -1, at: time.Now().UnixNano(),
+		from: from, crc: h.CRC}
 	if h.Idempotent() {
 		loc.pid = h.ProducerID
 		loc.pepoch, loc.pseq = h.ProducerEpoch, h.BaseSequence

@@ -201,7 +201,10 @@ func (p *Partition) DropUploaded(trimAt wal.Pos, own Reader) {
 func (p *Partition) dropUploadedLocked(trimAt wal.Pos, own Reader) {
 	n := 0
 	for _, b := range p.batches {
-		if b.last >= p.tier.uploaded || !b.synced || (b.src == own && b.pos >= trimAt) {
+		if b.last >= p.tier.uploaded || !b.synced {
+			break
+		}
+		if at, ok := b.ownPos(own); ok && at >= trimAt {
 			break
 		}
 		n++
@@ -223,8 +226,8 @@ func (p *Partition) WALNeed(own Reader) (pos wal.Pos, ok bool) {
 		if !b.synced {
 			break // unsynced batches lie past the WAL's end
 		}
-		if b.src == own {
-			return b.pos, true
+		if at, ok := b.ownPos(own); ok {
+			return at, true
 		}
 	}
 	return 0, false

@@ -12,12 +12,19 @@ import (
 //
 //	RecBatch    topicID [16]byte | partition int32 (BE) | Kafka record batch v2, offsets assigned
 //	RecOffsets  JSON {"g": group, "o": [offset commits or tombstones]} (legacy, replay only)
+//	RecProxyBatch  as RecBatch, offsets not assigned: a batch this broker wrote as the
+//	            proxy of another broker's partition (link.go); it is part of the log only
+//	            if the leader linked it
+//	RecLink     a Link (LinkLen bytes, link.go): a batch in a proxy's WAL taken into the
+//	            log of a partition led here, with the offsets it got
 //
 // Batch bytes are stored exactly as fetchers receive them, so a fetch is a read of
 // [pos+BatchRecHdr, +size) with no re-encoding.
 const (
-	RecBatch   byte = 1
-	RecOffsets byte = 2
+	RecBatch      byte = 1
+	RecOffsets    byte = 2
+	RecProxyBatch byte = 3
+	RecLink       byte = 4
 
 	// BatchRecHdr is the length of a batch record's prefix before the batch bytes.
 	BatchRecHdr = 20

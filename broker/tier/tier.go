@@ -52,6 +52,8 @@ type Tier struct {
 
 	pinMu sync.Mutex
 	pins  map[partlog.Key]walPin // WAL positions others still need (trim.go)
+	// proxyPins: batches written as a zone-routing proxy, in WAL order (proxypins.go)
+	proxyPins map[partlog.Key][]*ProxyPin
 
 	upMu     sync.Mutex
 	spare    *metadata.Object // prepared by an upload whose PUT failed; reused
@@ -79,7 +81,7 @@ func New(cfg Config, d Deps) (*Tier, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	t := &Tier{cfg: cfg, d: d, log: d.Logger, manifest: d.Manifest, pins: map[partlog.Key]walPin{}, inflight: map[uint64]bool{}}
+	t := &Tier{cfg: cfg, d: d, log: d.Logger, manifest: d.Manifest, pins: map[partlog.Key]walPin{}, proxyPins: map[partlog.Key][]*ProxyPin{}, inflight: map[uint64]bool{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	// Every attempt is counted (S3 requests are money); retries are ours, logged.
 	in, err := objectstore.NewInstrumented(d.Store, d.Registerer)

@@ -15,6 +15,8 @@ import (
 //     WAL until it has uploaded them. A pin keeps the position of the first such batch
 //     until the partition's manifest reaches the end of this broker's link (or its log
 //     start passes it, or the topic is deleted).
+//   - batches written here as a zone-routing proxy (proxypins.go), until their leader
+//     uploaded them.
 // While a partition is still loading its index is incomplete, so nothing is trimmed.
 
 // walPin keeps this WAL from pos on until the partition's objects reach end.
@@ -70,6 +72,9 @@ func (t *Tier) Trim() {
 		} else if pn.pos < at {
 			at = pn.pos
 		}
+	}
+	if pos, ok := t.proxyTrimPointLocked(v); ok && pos < at {
+		at = pos
 	}
 	t.pinMu.Unlock()
 	cut := w.TrimPoint(at)

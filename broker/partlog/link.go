@@ -1,0 +1,228 @@
+package partlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weir-io/weir/internal/crc32c"
+	"github.com/weir-io/weir/internal/recbatch"
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/wal"
+)
+
+// Zone routing writes a batch where the client is and links it into the log where the
+// leader is. A proxy broker P appends the client's batch, offsets unassigned, to its own
+// WAL (RecProxyBatch) and sends the leader L a Link naming it; L assigns the offsets and
+// appends the Link to its own WAL (RecLink). The batch's bytes stay in P's WAL: whoever
+// reads the partition (L, a later leader, a read replica, the uploader) reads them there
+// through a linkReader, which writes the base offset and leader epoch the link assigned
+// into what it read (the batch CRC does not cover those two fields) and checks the CRC
+// the link recorded, so a stale read of the shared file system is caught and retried.
+
+// LinkLen is the encoded size of a Link (a RecLink payload, and one link on the wire).
+const LinkLen = 1 + 16 + 4 + 4 + 8 + 8 + 4 + 4 + 4 + 8 + 8 + 2 + 4 + 8 + 4
+
+const linkVersion = 1
+
+// ErrStaleRead: the bytes read from another broker's WAL did not match the CRC their
+// link recorded, even after reopening the file (a shared file system serving stale
+// pages for longer than the retries wait).
+var ErrStaleRead = errors.New("partlog: batch read from a shared WAL does not match its link")
+
+// Link names a batch in a proxy's WAL and, once the leader took it, the offsets it got.
+type Link struct {
+	Topic     metadata.TopicID
+	Partition int32
+	// Proxy and ProxyEpoch name the WAL directory holding the batch (the proxy's
+	// registration epoch); Pos is the position of the batch bytes in it.
+	Proxy      int32
+	ProxyEpoch int64
+	Pos        wal.Pos
+	Size       int32
+	CRC        uint32 // the batch's own CRC field
+	// From the batch header: what the leader's index and producer state need.
+	LastOffsetDelta int32
+	MaxTimestamp    int64
+	ProducerID      int64
+	ProducerEpoch   int16
+	BaseSequence    int32
+	// Set by the leader: the base offset and the leader epoch the batch got (-1 before).
+	Base        int64
+	LeaderEpoch int32
+}
+
+// LinkOf describes batch (validated, stamped if it uses LogAppendTime) as written at pos
+// of the proxy's WAL.
+func LinkOf(id metadata.TopicID, partition int32, proxy int32, proxyEpoch int64, pos wal.Pos, h *recbatch.Header, batch []byte) Link {
+	return Link{Topic: id, Partition: partition, Proxy: proxy, ProxyEpoch: proxyEpoch, Pos: pos, Size: int32(len(batch)),
+		CRC: binary.BigEndian.Uint32(batch[17:]), LastOffsetDelta: h.LastOffsetDelta, MaxTimestamp: int64(binary.BigEndian.Uint64(batch[35:])),
+		ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence, Base: -1, LeaderEpoch: -1}
+}
+
+// Header is the part of a batch header the link carries (producer state checks).
+func (l *Link) Header() recbatch.Header {
+	return recbatch.Header{BaseOffset: l.Base, LeaderEpoch: l.LeaderEpoch, LastOffsetDelta: l.LastOffsetDelta, MaxTimestamp: l.MaxTimestamp,
+		ProducerID: l.ProducerID, ProducerEpoch: l.ProducerEpoch, BaseSequence: l.BaseSequence}
+}
+
+// Key is the linked partition's key.
+func (l *Link) Key() Key { return Key{l.Topic, l.Partition} }
+
+// Last is the offset of the batch's last record (valid once Base is set).
+func (l *Link) Last() int64 { return l.Base + int64(l.LastOffsetDelta) }
+
+// AppendLink appends the encoding of l to b.
+func AppendLink(b []byte, l *Link) []byte {
+	b = append(b, linkVersion)
+	b = append(b, l.Topic[:]...)
+	b = binary.BigEndian.AppendUint32(b, uint32(l.Partition))
+	b = binary.BigEndian.AppendUint32(b, uint32(l.Proxy))
+	b = binary.BigEndian.AppendUint64(b, uint64(l.ProxyEpoch))
+	b = binary.BigEndian.AppendUint64(b, uint64(l.Pos))
+	b = binary.BigEndian.AppendUint32(b, uint32(l.Size))
+	b = binary.BigEndian.AppendUint32(b, l.CRC)
+	b = binary.BigEndian.AppendUint32(b, uint32(l.LastOffsetDelta))
+	b = binary.BigEndian.AppendUint64(b, uint64(l.MaxTimestamp))
+	b = binary.BigEndian.AppendUint64(b, uint64(l.ProducerID))
+	b = binary.BigEndian.AppendUint16(b, uint16(l.ProducerEpoch))
+	b = binary.BigEndian.AppendUint32(b, uint32(l.BaseSequence))
+	b = binary.BigEndian.AppendUint64(b, uint64(l.Base))
+	b = binary.BigEndian.AppendUint32(b, uint32(l.LeaderEpoch))
+	return b
+}
+
+// DecodeLink reads one Link from the start of p (at least LinkLen bytes).
+func DecodeLink(p []byte) (Link, error) {
+	var l Link
+	if len(p) < LinkLen {
+		return l, fmt.Errorf("partlog: link of %d bytes is too short", len(p))
+	}
+	if p[0] != linkVersion {
+		return l, fmt.Errorf("partlog: link version %d is not supported", p[0])
+	}
+	be := binary.BigEndian
+	copy(l.Topic[:], p[1:17])
+	l.Partition = int32(be.Uint32(p[17:]))
+	l.Proxy = int32(be.Uint32(p[21:]))
+	l.ProxyEpoch = int64(be.Uint64(p[25:]))
+	l.Pos = wal.Pos(be.Uint64(p[33:]))
+	l.Size = int32(be.Uint32(p[41:]))
+	l.CRC = be.Uint32(p[45:])
+	l.LastOffsetDelta = int32(be.Uint32(p[49:]))
+	l.MaxTimestamp = int64(be.Uint64(p[53:]))
+	l.ProducerID = int64(be.Uint64(p[61:]))
+	l.ProducerEpoch = int16(be.Uint16(p[69:]))
+	l.BaseSequence = int32(be.Uint32(p[71:]))
+	l.Base = int64(be.Uint64(p[75:]))
+	l.LeaderEpoch = int32(be.Uint32(p[83:]))
+	if l.Size < recbatch.HeaderLen || l.LastOffsetDelta < 0 || l.Pos < 0 {
+		return l, fmt.Errorf("partlog: link of %v/%d with size %d, last offset delta %d at %d is invalid", l.Topic, l.Partition, l.Size, l.LastOffsetDelta, l.Pos)
+	}
+	return l, nil
+}
+
+// revalidator is a Reader that can drop what it cached of the file holding pos
+// (wal.ReadOnly: a fresh open, which on NFS revalidates the client's cache).
+type revalidator interface {
+	Revalidate(pos wal.Pos) error
+}
+
+// linkReader reads a linked batch from the proxy's WAL: it checks the batch against the
+// CRC of the link and writes the offset and epoch the link assigned into it.
+type linkReader struct {
+	in    Reader
+	base  int64
+	epoch int32
+	crc   uint32
+}
+
+// staleRetries and staleWait bound how long a read waits for a shared file system to
+// serve the synced bytes.
+const (
+	staleRetries = 4
+	staleWait    = 20 * time.Millisecond
+)
+
+func (r *linkReader) ReadAt(p []byte, pos wal.Pos) error {
+	for try := 0; ; try++ {
+		if err := r.in.ReadAt(p, pos); err != nil {
+			return err
+		}
+		if len(p) >= recbatch.HeaderLen && binary.BigEndian.Uint32(p[17:]) == r.crc && crc32c.Checksum(p[21:]) == r.crc {
+			recbatch.SetOffsetEpoch(p, r.base, r.epoch)
+			return nil
+		}
+		if try == staleRetries {
+			return fmt.Errorf("%w: %d bytes at %d", ErrStaleRead, len(p), pos)
+		}
+		if rv, ok := r.in.(revalidator); ok {
+			if err := rv.Revalidate(pos); err != nil {
+				return err
+			}
+		}
+		time.Sleep(staleWait << try)
+	}
+}
+
+// linkLoc is the index entry of a linked batch.
+func linkLoc(l *Link, src Reader) *batchLoc {
+	loc := &batchLoc{base: l.Base, last: l.Last(), epoch: l.LeaderEpoch, maxTS: l.MaxTimestamp, size: l.Size, pos: l.Pos, pid: -1,
+		src: &linkReader{in: src, base: l.Base, epoch: l.LeaderEpoch, crc: l.CRC}, from: SourceID{l.Proxy, l.ProxyEpoch}, crc: l.CRC}
+	if l.ProducerID >= 0 {
+		loc.pid, loc.pepoch, loc.pseq = l.ProducerID, l.ProducerEpoch, l.BaseSequence
+	}
+	return loc
+}
+
+// PrepareLink assigns offsets to a linked batch (setting l.Base and l.LeaderEpoch) or
+// recognises an idempotent retry, as Prepare does for a batch; src reads the proxy's WAL.
+// The WAL committer calls it in log order, and Commit makes it readable.
+func (p *Partition) PrepareLink(l *Link, src Reader) (Prepared, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state != Ready {
+		return Prepared{}, ErrNotLeader
+	}
+	h := l.Header()
+	var ps *producerState
+	if h.Idempotent() {
+		ps = p.producers[h.ProducerID]
+		if err := checkSequence(ps, &h); err != nil {
+			var dup *DuplicateError
+			if errors.As(err, &dup) {
+				return Prepared{Dup: dup}, nil
+			}
+			return Prepared{}, err
+		}
+	}
+	l.Base, l.LeaderEpoch = p.next, p.leaderEpoch
+	loc := linkLoc(l, src)
+	loc.synced = false
+	p.noteEpoch(p.leaderEpoch, l.Base)
+	if h.Idempotent() {
+		if ps == nil {
+			ps = &producerState{epoch: h.ProducerEpoch}
+			p.producers[h.ProducerID] = ps
+		}
+		h.BaseOffset = l.Base
+		ps.record(&h, l.Base)
+		loc.pid = h.ProducerID
+	}
+	p.batches = append(p.batches, loc)
+	p.next = loc.last + 1
+	return Prepared{loc: loc, linked: true}, nil
+}
+
+// CollectLink records a link found at recPos of recSrc while the partition loads (see
+// Collect); src reads the proxy's WAL.
+func (p *Partition) CollectLink(l *Link, src, recSrc Reader, recPos wal.Pos) {
+	loc := linkLoc(l, src)
+	loc.recSrc, loc.recPos = recSrc, recPos
+	loc.synced = true
+	loc.at = time.Now().UnixNano()
+	p.mu.Lock()
+	p.loaded = append(p.loaded, loc)
+	p.mu.Unlock()
+}

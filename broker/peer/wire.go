@@ -1,0 +1,325 @@
+package peer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/metadata"
+)
+
+// Ops: the first byte of a request body.
+const (
+	OpLink    byte = 1
+	OpOffsets byte = 2
+	OpFollow  byte = 3
+	OpWake    byte = 4
+)
+
+// AppendWake encodes an OpWake request: the replica's long poll in flight is answered
+// now (its partitions changed). Body: op | replica int32; the answer is empty.
+func AppendWake(b []byte, replica int32) []byte {
+	b = append(b, OpWake)
+	return binary.BigEndian.AppendUint32(b, uint32(replica))
+}
+
+// DecodeWake parses an OpWake request.
+func DecodeWake(b []byte) (int32, error) {
+	if len(b) != 5 || b[0] != OpWake {
+		return 0, fmt.Errorf("%w: wake request of %d bytes", ErrMalformed, len(b))
+	}
+	return int32(binary.BigEndian.Uint32(b[1:])), nil
+}
+
+// ErrMalformed: a request or answer body that does not parse.
+var ErrMalformed = errors.New("peer: malformed message")
+
+// maxItems bounds the entries of one message (a hostile count must not allocate).
+const maxItems = 1 << 16
+
+// LinkRequest is a proxy's batch of links to one leader.
+type LinkRequest struct {
+	Proxy      int32
+	ProxyEpoch int64
+	Links      []partlog.Link
+}
+
+// AppendTo encodes the request body.
+func (r *LinkRequest) AppendTo(b []byte) []byte {
+	b = append(b, OpLink)
+	b = binary.BigEndian.AppendUint32(b, uint32(r.Proxy))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.ProxyEpoch))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Links)))
+	for i := range r.Links {
+		b = partlog.AppendLink(b, &r.Links[i])
+	}
+	return b
+}
+
+// DecodeLinkRequest parses a body that starts with OpLink.
+func DecodeLinkRequest(b []byte) (LinkRequest, error) {
+	var r LinkRequest
+	if len(b) < 17 || b[0] != OpLink {
+		return r, fmt.Errorf("%w: link request of %d bytes", ErrMalformed, len(b))
+	}
+	r.Proxy = int32(binary.BigEndian.Uint32(b[1:]))
+	r.ProxyEpoch = int64(binary.BigEndian.Uint64(b[5:]))
+	n := int(binary.BigEndian.Uint32(b[13:]))
+	b = b[17:]
+	if n < 0 || n > maxItems || len(b) != n*partlog.LinkLen {
+		return r, fmt.Errorf("%w: %d links in %d bytes", ErrMalformed, n, len(b))
+	}
+	r.Links = make([]partlog.Link, n)
+	for i := range r.Links {
+		l, err := partlog.DecodeLink(b[i*partlog.LinkLen:])
+		if err != nil {
+			return r, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		if l.Proxy != r.Proxy || l.ProxyEpoch != r.ProxyEpoch {
+			return r, fmt.Errorf("%w: link of broker %d epoch %d in a request of broker %d epoch %d", ErrMalformed, l.Proxy, l.ProxyEpoch, r.Proxy, r.ProxyEpoch)
+		}
+		r.Links[i] = l
+	}
+	return r, nil
+}
+
+// LinkResult is the leader's answer to one link.
+type LinkResult struct {
+	Code     int16
+	Base     int64
+	LogStart int64
+}
+
+const linkResultLen = 2 + 8 + 8
+
+// AppendLinkResults encodes a link answer.
+func AppendLinkResults(b []byte, rs []LinkResult) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(rs)))
+	for _, r := range rs {
+		b = binary.BigEndian.AppendUint16(b, uint16(r.Code))
+		b = binary.BigEndian.AppendUint64(b, uint64(r.Base))
+		b = binary.BigEndian.AppendUint64(b, uint64(r.LogStart))
+	}
+	return b
+}
+
+// DecodeLinkResults parses a link answer of want results.
+func DecodeLinkResults(b []byte, want int) ([]LinkResult, error) {
+	if len(b) < 4 || int(binary.BigEndian.Uint32(b)) != want || len(b) != 4+want*linkResultLen {
+		return nil, fmt.Errorf("%w: link answer of %d bytes for %d links", ErrMalformed, len(b), want)
+	}
+	rs := make([]LinkResult, want)
+	for i := range rs {
+		p := b[4+i*linkResultLen:]
+		rs[i] = LinkResult{Code: int16(binary.BigEndian.Uint16(p)), Base: int64(binary.BigEndian.Uint64(p[2:])), LogStart: int64(binary.BigEndian.Uint64(p[10:]))}
+	}
+	return rs, nil
+}
+
+// PartitionRef names a partition by topic ID.
+type PartitionRef struct {
+	Topic     metadata.TopicID
+	Partition int32
+}
+
+// AppendOffsetsRequest encodes an OpOffsets request.
+func AppendOffsetsRequest(b []byte, ps []PartitionRef) []byte {
+	b = append(b, OpOffsets)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ps)))
+	for _, p := range ps {
+		b = append(b, p.Topic[:]...)
+		b = binary.BigEndian.AppendUint32(b, uint32(p.Partition))
+	}
+	return b
+}
+
+// DecodeOffsetsRequest parses a body that starts with OpOffsets.
+func DecodeOffsetsRequest(b []byte) ([]PartitionRef, error) {
+	if len(b) < 5 || b[0] != OpOffsets {
+		return nil, fmt.Errorf("%w: offsets request of %d bytes", ErrMalformed, len(b))
+	}
+	n := int(binary.BigEndian.Uint32(b[1:]))
+	b = b[5:]
+	if n < 0 || n > maxItems || len(b) != n*20 {
+		return nil, fmt.Errorf("%w: %d partitions in %d bytes", ErrMalformed, n, len(b))
+	}
+	ps := make([]PartitionRef, n)
+	for i := range ps {
+		copy(ps[i].Topic[:], b[i*20:])
+		ps[i].Partition = int32(binary.BigEndian.Uint32(b[i*20+16:]))
+	}
+	return ps, nil
+}
+
+// Offsets is a leader's answer for one partition.
+type Offsets struct {
+	Code        int16
+	HW          int64
+	LogStart    int64
+	LeaderEpoch int32
+}
+
+const offsetsLen = 2 + 8 + 8 + 4
+
+// AppendOffsets encodes an OpOffsets answer.
+func AppendOffsets(b []byte, os []Offsets) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(os)))
+	for _, o := range os {
+		b = binary.BigEndian.AppendUint16(b, uint16(o.Code))
+		b = binary.BigEndian.AppendUint64(b, uint64(o.HW))
+		b = binary.BigEndian.AppendUint64(b, uint64(o.LogStart))
+		b = binary.BigEndian.AppendUint32(b, uint32(o.LeaderEpoch))
+	}
+	return b
+}
+
+// DecodeOffsets parses an OpOffsets answer of want partitions.
+func DecodeOffsets(b []byte, want int) ([]Offsets, error) {
+	if len(b) < 4 || int(binary.BigEndian.Uint32(b)) != want || len(b) != 4+want*offsetsLen {
+		return nil, fmt.Errorf("%w: offsets answer of %d bytes for %d partitions", ErrMalformed, len(b), want)
+	}
+	os := make([]Offsets, want)
+	for i := range os {
+		p := b[4+i*offsetsLen:]
+		os[i] = Offsets{Code: int16(binary.BigEndian.Uint16(p)), HW: int64(binary.BigEndian.Uint64(p[2:])),
+			LogStart: int64(binary.BigEndian.Uint64(p[10:])), LeaderEpoch: int32(binary.BigEndian.Uint32(p[18:]))}
+	}
+	return os, nil
+}
+
+// FollowRequest is a read replica's request for the index entries of partitions led by
+// the broker it asks, from the offsets it holds. The leader answers at once when any
+// partition has entries or its state changed, else after MaxWait.
+type FollowRequest struct {
+	Replica int32
+	MaxWait int32 // milliseconds
+	Parts   []FollowPart
+}
+
+// FollowPart is one partition of a FollowRequest.
+type FollowPart struct {
+	Topic       metadata.TopicID
+	Partition   int32
+	From        int64
+	LeaderEpoch int32 // the epoch the replica last got (-1: none): a change answers at once
+}
+
+const followPartLen = 16 + 4 + 8 + 4
+
+// AppendTo encodes the request body.
+func (r *FollowRequest) AppendTo(b []byte) []byte {
+	b = append(b, OpFollow)
+	b = binary.BigEndian.AppendUint32(b, uint32(r.Replica))
+	b = binary.BigEndian.AppendUint32(b, uint32(r.MaxWait))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Parts)))
+	for _, p := range r.Parts {
+		b = append(b, p.Topic[:]...)
+		b = binary.BigEndian.AppendUint32(b, uint32(p.Partition))
+		b = binary.BigEndian.AppendUint64(b, uint64(p.From))
+		b = binary.BigEndian.AppendUint32(b, uint32(p.LeaderEpoch))
+	}
+	return b
+}
+
+// DecodeFollowRequest parses a body that starts with OpFollow.
+func DecodeFollowRequest(b []byte) (FollowRequest, error) {
+	var r FollowRequest
+	if len(b) < 13 || b[0] != OpFollow {
+		return r, fmt.Errorf("%w: follow request of %d bytes", ErrMalformed, len(b))
+	}
+	r.Replica = int32(binary.BigEndian.Uint32(b[1:]))
+	r.MaxWait = int32(binary.BigEndian.Uint32(b[5:]))
+	n := int(binary.BigEndian.Uint32(b[9:]))
+	b = b[13:]
+	if n < 0 || n > maxItems || len(b) != n*followPartLen || r.MaxWait < 0 {
+		return r, fmt.Errorf("%w: %d partitions in %d bytes", ErrMalformed, n, len(b))
+	}
+	r.Parts = make([]FollowPart, n)
+	for i := range r.Parts {
+		p := b[i*followPartLen:]
+		copy(r.Parts[i].Topic[:], p)
+		r.Parts[i].Partition = int32(binary.BigEndian.Uint32(p[16:]))
+		r.Parts[i].From = int64(binary.BigEndian.Uint64(p[20:]))
+		r.Parts[i].LeaderEpoch = int32(binary.BigEndian.Uint32(p[28:]))
+	}
+	return r, nil
+}
+
+// FollowResult is the leader's answer for one partition.
+type FollowResult struct {
+	Code    int16
+	State   partlog.FollowState
+	Entries []partlog.FollowEntry
+}
+
+// AppendFollowResults encodes a follow answer.
+func AppendFollowResults(b []byte, rs []FollowResult) []byte {
+	be := binary.BigEndian
+	b = be.AppendUint32(b, uint32(len(rs)))
+	for i := range rs {
+		r := &rs[i]
+		b = be.AppendUint16(b, uint16(r.Code))
+		b = be.AppendUint32(b, uint32(r.State.LeaderEpoch))
+		b = be.AppendUint64(b, uint64(r.State.HW))
+		b = be.AppendUint64(b, uint64(r.State.LogStart))
+		b = be.AppendUint32(b, uint32(len(r.State.Epochs)))
+		for _, e := range r.State.Epochs {
+			b = be.AppendUint32(b, uint32(e.Epoch))
+			b = be.AppendUint64(b, uint64(e.Start))
+		}
+		b = be.AppendUint32(b, uint32(len(r.Entries)))
+		for j := range r.Entries {
+			b = partlog.AppendFollowEntry(b, &r.Entries[j])
+		}
+	}
+	return b
+}
+
+// DecodeFollowResults parses a follow answer of want partitions.
+func DecodeFollowResults(b []byte, want int) ([]FollowResult, error) {
+	be := binary.BigEndian
+	bad := func(what string) error { return fmt.Errorf("%w: follow answer: %s", ErrMalformed, what) }
+	if len(b) < 4 || int(be.Uint32(b)) != want {
+		return nil, bad("count")
+	}
+	b = b[4:]
+	rs := make([]FollowResult, want)
+	for i := range rs {
+		if len(b) < 2+4+8+8+4 {
+			return nil, bad("truncated")
+		}
+		r := &rs[i]
+		r.Code = int16(be.Uint16(b))
+		r.State.LeaderEpoch = int32(be.Uint32(b[2:]))
+		r.State.HW = int64(be.Uint64(b[6:]))
+		r.State.LogStart = int64(be.Uint64(b[14:]))
+		ne := int(be.Uint32(b[22:]))
+		b = b[26:]
+		if ne < 0 || ne > maxItems || len(b) < ne*12+4 {
+			return nil, bad("epochs")
+		}
+		for j := 0; j < ne; j++ {
+			r.State.Epochs = append(r.State.Epochs, partlog.EpochStart{Epoch: int32(be.Uint32(b[j*12:])), Start: int64(be.Uint64(b[j*12+4:]))})
+		}
+		b = b[ne*12:]
+		n := int(be.Uint32(b))
+		b = b[4:]
+		if n < 0 || n > maxItems || len(b) < n*partlog.FollowEntryLen {
+			return nil, bad("entries")
+		}
+		r.Entries = make([]partlog.FollowEntry, n)
+		for j := range r.Entries {
+			e, err := partlog.DecodeFollowEntry(b[j*partlog.FollowEntryLen:])
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+			}
+			r.Entries[j] = e
+		}
+		b = b[n*partlog.FollowEntryLen:]
+	}
+	if len(b) != 0 {
+		return nil, bad("trailing bytes")
+	}
+	return rs, nil
+}

@@ -1,0 +1,422 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/weir-io/weir/broker/kafka"
+	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/broker/peer"
+	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/internal/recbatch"
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/wal"
+)
+
+// Proxy produce (zone routing). A client in this broker's zone was told this broker leads
+// a partition whose real leader is in another zone. The batch is appended to this
+// broker's WAL as a RecProxyBatch and synced (the fence token checked, as for any
+// append); then a Link naming it goes to the leader over a persistent connection
+// (peer), batched with the other links waiting for that leader. The leader assigns the
+// offsets, appends the link to its own WAL, syncs, and answers with the base offset; the
+// client is answered with the leader's answer, and only while this broker's lease is
+// valid. Only the link and its answer cross zones.
+//
+// The WAL keeps the batch until the leader uploaded it (tier proxy pins). Links of one
+// partition leave in WAL order on one connection, so an idempotent producer's sequence
+// reaches the leader in order; the leader's checks (sequence, epoch, leadership) answer
+// exactly as they would a direct produce.
+
+// linkGrace is how long after a lost link answer the leader is asked for its log end: any
+// link it was processing then has been applied or dropped by that time.
+const linkGrace = 30 * time.Second
+
+// maxLinksPerRequest bounds one link request; maxLinkRequests the requests in flight to
+// one leader.
+const (
+	maxLinksPerRequest = 1024
+	maxLinkRequests    = 32
+)
+
+var (
+	// ErrLinkUnavailable: the leader could not be reached; the client retries (after a
+	// metadata refresh, which may name another broker).
+	errLinkUnavailable = fmt.Errorf("%w: the partition's leader is unreachable from its zone's proxy", partlog.ErrNotLeader)
+	// errLinkLost: the leader's answer did not come; the batch may or may not be in the
+	// log (an idempotent producer's retry finds out).
+	errLinkLost = kerr.RequestTimedOut
+)
+
+// proxy holds the connections to other brokers and their link senders.
+type proxy struct {
+	b *Broker
+
+	mu      sync.Mutex
+	senders map[int32]*linkSender
+	clients map[int32]*peer.Client
+	// follows: read replicas' long polls go on connections of their own, so that a
+	// poll waiting at the leader never holds links back.
+	follows map[int32]*peer.Client
+}
+
+func newProxy(b *Broker) *proxy {
+	return &proxy{b: b, senders: map[int32]*linkSender{}, clients: map[int32]*peer.Client{}, follows: map[int32]*peer.Client{}}
+}
+
+// client returns the connection to broker id at its advertised address in v.
+func (px *proxy) client(v *metadata.View, id int32) (*peer.Client, error) {
+	return px.clientIn(px.clients, v, id)
+}
+
+// followClient returns the connection for read replicas' polls to broker id.
+func (px *proxy) followClient(v *metadata.View, id int32) (*peer.Client, error) {
+	return px.clientIn(px.follows, v, id)
+}
+
+func (px *proxy) clientIn(clients map[int32]*peer.Client, v *metadata.View, id int32) (*peer.Client, error) {
+	br, ok := v.Broker(id)
+	if !ok || !br.Active() {
+		return nil, fmt.Errorf("%w: broker %d is not active", peer.ErrUnavailable, id)
+	}
+	addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	if c := clients[id]; c != nil && c.Addr() == addr {
+		return c, nil
+	} else if c != nil {
+		c.Close() // the broker restarted elsewhere
+	}
+	cfg := peer.DefaultConfig()
+	cfg.ClientID = fmt.Sprintf("weir-broker-%d", px.b.cfg.NodeID)
+	cfg.Wrap = px.b.cfg.WrapPeerConn
+	c := peer.NewClient(addr, cfg)
+	clients[id] = c
+	return c, nil
+}
+
+// sender returns the link sender to broker id.
+func (px *proxy) sender(v *metadata.View, id int32) (*linkSender, error) {
+	c, err := px.client(v, id)
+	if err != nil {
+		return nil, err
+	}
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	s := px.senders[id]
+	if s == nil || s.c != c {
+		if s != nil {
+			s.stop()
+		}
+		s = &linkSender{px: px, c: c, wake: make(chan struct{}, 1), done: make(chan struct{}), slots: make(chan struct{}, maxLinkRequests)}
+		px.senders[id] = s
+		px.b.wg.Add(1)
+		go s.run()
+	}
+	return s, nil
+}
+
+func (px *proxy) close() {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	for _, s := range px.senders {
+		s.stop()
+	}
+	for _, c := range px.clients {
+		c.Close()
+	}
+	for _, c := range px.follows {
+		c.Close()
+	}
+}
+
+// pendingLink is a link waiting to be sent, and what to do with the answer.
+type pendingLink struct {
+	link partlog.Link
+	done func(peer.LinkResult, error)
+}
+
+// linkSender sends the links for one leader: whatever queued while the previous request
+// was being written goes in the next, and up to maxLinkRequests are in flight.
+type linkSender struct {
+	px    *proxy
+	c     *peer.Client
+	mu    sync.Mutex
+	queue []pendingLink
+	wake  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+	slots chan struct{}
+}
+
+func (s *linkSender) stop() { s.once.Do(func() { close(s.done) }) }
+
+func (s *linkSender) enqueue(pl pendingLink) {
+	s.mu.Lock()
+	s.queue = append(s.queue, pl)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *linkSender) run() {
+	b := s.px.b
+	defer b.wg.Done()
+	for {
+		select {
+		case <-s.wake:
+		case <-s.done:
+			s.failAll(peer.ErrClosed)
+			return
+		case <-b.ctx.Done():
+			s.failAll(peer.ErrClosed)
+			return
+		}
+		for {
+			s.mu.Lock()
+			n := min(len(s.queue), maxLinksPerRequest)
+			batch := append([]pendingLink(nil), s.queue[:n]...)
+			s.queue = s.queue[n:]
+			s.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			select {
+			case s.slots <- struct{}{}:
+			case <-b.ctx.Done():
+				for _, pl := range batch {
+					pl.done(peer.LinkResult{}, peer.ErrClosed)
+				}
+				continue
+			}
+			s.send(batch)
+		}
+	}
+}
+
+func (s *linkSender) failAll(err error) {
+	s.mu.Lock()
+	q := s.queue
+	s.queue = nil
+	s.mu.Unlock()
+	for _, pl := range q {
+		pl.done(peer.LinkResult{}, err)
+	}
+}
+
+func (s *linkSender) send(batch []pendingLink) {
+	b := s.px.b
+	req := peer.LinkRequest{Proxy: b.cfg.NodeID, ProxyEpoch: b.epoch, Links: make([]partlog.Link, len(batch))}
+	for i := range batch {
+		req.Links[i] = batch[i].link
+	}
+	start := time.Now()
+	s.c.Do(req.AppendTo(nil), func(resp []byte, err error) {
+		<-s.slots
+		b.metrics.linkSeconds.Observe(time.Since(start).Seconds())
+		var rs []peer.LinkResult
+		if err == nil {
+			rs, err = peer.DecodeLinkResults(resp, len(batch))
+			if err != nil {
+				err = fmt.Errorf("%w: %w", peer.ErrLost, err)
+			}
+		}
+		for i, pl := range batch {
+			if err != nil {
+				pl.done(peer.LinkResult{}, err)
+				continue
+			}
+			pl.done(rs[i], nil)
+		}
+	})
+}
+
+// proxyWriter is the kafka.Writer of a partition led by another broker.
+type proxyWriter struct {
+	b      *Broker
+	t      *metadata.Topic
+	index  int32
+	leader int32
+}
+
+// proxyFor returns the proxy writer of partition index of t when zone routing sends its
+// produce through this broker: the partition has an active leader elsewhere that is
+// serving it.
+func (b *Broker) proxyFor(t *metadata.Topic, index int32) (kafka.Writer, bool) {
+	if !b.cfg.ZoneRouting || b.proxy == nil || t == nil || index < 0 || int(index) >= len(t.Partitions) {
+		return nil, false
+	}
+	mp := t.Partitions[index]
+	if mp.Leader == b.cfg.NodeID || mp.Leader < 0 || mp.Recovering || mp.Moving {
+		return nil, false
+	}
+	if br, ok := b.meta.View().Broker(mp.Leader); !ok || !br.Active() {
+		return nil, false
+	}
+	return proxyWriter{b: b, t: t, index: index, leader: mp.Leader}, true
+}
+
+func (pw proxyWriter) Offsets() (logStart, hw int64) { return -1, -1 }
+
+func (pw proxyWriter) SetLogStart(context.Context, int64) error { return partlog.ErrNotLeader }
+
+// Append writes the batch to this broker's WAL, links it into the leader's log, and
+// answers with the leader's answer.
+func (pw proxyWriter) Append(h *recbatch.Header, batch []byte, logAppendTime bool, done func(kafka.AppendResult)) {
+	b := pw.b
+	stamped := int64(-1)
+	payload := partlog.EncodeBatchRec(pw.t.ID, pw.index, batch)
+	if logAppendTime {
+		stamped = b.now().UnixMilli()
+		recbatch.SetLogAppendTime(payload[partlog.BatchRecHdr:], stamped)
+	}
+	fail := func(err error) { done(kafka.AppendResult{Err: err}) }
+	start := time.Now()
+	b.wal.Append(wal.Entry{Type: partlog.RecProxyBatch, Payload: payload, Done: func(pos wal.Pos, err error) {
+		switch {
+		case errors.Is(err, wal.ErrFenced):
+			b.markFenced(err.Error())
+			fail(partlog.ErrNotLeader)
+			return
+		case err != nil:
+			fail(err)
+			return
+		}
+		data := payload[partlog.BatchRecHdr:]
+		link := partlog.LinkOf(pw.t.ID, pw.index, b.cfg.NodeID, b.epoch, pos+partlog.BatchRecHdr, h, data)
+		var pin *tier.ProxyPin
+		if b.tier != nil {
+			pin = b.tier.PinProxied(link.Key(), pos) // the leader may read it from now on
+		}
+		s, err := b.proxy.sender(b.meta.View(), pw.leader)
+		if err != nil {
+			if pin != nil {
+				b.tier.ReleasePin(pin)
+			}
+			b.metrics.links.WithLabelValues("unavailable").Inc()
+			fail(errLinkUnavailable)
+			return
+		}
+		s.enqueue(pendingLink{link: link, done: func(res peer.LinkResult, err error) {
+			pw.answered(link, pin, res, err, stamped, start, done)
+		}})
+	}})
+}
+
+// answered finishes a proxied produce with the leader's answer.
+func (pw proxyWriter) answered(link partlog.Link, pin *tier.ProxyPin, res peer.LinkResult, err error, stamped int64, start time.Time, done func(kafka.AppendResult)) {
+	b := pw.b
+	switch {
+	case errors.Is(err, peer.ErrLost):
+		if pin != nil {
+			b.tier.LostPin(pin)
+		}
+		b.metrics.links.WithLabelValues("lost").Inc()
+		done(kafka.AppendResult{Err: errLinkLost})
+		return
+	case err != nil: // never sent
+		if pin != nil {
+			b.tier.ReleasePin(pin)
+		}
+		b.metrics.links.WithLabelValues("unavailable").Inc()
+		done(kafka.AppendResult{Err: errLinkUnavailable})
+		return
+	case res.Code != 0:
+		if pin != nil {
+			b.tier.ReleasePin(pin)
+		}
+		b.metrics.links.WithLabelValues("refused").Inc()
+		done(kafka.AppendResult{Err: kerr.ErrorForCode(res.Code)})
+		return
+	}
+	if pin != nil {
+		b.tier.ResolvePin(pin, res.Base+int64(link.LastOffsetDelta)+1)
+	}
+	b.metrics.links.WithLabelValues("ok").Inc()
+	b.metrics.proxySeconds.Observe(time.Since(start).Seconds())
+	if !b.leaseOK() {
+		// Linked and durable, but this broker may be fenced by now: no ack from here.
+		done(kafka.AppendResult{Err: partlog.ErrNotLeader})
+		return
+	}
+	done(kafka.AppendResult{Base: res.Base, LogStart: res.LogStart, AppendTime: stamped})
+}
+
+// resolveLostLoop asks leaders for the log end of partitions whose link answers were lost,
+// so their proxy pins can be released once the leader uploads up to there.
+func (b *Broker) resolveLostLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(linkGrace / 6)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-b.ctx.Done():
+			return
+		}
+		keys := b.tier.LostPins(linkGrace)
+		if len(keys) == 0 {
+			continue
+		}
+		ends, err := b.logEnds(b.ctx, keys)
+		if err != nil {
+			b.log.Debug("asking leaders for log ends failed; retrying", "err", err)
+		}
+		for k, end := range ends {
+			b.tier.ResolveLost(k, end, linkGrace)
+		}
+	}
+}
+
+// logEnds asks the leaders of the given partitions for their high watermarks; partitions
+// whose leader did not answer (or is not serving them) are left out.
+func (b *Broker) logEnds(ctx context.Context, keys []partlog.Key) (map[partlog.Key]int64, error) {
+	v := b.meta.View()
+	byLeader := map[int32][]peer.PartitionRef{}
+	out := map[partlog.Key]int64{}
+	for _, k := range keys {
+		t := v.TopicByID(k.ID)
+		if t == nil || int(k.Index) >= len(t.Partitions) {
+			out[k] = 1<<63 - 1 // deleted: nothing to keep
+			continue
+		}
+		if l := t.Partitions[k.Index].Leader; l == b.cfg.NodeID {
+			if p := b.parts.Get(k.ID, k.Index); p != nil && p.State() == partlog.Ready {
+				_, hw := p.Offsets()
+				out[k] = hw
+			}
+		} else if l >= 0 {
+			byLeader[l] = append(byLeader[l], peer.PartitionRef{Topic: k.ID, Partition: k.Index})
+		}
+	}
+	var firstErr error
+	for l, refs := range byLeader {
+		c, err := b.proxy.client(v, l)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			var resp []byte
+			resp, err = c.Call(ctx, peer.AppendOffsetsRequest(nil, refs))
+			cancel()
+			var os []peer.Offsets
+			if err == nil {
+				os, err = peer.DecodeOffsets(resp, len(refs))
+			}
+			for i := range os {
+				if os[i].Code == 0 {
+					out[partlog.Key{ID: refs[i].Topic, Index: refs[i].Partition}] = os[i].HW
+				}
+			}
+		}
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("broker: log ends from broker %d: %w", l, err)
+		}
+	}
+	return out, firstErr
+}

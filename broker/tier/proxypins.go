@@ -1,0 +1,137 @@
+package tier
+
+import (
+	"time"
+
+	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/wal"
+)
+
+// Proxy pins. A batch this broker wrote as a zone-routing proxy (partlog.RecProxyBatch)
+// is read from this WAL by the partition's leader (and its later leaders and read
+// replicas) until the leader has uploaded it, so the WAL keeps it until the partition's
+// manifest reaches the batch's end. The pin is taken when the batch is synced, before its
+// link is sent (from then on the leader may read it), and:
+//   - resolved with the batch's end when the leader answers with its offsets;
+//   - released when the leader refused the link, or when it was never sent;
+//   - left unresolved when the answer was lost (the leader may or may not have linked
+//     it): the broker later asks the leader for its log end (ResolveLost) and keeps the
+//     pin until the manifest reaches that.
+// Pins of one partition are queued in WAL order; the trim point is the position of the
+// first one still held.
+
+// ProxyPin is one proxied batch's hold on the WAL.
+type ProxyPin struct {
+	pos      wal.Pos
+	end      int64 // -1 while the answer is awaited, -2 when it was lost
+	lostAt   time.Time
+	released bool
+}
+
+const (
+	pinPending int64 = -1
+	pinLost    int64 = -2
+)
+
+// PinProxied holds the WAL from pos on for a proxied batch of partition k.
+func (t *Tier) PinProxied(k partlog.Key, pos wal.Pos) *ProxyPin {
+	pn := &ProxyPin{pos: pos, end: pinPending}
+	t.pinMu.Lock()
+	t.proxyPins[k] = append(t.proxyPins[k], pn)
+	t.pinMu.Unlock()
+	return pn
+}
+
+// ResolvePin keeps the pin until the partition's objects reach end.
+func (t *Tier) ResolvePin(pn *ProxyPin, end int64) {
+	t.pinMu.Lock()
+	pn.end = end
+	t.pinMu.Unlock()
+}
+
+// ReleasePin lets the WAL go: the batch is not part of the partition's log.
+func (t *Tier) ReleasePin(pn *ProxyPin) {
+	t.pinMu.Lock()
+	pn.released = true
+	t.pinMu.Unlock()
+}
+
+// LostPin marks a pin whose link's outcome is unknown.
+func (t *Tier) LostPin(pn *ProxyPin) {
+	t.pinMu.Lock()
+	pn.end, pn.lostAt = pinLost, t.d.Now()
+	t.pinMu.Unlock()
+}
+
+// LostPins returns the partitions with a pin lost longer than grace ago: the caller asks
+// their leaders for the log end and calls ResolveLost (a link still in flight at the
+// leader when its answer was lost is applied or dropped well within grace).
+func (t *Tier) LostPins(grace time.Duration) []partlog.Key {
+	t.pinMu.Lock()
+	defer t.pinMu.Unlock()
+	var out []partlog.Key
+	now := t.d.Now()
+	for k, q := range t.proxyPins {
+		for _, pn := range q {
+			if !pn.released && pn.end == pinLost && now.Sub(pn.lostAt) > grace {
+				out = append(out, k)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// ResolveLost resolves the lost pins of k older than grace with the partition's log end
+// as its leader reported it after them: whatever the lost links became, it is below.
+func (t *Tier) ResolveLost(k partlog.Key, logEnd int64, grace time.Duration) {
+	t.pinMu.Lock()
+	defer t.pinMu.Unlock()
+	now := t.d.Now()
+	for _, pn := range t.proxyPins[k] {
+		if !pn.released && pn.end == pinLost && now.Sub(pn.lostAt) > grace {
+			pn.end = logEnd
+		}
+	}
+}
+
+// proxyTrimPointLocked drops pins that the view shows safe and returns the lowest
+// position still held (ok false: none).
+func (t *Tier) proxyTrimPointLocked(v *metadata.View) (at wal.Pos, ok bool) {
+	for k, q := range t.proxyPins {
+		i := 0
+		for ; i < len(q); i++ {
+			pn := q[i]
+			if !pn.released && (pn.end < 0 || !released(v, k, walPin{pos: pn.pos, end: pn.end})) {
+				break
+			}
+		}
+		if i == len(q) {
+			delete(t.proxyPins, k)
+			continue
+		}
+		if i > 0 {
+			t.proxyPins[k] = append([]*ProxyPin(nil), q[i:]...)
+		}
+		if !ok || q[i].pos < at {
+			at, ok = q[i].pos, true
+		}
+	}
+	return at, ok
+}
+
+// ProxyPinsHeld is the number of proxied batches the WAL is kept for (metrics, tests).
+func (t *Tier) ProxyPinsHeld() int {
+	t.pinMu.Lock()
+	defer t.pinMu.Unlock()
+	n := 0
+	for _, q := range t.proxyPins {
+		for _, pn := range q {
+			if !pn.released {
+				n++
+			}
+		}
+	}
+	return n
+}
