@@ -19,9 +19,9 @@ type backend struct{ b *Broker }
 
 var _ kafka.Backend = backend{}
 
-func (be backend) Writer(t *metadata.Topic, index int32) (kafka.Writer, error) {
+func (be backend) Writer(t *metadata.Topic, index int32, zone string) (kafka.Writer, error) {
 	p, err := be.b.lookup(t, index, true)
-	if errors.Is(err, partlog.ErrNotLeader) && be.b.parts.Get(t.ID, index) == nil {
+	if errors.Is(err, partlog.ErrNotLeader) && be.b.parts.Get(t.ID, index) == nil && be.b.routedHere(t, index, zone) {
 		if w, ok := be.b.proxyFor(t, index); ok {
 			if !be.b.leaseOK() {
 				return nil, partlog.ErrNotLeader
@@ -38,9 +38,9 @@ func (be backend) Writer(t *metadata.Topic, index int32) (kafka.Writer, error) {
 	return localPartition{be.b, p}, nil
 }
 
-func (be backend) Reader(t *metadata.Topic, index int32, currentEpoch int32) (kafka.Reader, error) {
+func (be backend) Reader(t *metadata.Topic, index int32, currentEpoch int32, zone string) (kafka.Reader, error) {
 	p, err := be.b.lookup(t, index, false)
-	if errors.Is(err, partlog.ErrNotLeader) && be.b.parts.Get(t.ID, index) == nil {
+	if errors.Is(err, partlog.ErrNotLeader) && be.b.parts.Get(t.ID, index) == nil && be.b.routedHere(t, index, zone) {
 		// Led in another zone: read here as its read replica.
 		if rp, ok := be.b.replicaFor(t, index); ok {
 			p, err = rp, nil

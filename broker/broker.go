@@ -125,6 +125,10 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		AutoCreateTopics:  cfg.AutoCreateTopics,
 		DefaultPartitions: cfg.DefaultPartitions,
 		BrokerConfigs:     cfg.staticConfigs(),
+		ZoneRouting:       cfg.ZoneRouting,
+		Zone:              cfg.Rack,
+		Routing:           cfg.Routing,
+		Traffic:           cfg.Traffic,
 	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Internal: peerServer{b}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil
 }
@@ -215,7 +219,7 @@ func (b *Broker) open() error {
 	if b.replayInfo, err = w.Replay(nil); err != nil {
 		return fmt.Errorf("broker: replay %s: %w", wcfg.Dir, err)
 	}
-	b.loader = partlog.NewLoader(fsys, b.loaderSources, b.metrics.walRead)
+	b.loader = partlog.NewLoader(b.countingFS(fsys), b.loaderSources, b.metrics.walRead)
 	if err := b.openTier(); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/weir-io/weir/broker/tier"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
+	"github.com/weir-io/weir/routing"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -61,9 +62,17 @@ type Config struct {
 	// zones through it (proxy.go): the batch stays in this broker's WAL and only a link
 	// crosses zones. Metadata names this broker to them as the leader.
 	ZoneRouting bool
-	// WrapPeerConn, when set, wraps each connection to another broker (byte accounting
-	// by zone).
-	WrapPeerConn func(net.Conn) net.Conn
+	// Routing decides a client's zone (its client.id tag, its Fetch rack, its source
+	// network).
+	Routing routing.Config
+	// LinkGrace is how long a zone proxy waits after a link's answer was lost, and how
+	// long after a sealed directory of proxied batches was sealed, before asking the
+	// leaders for their log ends (any link still in flight has been applied or dropped
+	// by then).
+	LinkGrace time.Duration
+	// Traffic, when set, counts the bytes this broker moves by peer zone and kind:
+	// clients', links', and reads of other brokers' WALs.
+	Traffic *routing.Traffic
 
 	// WAL configures this broker's write-ahead log; WAL.Dir is its WAL home, under
 	// which each registration epoch writes a directory of its own.
@@ -93,6 +102,8 @@ func DefaultConfig() Config {
 		MaxInFlight:            256,
 		IdleTimeout:            10 * time.Minute,
 		ZoneRouting:            true,
+		Routing:                routing.DefaultConfig(),
+		LinkGrace:              30 * time.Second,
 		WAL:                    wal.DefaultConfig(""),
 		Group:                  group.DefaultConfig(),
 		Tier:                   tier.DefaultConfig(),
@@ -103,6 +114,12 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	if c.NodeID < 0 {
 		return fmt.Errorf("broker: node id must be >= 0, got %d", c.NodeID)
+	}
+	if c.LinkGrace <= 0 {
+		c.LinkGrace = 30 * time.Second
+	}
+	if err := c.Routing.Validate(); err != nil {
+		return fmt.Errorf("broker: %w", err)
 	}
 	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
 		return fmt.Errorf("broker: listen address %q: %w", c.ListenAddr, err)
@@ -168,6 +185,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.TailCacheBytes, "tail-cache-bytes", c.TailCacheBytes, "memory for recent batches served to tail consumers")
 	fs.Int64Var(&c.WAL.SegmentSize, "wal-segment-bytes", c.WAL.SegmentSize, "size of one WAL segment file")
 	fs.BoolVar(&c.AcceptWALLoss, "accept-wal-loss", c.AcceptWALLoss, "serve partitions whose WAL data is damaged or missing, with a gap in their offsets (default: they stay unavailable and say why)")
+	fs.BoolVar(&c.ZoneRouting, "zone-routing", c.ZoneRouting, "route clients of a known zone through brokers of their zone: produce through a same-zone proxy, read from a same-zone replica; only links cross zones (a client's zone: a weir_az=/automq_az=/warpstream_az=/ws_az=/zone= tag in client.id, the rack of its Fetch requests, or --zone-cidrs)")
+	c.Routing.BindFlags(fs)
 	c.Tier.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/weir-io/weir/broker/tier"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/routing"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -32,10 +33,6 @@ import (
 // partition leave in WAL order on one connection, so an idempotent producer's sequence
 // reaches the leader in order; the leader's checks (sequence, epoch, leadership) answer
 // exactly as they would a direct produce.
-
-// linkGrace is how long after a lost link answer the leader is asked for its log end: any
-// link it was processing then has been applied or dropped by that time.
-const linkGrace = 30 * time.Second
 
 // maxLinksPerRequest bounds one link request; maxLinkRequests the requests in flight to
 // one leader.
@@ -94,7 +91,13 @@ func (px *proxy) clientIn(clients map[int32]*peer.Client, v *metadata.View, id i
 	}
 	cfg := peer.DefaultConfig()
 	cfg.ClientID = fmt.Sprintf("weir-broker-%d", px.b.cfg.NodeID)
-	cfg.Wrap = px.b.cfg.WrapPeerConn
+	if tr := px.b.cfg.Traffic; tr != nil {
+		zone := br.Rack
+		if zone == "" {
+			zone = routing.UnknownZone
+		}
+		cfg.Wrap = func(nc net.Conn) net.Conn { return tr.Conn(nc, zone, routing.KindLink) }
+	}
 	c := peer.NewClient(addr, cfg)
 	clients[id] = c
 	return c, nil
@@ -246,6 +249,17 @@ type proxyWriter struct {
 	leader int32
 }
 
+// routedHere reports whether zone routing sends a client of zone to this broker for a
+// partition it does not lead: the client is in this broker's zone and the partition's
+// leader in another. Any other client gets NOT_LEADER, as from Kafka.
+func (b *Broker) routedHere(t *metadata.Topic, index int32, zone string) bool {
+	if !b.cfg.ZoneRouting || zone == "" || zone != b.cfg.Rack || t == nil || index < 0 || int(index) >= len(t.Partitions) {
+		return false
+	}
+	br, ok := b.meta.View().Broker(t.Partitions[index].Leader)
+	return ok && br.Rack != zone
+}
+
 // proxyFor returns the proxy writer of partition index of t when zone routing sends its
 // produce through this broker: the partition has an active leader elsewhere that is
 // serving it.
@@ -353,7 +367,7 @@ func (pw proxyWriter) answered(link partlog.Link, pin *tier.ProxyPin, res peer.L
 // so their proxy pins can be released once the leader uploads up to there.
 func (b *Broker) resolveLostLoop() {
 	defer b.wg.Done()
-	t := time.NewTicker(linkGrace / 6)
+	t := time.NewTicker(b.cfg.LinkGrace / 6)
 	defer t.Stop()
 	for {
 		select {
@@ -361,7 +375,7 @@ func (b *Broker) resolveLostLoop() {
 		case <-b.ctx.Done():
 			return
 		}
-		keys := b.tier.LostPins(linkGrace)
+		keys := b.tier.LostPins(b.cfg.LinkGrace)
 		if len(keys) == 0 {
 			continue
 		}
@@ -370,7 +384,7 @@ func (b *Broker) resolveLostLoop() {
 			b.log.Debug("asking leaders for log ends failed; retrying", "err", err)
 		}
 		for k, end := range ends {
-			b.tier.ResolveLost(k, end, linkGrace)
+			b.tier.ResolveLost(k, end, b.cfg.LinkGrace)
 		}
 	}
 }
@@ -419,4 +433,13 @@ func (b *Broker) logEnds(ctx context.Context, keys []partlog.Key) (map[partlog.K
 		}
 	}
 	return out, firstErr
+}
+
+// ProxyPinsHeld is the number of batches this broker proxied whose leaders have not
+// uploaded them yet: its WAL keeps them (tests, metrics).
+func (b *Broker) ProxyPinsHeld() int {
+	if b.tier == nil {
+		return 0
+	}
+	return b.tier.ProxyPinsHeld()
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/gossip"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/routing"
 )
 
 // BrokerNode is a running broker of a cluster.
@@ -30,6 +32,7 @@ type BrokerNode struct {
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by Close or Kill
 	mu       sync.Mutex    // Broker while StartBroker sets it (the load report reads it)
+	traffic  *routing.Traffic
 }
 
 func (n *BrokerNode) broker() *broker.Broker {
@@ -95,17 +98,36 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 	}
 	o.Broker.Logger = log
 	o.Broker.Registerer = o.Registerer
+	n := &BrokerNode{log: log, stopped: make(chan struct{})}
+	if o.Broker.Traffic == nil && o.Registerer != nil {
+		// Bytes by peer zone and kind: clients', links', WAL reads', the controllers'
+		// and gossip's (weir_traffic_bytes_total).
+		n.traffic = routing.NewTraffic(o.Broker.Rack, o.Registerer)
+		o.Broker.Traffic = n.traffic
+	}
 	ccfg := o.Client
 	ccfg.BrokerID = o.Broker.NodeID
 	ccfg.Rack = o.Broker.Rack
 	ccfg.Logger = log.With("component", "controller-client")
 	ccfg.DefaultPartitions = o.Broker.DefaultPartitions
-	n := &BrokerNode{log: log, stopped: make(chan struct{})}
 	ccfg.LoadReport = func() []metadata.PartitionLoad {
 		if b := n.broker(); b != nil {
 			return b.LoadReport()
 		}
 		return nil
+	}
+	if tr := o.Broker.Traffic; tr != nil {
+		// Controllers have no zone, unless --zone-cidrs places their address in one.
+		zones := o.Broker.Routing
+		ccfg.WrapConn = func(addr string, nc net.Conn) net.Conn {
+			zone := routing.UnknownZone
+			if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
+				if z, ok := zones.ZoneOfAddr(ap.Addr()); ok {
+					zone = z
+				}
+			}
+			return tr.Conn(nc, zone, routing.KindController)
+		}
 	}
 	ccfg.OnEpochChange = func(old, new int64) {
 		log.Warn("broker was fenced and registered again", "old_epoch", old, "new_epoch", new)
@@ -115,12 +137,14 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 	}
 	cl, err := controller.NewClient(ccfg)
 	if err != nil {
+		n.closeTraffic()
 		return nil, err
 	}
 	n.Client = cl
 	b, err := broker.New(o.Broker, cl)
 	if err != nil {
 		cl.Close()
+		n.closeTraffic()
 		return nil, err
 	}
 	n.mu.Lock()
@@ -129,6 +153,7 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 	if err := b.Start(); err != nil {
 		b.Close()
 		cl.Close()
+		n.closeTraffic()
 		return nil, err
 	}
 	if o.Gossip.BindAddr != "" {
@@ -138,7 +163,26 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 		gcfg.KafkaAddr = net.JoinHostPort(adv.Host, strconv.Itoa(int(adv.Port)))
 		gcfg.Logger = log.With("component", "gossip")
 		gcfg.Registerer = o.Registerer
-		g, err := gossip.New(gcfg, gossip.Events{OnLeave: func(m gossip.Member) {
+		var g *gossip.Gossip // set before Start, so before Count runs
+		if tr := o.Broker.Traffic; tr != nil {
+			var counters sync.Map // peer zone → *routing.Counter
+			gcfg.Count = func(peer string, out bool, nb int) {
+				zone := routing.UnknownZone
+				if z, ok := g.PeerZone(peer); ok && z != "" {
+					zone = z
+				}
+				c, ok := counters.Load(zone)
+				if !ok {
+					c, _ = counters.LoadOrStore(zone, tr.Counter(zone, routing.KindGossip))
+				}
+				d := routing.In
+				if out {
+					d = routing.Out
+				}
+				c.(*routing.Counter).Add(d, nb)
+			}
+		}
+		g, err = gossip.New(gcfg, gossip.Events{OnLeave: func(m gossip.Member) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if err := cl.ReportSuspect(ctx, m.BrokerID); err != nil {
@@ -178,7 +222,14 @@ func (n *BrokerNode) Close() error {
 	}
 	err := n.Broker.Close()
 	n.Client.Close()
+	n.closeTraffic()
 	return err
+}
+
+func (n *BrokerNode) closeTraffic() {
+	if n.traffic != nil {
+		n.traffic.Close()
+	}
 }
 
 // Kill stops the broker without leaving the gossip ring, as a crash would look to the
@@ -190,4 +241,5 @@ func (n *BrokerNode) Kill() {
 	}
 	n.Client.Close()
 	n.Broker.Close()
+	n.closeTraffic()
 }

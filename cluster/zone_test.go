@@ -2,27 +2,44 @@ package cluster
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/internal/kafkatest"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
 
-// proxyProduce sends one batch to the broker at addr (which need not lead the
-// partition) and returns its answer.
-func proxyProduce(t *testing.T, addr, topic string, partition int32, batch []byte) kmsg.ProduceResponseTopicPartition {
+// zoneClient is a client of broker id's zone (a weir_az tag in its client.id) that
+// knows only that broker.
+func zoneClient(t *testing.T, c *Cluster, id int32) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	br, _ := c.Controller(c.LeaderIndex()).View().Broker(id)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()[id-1]), kgo.ClientID("app,weir_az="+br.Rack))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// proxyProduce sends one batch, as a client of broker id's zone, to that broker (which
+// need not lead the partition) and returns its answer.
+func proxyProduce(t *testing.T, c *Cluster, id int32, topic string, partition int32, batch []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	return produceVia(t, zoneClient(t, c, id), topic, partition, batch)
+}
+
+func produceVia(t *testing.T, cl *kgo.Client, topic string, partition int32, batch []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 10000
@@ -79,11 +96,10 @@ func TestProxyProduce(t *testing.T) {
 				break
 			}
 		}
-		addr := c.KafkaAddrs()[proxy]
 		pid := int64(1000 + mp.Index)
 		for seq := int32(0); seq < 6; seq += 2 {
 			v1, v2 := fmt.Sprintf("p%d-s%d", mp.Index, seq), fmt.Sprintf("p%d-s%d", mp.Index, seq+1)
-			r := proxyProduce(t, addr, "zoned", mp.Index, kafkatest.Batch(pid, 0, seq, []byte(v1), []byte(v2)))
+			r := proxyProduce(t, c, int32(proxy+1), "zoned", mp.Index, kafkatest.Batch(pid, 0, seq, []byte(v1), []byte(v2)))
 			if r.ErrorCode != 0 {
 				t.Fatalf("partition %d seq %d through broker %d: %v", mp.Index, seq, proxy+1, kerr.ErrorForCode(r.ErrorCode))
 			}
@@ -93,17 +109,17 @@ func TestProxyProduce(t *testing.T) {
 			want[v1], want[v2] = r.BaseOffset, r.BaseOffset+1
 		}
 		// A retry of the last batch is answered with its original offset, once.
-		r := proxyProduce(t, addr, "zoned", mp.Index, kafkatest.Batch(pid, 0, 4, []byte("dup-a"), []byte("dup-b")))
+		r := proxyProduce(t, c, int32(proxy+1), "zoned", mp.Index, kafkatest.Batch(pid, 0, 4, []byte("dup-a"), []byte("dup-b")))
 		if r.ErrorCode != 0 || r.BaseOffset != 4 {
 			t.Fatalf("retry through the proxy: code %d base %d, want the original 4", r.ErrorCode, r.BaseOffset)
 		}
 		// A sequence gap is the leader's OUT_OF_ORDER_SEQUENCE_NUMBER, passed on.
-		r = proxyProduce(t, addr, "zoned", mp.Index, kafkatest.Batch(pid, 0, 9, []byte("gap")))
+		r = proxyProduce(t, c, int32(proxy+1), "zoned", mp.Index, kafkatest.Batch(pid, 0, 9, []byte("gap")))
 		if r.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
 			t.Fatalf("sequence gap through the proxy: %v", kerr.ErrorForCode(r.ErrorCode))
 		}
 		// The leader itself takes the next one: the proxy's batches are in its state.
-		r = proxyProduce(t, c.KafkaAddrs()[mp.Leader-1], "zoned", mp.Index, kafkatest.Batch(pid, 0, 6, []byte(fmt.Sprintf("p%d-s6", mp.Index))))
+		r = proxyProduce(t, c, mp.Leader, "zoned", mp.Index, kafkatest.Batch(pid, 0, 6, []byte(fmt.Sprintf("p%d-s6", mp.Index))))
 		if r.ErrorCode != 0 || r.BaseOffset != 6 {
 			t.Fatalf("direct produce after proxied ones: code %d base %d", r.ErrorCode, r.BaseOffset)
 		}
@@ -140,7 +156,7 @@ func TestProxiedDataSurvivesFailover(t *testing.T) {
 		proxyOf[mp.Index] = proxy
 		for seq := int32(0); seq < 3; seq++ {
 			v := fmt.Sprintf("p%d-s%d", mp.Index, seq)
-			r := proxyProduce(t, c.KafkaAddrs()[proxy-1], "zf", mp.Index, kafkatest.Batch(int64(2000+mp.Index), 0, seq, []byte(v)))
+			r := proxyProduce(t, c, proxy, "zf", mp.Index, kafkatest.Batch(int64(2000+mp.Index), 0, seq, []byte(v)))
 			if r.ErrorCode != 0 {
 				t.Fatalf("%s through broker %d: %v", v, proxy, kerr.ErrorForCode(r.ErrorCode))
 			}
@@ -172,17 +188,17 @@ func TestProxiedDataSurvivesFailover(t *testing.T) {
 			t.Fatalf("%s: read %v, want offset %d", v, r, off)
 		}
 	}
-	var live string
-	for i := 1; i <= 3; i++ {
-		if i != int(dead[0]) && (len(dead) < 2 || i != int(dead[1])) {
-			live = c.KafkaAddrs()[i-1]
+	var live int32
+	for i := int32(1); i <= 3; i++ {
+		if i != dead[0] && (len(dead) < 2 || i != dead[1]) {
+			live = i
 		}
 	}
-	r := proxyProduce(t, live, "zf", 0, kafkatest.Batch(2000, 0, 2, []byte("retry")))
+	r := proxyProduce(t, c, live, "zf", 0, kafkatest.Batch(2000, 0, 2, []byte("retry")))
 	if r.ErrorCode != 0 || r.BaseOffset != want["p0-s2"] {
 		t.Fatalf("retry after failover: code %d base %d, want %d", r.ErrorCode, r.BaseOffset, want["p0-s2"])
 	}
-	r = proxyProduce(t, live, "zf", 0, kafkatest.Batch(2000, 0, 3, []byte("p0-s3")))
+	r = proxyProduce(t, c, live, "zf", 0, kafkatest.Batch(2000, 0, 3, []byte("p0-s3")))
 	if r.ErrorCode != 0 || r.BaseOffset != want["p0-s2"]+1 {
 		t.Fatalf("next sequence after failover: code %d base %d", r.ErrorCode, r.BaseOffset)
 	}
@@ -205,24 +221,20 @@ func TestReadReplica(t *testing.T) {
 	want := []string{}
 	for i := 0; i < 5; i++ {
 		v := fmt.Sprintf("direct-%d", i)
-		r := proxyProduce(t, c.KafkaAddrs()[leader-1], "rr", 0, kafkatest.Batch(-1, 0, 0, []byte(v)))
+		r := proxyProduce(t, c, leader, "rr", 0, kafkatest.Batch(-1, 0, 0, []byte(v)))
 		if r.ErrorCode != 0 {
 			t.Fatal(kerr.ErrorForCode(r.ErrorCode))
 		}
 		want = append(want, v)
 		v = fmt.Sprintf("proxied-%d", i)
-		r = proxyProduce(t, c.KafkaAddrs()[other-1], "rr", 0, kafkatest.Batch(-1, 0, 0, []byte(v)))
+		r = proxyProduce(t, c, other, "rr", 0, kafkatest.Batch(-1, 0, 0, []byte(v)))
 		if r.ErrorCode != 0 {
 			t.Fatal(kerr.ErrorForCode(r.ErrorCode))
 		}
 		want = append(want, v)
 	}
-	// A client that only knows the replica: it fetches there.
-	rc, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()[replica-1]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
+	// A client of the replica's zone that only knows the replica: it fetches there.
+	rc := zoneClient(t, c, replica)
 	fetchAt := func(offset int64) []string {
 		req := kmsg.NewPtrFetchRequest()
 		req.MaxWaitMillis = 2000
@@ -273,7 +285,7 @@ func TestReadReplica(t *testing.T) {
 	done := make(chan []string, 1)
 	go func() { done <- fetchAt(int64(len(want))) }()
 	time.Sleep(200 * time.Millisecond)
-	if r := proxyProduce(t, c.KafkaAddrs()[leader-1], "rr", 0, kafkatest.Batch(-1, 0, 0, []byte("late"))); r.ErrorCode != 0 {
+	if r := proxyProduce(t, c, leader, "rr", 0, kafkatest.Batch(-1, 0, 0, []byte("late"))); r.ErrorCode != 0 {
 		t.Fatal(kerr.ErrorForCode(r.ErrorCode))
 	}
 	if late := <-done; len(late) != 1 || late[0] != fmt.Sprintf("%d:late", len(want)) {
@@ -287,4 +299,228 @@ func TestReadReplica(t *testing.T) {
 		o, _ := lo.Lookup("rr", 0)
 		return err == nil && o.Err == nil && o.Offset == end
 	})
+}
+
+// trafficBytes sums weir_traffic_bytes_total series matching want from reg.
+func trafficBytes(t *testing.T, reg *prometheus.Registry, want func(l map[string]string) bool) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "weir_traffic_bytes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if want(l) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// Zone-tagged clients in every zone: Metadata names their zone's broker as every
+// partition's leader (with the real leader epoch), their produce goes through it as a
+// proxy and their consumer group reads from it as a read replica; a consumer that only
+// sends its rack is pointed at its zone's replica by the leader (KIP-392); an untagged
+// client sees the real leaders. No record byte crosses zones on a client connection;
+// links do.
+func TestZoneRoutingClients(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := startCluster(t, func(cfg *Config) { cfg.Registerer = reg })
+	adm := kadm.NewClient(newClient(t, c))
+	const parts = 6
+	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), parts, 1, nil, "zr"); err != nil {
+		t.Fatal(err)
+	}
+	tp := waitTopic(t, c, "zr")
+	view := c.Controller(c.LeaderIndex()).View()
+	zoneOf := map[string]int32{}
+	for _, br := range view.Brokers {
+		zoneOf[br.Rack] = br.ID
+	}
+	if len(zoneOf) != 3 {
+		t.Fatalf("brokers in zones %v, want 3 zones", zoneOf)
+	}
+	// Metadata per zone, and for an untagged client.
+	for zone, id := range zoneOf {
+		cl := newClient(t, c, kgo.ClientID("app,weir_az="+zone))
+		md, err := kadm.NewClient(cl).Metadata(ctxFor(t, 30*time.Second), "zr")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range md.Topics["zr"].Partitions {
+			if p.Leader != id || p.LeaderEpoch != tp.Partitions[p.Partition].LeaderEpoch {
+				t.Fatalf("zone %s: partition %d led by %d epoch %d, want broker %d epoch %d", zone, p.Partition, p.Leader, p.LeaderEpoch, id, tp.Partitions[p.Partition].LeaderEpoch)
+			}
+		}
+	}
+	md, err := adm.Metadata(ctxFor(t, 30*time.Second), "zr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range md.Topics["zr"].Partitions {
+		if p.Leader != tp.Partitions[p.Partition].Leader {
+			t.Fatalf("untagged client: partition %d led by %d, want the real leader %d", p.Partition, p.Leader, tp.Partitions[p.Partition].Leader)
+		}
+	}
+
+	before := trafficBytes(t, reg, func(l map[string]string) bool {
+		return l["kind"] == "client_records" && l["peer_zone"] != l["local_zone"]
+	})
+	const perZone = 300
+	want := map[string]bool{}
+	for zone := range zoneOf {
+		cl := newClient(t, c, kgo.ClientID("producer,weir_az="+zone), kgo.DefaultProduceTopic("zr"))
+		for i := 0; i < perZone; i++ {
+			v := fmt.Sprintf("%s-%04d", zone, i)
+			want[v] = true
+			cl.Produce(ctxFor(t, time.Minute), &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+				if err != nil {
+					t.Errorf("produce %s: %v", v, err)
+				}
+			})
+		}
+		if err := cl.Flush(ctxFor(t, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(opts ...kgo.Opt) {
+		t.Helper()
+		cl := newClient(t, c, append([]kgo.Opt{kgo.ConsumeTopics("zr"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+		got := map[string]bool{}
+		ctx := ctxFor(t, time.Minute)
+		for len(got) < len(want) && ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[string(r.Value)] = true })
+		}
+		for v := range want {
+			if !got[v] {
+				t.Fatalf("record %s not read", v)
+			}
+		}
+	}
+	// A rack-only consumer: the leaders point it at its zone's replica.
+	for zone, id := range zoneOf {
+		if n := c.Broker(int(id) - 1).Broker.Replicas(); n != 0 {
+			t.Fatalf("broker %d follows %d partitions before any consumer", id, n)
+		}
+		read(kgo.Rack(zone))
+		others := 0
+		for _, p := range tp.Partitions {
+			if p.Leader != id {
+				others++
+			}
+		}
+		if n := c.Broker(int(id) - 1).Broker.Replicas(); n != others {
+			t.Fatalf("broker %d (zone %s) serves %d read replicas, want %d", id, zone, n, others)
+		}
+		break
+	}
+	for zone := range zoneOf {
+		read(kgo.ClientID("consumer,weir_az="+zone), kgo.ConsumerGroup("g-"+zone))
+	}
+	if n := trafficBytes(t, reg, func(l map[string]string) bool {
+		return l["kind"] == "client_records" && l["peer_zone"] != l["local_zone"]
+	}); n != before {
+		t.Fatalf("%v record bytes crossed zones on client connections of tagged clients", n-before)
+	}
+	if n := trafficBytes(t, reg, func(l map[string]string) bool { return l["kind"] == "link" && l["peer_zone"] != l["local_zone"] }); n == 0 {
+		t.Fatal("no link bytes counted: nothing went through a proxy")
+	}
+}
+
+// A proxy's WAL keeps what it proxied until the leaders uploaded it, then lets it go
+// (its pins are released and its segments trimmed); when the proxy dies, its sealed
+// directory is deleted once the leaders' log ends as of after the seal are uploaded.
+// Nothing acked is lost on the way.
+func TestProxiedWALTrimmedAndCollected(t *testing.T) {
+	c := startCluster(t, func(cfg *Config) {
+		inner := cfg.BrokerConfig
+		cfg.BrokerConfig = func(b *broker.Config) {
+			inner(b)
+			b.WAL.SegmentSize = 1 << 20
+			b.Tier.MaxUploadDelay = 200 * time.Millisecond
+			b.Tier.CheckInterval = 20 * time.Millisecond
+			b.Tier.RetentionInterval = 100 * time.Millisecond
+			b.LinkGrace = 500 * time.Millisecond
+		}
+	})
+	adm := kadm.NewClient(newClient(t, c))
+	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "pt"); err != nil {
+		t.Fatal(err)
+	}
+	tp := waitTopic(t, c, "pt")
+	const proxy = 1
+	view := c.Controller(c.LeaderIndex()).View()
+	br, _ := view.Broker(proxy)
+	cl := newClient(t, c, kgo.ClientID("weir_az="+br.Rack), kgo.DefaultProduceTopic("pt"))
+	want := map[string]bool{}
+	value := make([]byte, 1000)
+	for i := 0; i < 6000; i++ {
+		v := fmt.Sprintf("%05d-%s", i, value)
+		want[v[:5]] = true
+		cl.Produce(ctxFor(t, time.Minute), &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+	}
+	if err := cl.Flush(ctxFor(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	proxied := 0
+	for _, p := range tp.Partitions {
+		if p.Leader != proxy {
+			proxied++
+		}
+	}
+	if proxied == 0 {
+		t.Fatal("broker 1 leads every partition: nothing was proxied")
+	}
+	b1 := c.Broker(proxy - 1).Broker
+	testutil.Eventually(t, time.Minute, "the leaders uploaded what broker 1 proxied, its pins released and its WAL trimmed", func() bool {
+		return b1.ProxyPinsHeld() == 0 && b1.WALBytes() < 2<<20
+	})
+	dirs, _ := filepath.Glob(filepath.Join(c.cfg.Dir, "wal", "broker-1", "epoch-*"))
+	if len(dirs) != 1 {
+		t.Fatalf("broker 1's WAL directories: %v", dirs)
+	}
+	// More proxied data, then the proxy dies before the leaders upload it.
+	for i := 6000; i < 7000; i++ {
+		v := fmt.Sprintf("%05d-%s", i, value)
+		want[v[:5]] = true
+		cl.Produce(ctxFor(t, time.Minute), &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+	}
+	if err := cl.Flush(ctxFor(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	c.KillBroker(proxy - 1)
+	testutil.Eventually(t, time.Minute, "broker 1's partitions served elsewhere", func() bool {
+		i := c.LeaderIndex()
+		return i >= 0 && allServed(c.Controller(i).View(), "pt", proxy)
+	})
+	testutil.Eventually(t, time.Minute, "the dead proxy's WAL directory deleted once the leaders uploaded its batches", func() bool {
+		_, err := os.Stat(dirs[0])
+		return os.IsNotExist(err)
+	})
+	rc := newClient(t, c, kgo.ConsumeTopics("pt"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := map[string]bool{}
+	ctx := ctxFor(t, time.Minute)
+	for len(got) < len(want) && ctx.Err() == nil {
+		rc.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[string(r.Value[:5])] = true })
+	}
+	if len(got) != len(want) {
+		t.Fatalf("read %d of %d records after the proxy's WAL was deleted", len(got), len(want))
+	}
 }

@@ -65,6 +65,12 @@ type ClientConfig struct {
 	LoadReport func() []metadata.PartitionLoad
 	// LoadReportInterval is how often a heartbeat carries the load report.
 	LoadReportInterval time.Duration
+	// WrapConn, if set, wraps every TCP connection the client dials to a controller
+	// (requests, heartbeats, the metadata watch): addr is the address dialed (an entry
+	// of Controllers, host:port) and nc the new connection; the client uses what it
+	// returns instead (e.g. to count its bytes). It runs once per connection, on the
+	// dialing goroutine; it must not block. Nil: connections are used as dialed.
+	WrapConn func(addr string, nc net.Conn) net.Conn
 }
 
 // DefaultClientConfig returns the defaults (BrokerID -1: set it for a broker).
@@ -117,6 +123,22 @@ func (cfg *ClientConfig) fill() error {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
+}
+
+// dialer is the DialContext of the client's HTTP transport: a plain dial, its
+// connections passed through wrap when set.
+func dialer(wrap func(addr string, nc net.Conn) net.Conn) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}
+	if wrap == nil {
+		return d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(addr, nc), nil
+	}
 }
 
 // maxResponseBytes bounds an answer (a View of a very large cluster included).
@@ -216,7 +238,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		self:        metadata.Broker{ID: cfg.BrokerID, Host: cfg.Host, Port: cfg.Port, Rack: cfg.Rack},
 		hc: &http.Client{Transport: &http.Transport{
 			Proxy:               nil,
-			DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:         dialer(cfg.WrapConn),
 			MaxIdleConnsPerHost: 4,
 			IdleConnTimeout:     90 * time.Second,
 		}},

@@ -97,6 +97,17 @@ type Config struct {
 	// Registerer, if set, gets the package's metrics (weir_gossip_*). They are
 	// registered by Start and unregistered by Leave/Close.
 	Registerer prometheus.Registerer
+
+	// Count, if set, is told every byte gossip sends (out) and receives (!out): each
+	// UDP packet and each read or write of a TCP stream, as memberlist puts them on the
+	// wire (label, encryption and compression included; IP/UDP/TCP headers not). peerAddr
+	// is the other end's host:port: the address a packet went to or came from (a
+	// member's gossip address) or a stream was dialed to; for a stream a peer opened it
+	// is the stream's remote address, whose port is ephemeral (PeerZone resolves both).
+	// It runs on memberlist's I/O paths: it must be quick and must not block or call
+	// into this package other than PeerZone. Nil: memberlist's own transport, nothing
+	// counted.
+	Count func(peerAddr string, out bool, n int)
 }
 
 // DefaultConfig returns a Config with the documented defaults. The broker identity

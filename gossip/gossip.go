@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -78,6 +79,8 @@ type Gossip struct {
 	viewMu     sync.RWMutex
 	view       map[string]Member // live members with valid metadata, self included
 	viewClosed bool              // set by Leave/Close: late memberlist callbacks are ignored
+	peerAddr   map[string]string // node name → gossip address, of the peers in view
+	byAddr     map[string]string // gossip address → node name (PeerZone)
 
 	badMu sync.Mutex
 	bad   map[string]string // node name → last malformed metadata logged
@@ -119,6 +122,7 @@ func New(cfg Config, ev Events) (*Gossip, error) {
 		ev:      ev,
 	}
 	g.view = map[string]Member{g.name: self}
+	g.peerAddr, g.byAddr = map[string]string{}, map[string]string{}
 	return g, nil
 }
 
@@ -142,9 +146,24 @@ func (g *Gossip) Start() error {
 	if err := g.metrics.register(g.cfg.Registerer); err != nil {
 		return err
 	}
+	if g.cfg.Count != nil {
+		t, err := newCountingTransport(mc.BindAddr, mc.BindPort, mc.Logger, g.cfg.Count)
+		if err != nil {
+			g.metrics.unregister(g.cfg.Registerer)
+			return fmt.Errorf("gossip: starting memberlist: %w", err)
+		}
+		if mc.BindPort == 0 { // as memberlist does when it binds the port itself
+			mc.BindPort = t.Port()
+			mc.AdvertisePort = mc.BindPort
+		}
+		mc.Transport = t
+	}
 	g.disp = newDispatcher(g.ev)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		if mc.Transport != nil {
+			_ = mc.Transport.Shutdown() // memberlist does not always (idempotent)
+		}
 		g.disp.close()
 		g.metrics.unregister(g.cfg.Registerer)
 		return fmt.Errorf("gossip: starting memberlist: %w", err)
@@ -343,6 +362,56 @@ func (g *Gossip) Lookup(id int32) (Member, bool) {
 	return m, ok
 }
 
+// PeerZone returns the zone of the live peer whose gossip address is addr (host:port,
+// as Config.Count reports it). A stream a peer opened comes from an ephemeral port: when
+// no peer has the address addr, the zone is the one every live peer at addr's IP
+// announces, if they agree. ok is false when no peer matches or the peers at that IP
+// are in different zones; a matched peer that announced no zone gives "" and true.
+// Cheap enough for every packet (a read lock and a map lookup; a scan of the peers when
+// the exact address is not known).
+func (g *Gossip) PeerZone(addr string) (zone string, ok bool) {
+	g.viewMu.RLock()
+	defer g.viewMu.RUnlock()
+	if name, found := g.byAddr[addr]; found {
+		m, found := g.view[name]
+		return m.Zone, found
+	}
+	ip, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return "", false
+	}
+	for name, pa := range g.peerAddr {
+		pip, err := netip.ParseAddrPort(pa)
+		if err != nil || pip.Addr().Unmap() != ip.Addr().Unmap() {
+			continue
+		}
+		z := g.view[name].Zone
+		if ok && z != zone {
+			return "", false
+		}
+		zone, ok = z, true
+	}
+	return zone, ok
+}
+
+// setPeerAddrLocked records the gossip address of peer name ("": forget it). viewMu
+// must be held for writing.
+func (g *Gossip) setPeerAddrLocked(name, addr string) {
+	if old, found := g.peerAddr[name]; found {
+		if old == addr {
+			return
+		}
+		if g.byAddr[old] == name {
+			delete(g.byAddr, old)
+		}
+		delete(g.peerAddr, name)
+	}
+	if addr != "" {
+		g.peerAddr[name] = addr
+		g.byAddr[addr] = name
+	}
+}
+
 // Self returns the metadata this broker announces.
 func (g *Gossip) Self() Member { return g.currentSelf() }
 
@@ -475,6 +544,8 @@ func (g *Gossip) finishClose() {
 	g.viewMu.Lock()
 	g.viewClosed = true
 	g.view = map[string]Member{g.name: g.currentSelf()}
+	clear(g.peerAddr)
+	clear(g.byAddr)
 	g.viewMu.Unlock()
 }
 
@@ -579,6 +650,7 @@ func (d *delegate) NotifyJoin(n *memberlist.Node) {
 		return
 	}
 	g.view[n.Name] = m
+	g.setPeerAddrLocked(n.Name, n.Address())
 	count := len(g.view)
 	g.viewMu.Unlock()
 	g.metrics.membersAlive.Set(float64(count))
@@ -606,6 +678,7 @@ func (d *delegate) NotifyUpdate(n *memberlist.Node) {
 	}
 	old, known := g.view[n.Name]
 	g.view[n.Name] = m
+	g.setPeerAddrLocked(n.Name, n.Address())
 	count := len(g.view)
 	g.viewMu.Unlock()
 	g.metrics.membersAlive.Set(float64(count))
@@ -635,6 +708,7 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	}
 	old, known := g.view[n.Name]
 	delete(g.view, n.Name)
+	g.setPeerAddrLocked(n.Name, "")
 	count := len(g.view)
 	g.viewMu.Unlock()
 	if !known {

@@ -10,13 +10,16 @@ import (
 
 // Backend is the rest of the broker as the handlers see it.
 type Backend interface {
-	// Writer returns the append path of partition index of t (t nil: unknown topic).
+	// Writer returns the append path of partition index of t (t nil: unknown topic) for a
+	// client of zone ("" unknown): the partition's own when led here, a proxy's when led
+	// in another zone and the client is in this broker's (zone routing).
 	// Errors: metadata.ErrUnknownTopic, partlog.ErrNotLeader (not led here, not ready, or
 	// this broker may not ack: its lease ran out).
-	Writer(t *metadata.Topic, index int32) (Writer, error)
-	// Reader returns the read path of partition index of t, checking the request's
-	// current leader epoch (-1: unchecked).
-	Reader(t *metadata.Topic, index int32, currentEpoch int32) (Reader, error)
+	Writer(t *metadata.Topic, index int32, zone string) (Writer, error)
+	// Reader returns the read path of partition index of t for a client of zone, checking
+	// the request's current leader epoch (-1: unchecked): the partition's own when led
+	// here, a read replica's when led in another zone and the client is in this broker's.
+	Reader(t *metadata.Topic, index int32, currentEpoch int32, zone string) (Reader, error)
 	// Refresh applies the current metadata now (after a topic change), so the partitions
 	// this broker leads exist before the answer is sent.
 	Refresh()

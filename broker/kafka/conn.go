@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/routing"
 )
 
 // A connection has a reader goroutine and a writer goroutine. The reader parses each
@@ -30,6 +32,14 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	slots  chan *slot
+
+	// Zone routing (zones.go): the listener's zone, the rack of the client's Fetch
+	// requests, the zone its bytes are counted under, whether it is another broker's.
+	listenerZone string
+	rack         atomic.Pointer[string]
+	zone         atomic.Pointer[string]
+	peer         atomic.Bool
+	tc           *routing.Conn // nil: no byte accounting
 }
 
 type slot struct {
@@ -43,9 +53,18 @@ type slot struct {
 	closeIt  bool               // close the connection after this slot
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, listenerZone string) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
-	return &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, slots: make(chan *slot, s.cfg.MaxInFlight)}
+	c := &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, slots: make(chan *slot, s.cfg.MaxInFlight), listenerZone: listenerZone}
+	if s.cfg.Traffic != nil {
+		peer := listenerZone
+		if peer == "" {
+			peer = routing.UnknownZone
+		}
+		c.tc = s.cfg.Traffic.Conn(nc, peer, routing.KindClientOther)
+		c.nc = c.tc
+	}
+	return c
 }
 
 func (c *conn) serve() {

@@ -28,7 +28,7 @@ func (s *Server) handleDeleteRecords(ctx context.Context, req *kmsg.DeleteRecord
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			w, err := s.be.Writer(t, rp.Partition)
+			w, err := s.be.Writer(t, rp.Partition, "")
 			if err != nil {
 				sp.ErrorCode = kafkaCode(err)
 				st.Partitions = append(st.Partitions, sp)

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/routing"
 )
 
 func init() {
@@ -43,6 +44,13 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 		return
 	}
 	view := s.meta.View()
+	if req.Version >= 11 && req.Rack != "" {
+		rack := req.Rack
+		c.rack.Store(&rack)
+	}
+	zone := s.clientZone(c, sl.clientID, view)
+	// A consumer of another zone is pointed at its zone's read replica (KIP-392).
+	redirect := zone != "" && zone != s.cfg.Zone && req.ReplicaID < 0 && req.Version >= 11
 	var targets []fetchTarget
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -61,12 +69,14 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 			*out = kmsg.NewFetchResponseTopicPartition()
 			out.Partition = rp.Partition
 			out.HighWatermark, out.LastStableOffset, out.LogStartOffset = -1, -1, -1
-			r, err := s.be.Reader(t, rp.Partition, -1) // the epoch is checked by each read
+			r, err := s.be.Reader(t, rp.Partition, -1, zone) // the epoch is checked by each read
 			switch {
 			case t == nil && req.Version >= 13:
 				out.ErrorCode = kerr.UnknownTopicID.Code
 			case err != nil:
 				out.ErrorCode = kafkaCode(err)
+			case redirect && s.preferReplica(view, zone, t, rp.Partition, r, out):
+				// no records here: the client reads from out.PreferredReadReplica
 			default:
 				targets = append(targets, fetchTarget{r: r, req: rp, out: out})
 			}
@@ -89,7 +99,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 	}
 	if got, errs := s.fillFetch(c.ctx, targets, maxBytes); got >= int(req.MinBytes) || errs || wait <= 0 || len(targets) == 0 {
 		unwait(targets, wake)
-		s.finishFetch(sl, resp, targets)
+		s.finishFetch(c, sl, resp, targets)
 		return
 	}
 	timer := time.NewTimer(wait)
@@ -101,7 +111,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 		case <-timer.C:
 			unwait(targets, wake)
 			s.fillFetch(c.ctx, targets, maxBytes)
-			s.finishFetch(sl, resp, targets)
+			s.finishFetch(c, sl, resp, targets)
 			return
 		case <-c.ctx.Done():
 			unwait(targets, wake)
@@ -113,7 +123,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 		}
 		if got, errs := s.fillFetch(c.ctx, targets, maxBytes); got >= int(req.MinBytes) || errs {
 			unwait(targets, wake)
-			s.finishFetch(sl, resp, targets)
+			s.finishFetch(c, sl, resp, targets)
 			return
 		}
 	}
@@ -148,13 +158,33 @@ func (s *Server) fillFetch(ctx context.Context, targets []fetchTarget, maxBytes 
 }
 
 // finishFetch accounts the bytes served and answers.
-func (s *Server) finishFetch(sl *slot, resp *kmsg.FetchResponse, targets []fetchTarget) {
+func (s *Server) finishFetch(c *conn, sl *slot, resp *kmsg.FetchResponse, targets []fetchTarget) {
 	for _, t := range targets {
 		if n := len(t.out.RecordBatches); n > 0 {
 			s.metrics.bytesOut.WithLabelValues(t.r.Topic()).Add(float64(n))
+			if c.tc != nil {
+				c.tc.Records(routing.Out, n)
+			}
 		}
 	}
 	sl.respond(resp)
+}
+
+// preferReplica points a consumer of zone at the zone's read replica of a partition led
+// here (KIP-392): it reports whether out now names one (and carries the partition's
+// offsets) instead of records.
+func (s *Server) preferReplica(view *metadata.View, zone string, t *metadata.Topic, index int32, r Reader, out *kmsg.FetchResponseTopicPartition) bool {
+	if len(t.Name) > 1 && t.Name[:2] == "__" {
+		return false // internal topics have no read replicas
+	}
+	pref := s.zoneView(view).ReadReplica(zone, t.ID, index, t.Partitions[index].Leader)
+	if pref < 0 || pref == s.cfg.NodeID {
+		return false
+	}
+	logStart, hw, _ := r.LogInfo()
+	out.PreferredReadReplica = pref
+	out.HighWatermark, out.LastStableOffset, out.LogStartOffset = hw, hw, logStart
+	return true
 }
 
 // unwait removes wake from the partitions' waiter lists so idle partitions do not

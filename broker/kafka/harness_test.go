@@ -34,14 +34,14 @@ type fakeBackend struct {
 	onApp   func()   // called at the start of every Append
 }
 
-func (f *fakeBackend) Writer(t *metadata.Topic, index int32) (Writer, error) {
+func (f *fakeBackend) Writer(t *metadata.Topic, index int32, zone string) (Writer, error) {
 	if t == nil || index < 0 || int(index) >= len(t.Partitions) {
 		return nil, metadata.ErrUnknownTopic
 	}
 	return &fakePart{f: f, topic: t.Name}, nil
 }
 
-func (f *fakeBackend) Reader(t *metadata.Topic, index int32, epoch int32) (Reader, error) {
+func (f *fakeBackend) Reader(t *metadata.Topic, index int32, epoch int32, zone string) (Reader, error) {
 	if t == nil || index < 0 || int(index) >= len(t.Partitions) {
 		return nil, metadata.ErrUnknownTopic
 	}
@@ -140,7 +140,7 @@ type rawConn struct {
 
 func dialRaw(t *testing.T, s *Server) *rawConn {
 	t.Helper()
-	nc, err := net.Dial("tcp", s.ln.Addr().String())
+	nc, err := net.Dial("tcp", s.lns[0].Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ func init() {
 				sl.respond(nil)
 				return
 			}
+			s.peerBroker(c, sl.clientID)
 			s.internal.ServeInternal(req.(*internalMsg).body, func(b []byte) { sl.respond(&internalMsg{body: b}) })
 		}})
 }

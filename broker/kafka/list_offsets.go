@@ -31,7 +31,7 @@ func (s *Server) handleListOffsets(ctx context.Context, req *kmsg.ListOffsetsReq
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
-			r, err := s.be.Reader(t, rp.Partition, rp.CurrentLeaderEpoch)
+			r, err := s.be.Reader(t, rp.Partition, rp.CurrentLeaderEpoch, zoneFrom(ctx))
 			if err != nil {
 				sp.ErrorCode = kafkaCode(err)
 				st.Partitions = append(st.Partitions, sp)

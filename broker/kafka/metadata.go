@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/routing"
 )
 
 func init() {
@@ -85,8 +86,12 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	cid := view.ClusterID
 	resp.ClusterID = &cid
 	resp.ControllerID = view.ControllerID
+	var zv *routing.ZoneView
+	if zone := zoneFrom(ctx); zone != "" {
+		zv = s.zoneView(view)
+	}
 	for _, t := range topics {
-		resp.Topics = append(resp.Topics, metadataTopic(t, active))
+		resp.Topics = append(resp.Topics, metadataTopic(t, active, zv, zoneFrom(ctx)))
 	}
 	return resp
 }
@@ -94,7 +99,11 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 // metadataTopic describes t; a partition whose leader is not an active broker, or that
 // its new leader is still recovering, is reported without a leader
 // (LEADER_NOT_AVAILABLE), so clients wait instead of connecting where nobody serves it.
-func metadataTopic(t *metadata.Topic, active map[int32]bool) kmsg.MetadataResponseTopic {
+//
+// For a client of a known zone (zv set), a partition led in another zone is reported as
+// led by the zone's broker chosen for it (it proxies produces and serves reads), with
+// the real leader epoch. Internal topics keep their real leaders.
+func metadataTopic(t *metadata.Topic, active map[int32]bool, zv *routing.ZoneView, zone string) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -114,6 +123,10 @@ func metadataTopic(t *metadata.Topic, active map[int32]bool) kmsg.MetadataRespon
 			mp.Leader = -1
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			mp.Replicas, mp.ISR = []int32{}, []int32{}
+		} else if zv != nil && !mt.IsInternal {
+			if l := zv.Leader(zone, t.ID, p.Index, p.Leader); l != p.Leader && active[l] {
+				mp.Leader, mp.Replicas, mp.ISR = l, []int32{l}, []int32{l}
+			}
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(api{key: 23, min: 0, max: 4, handle: answer((*Server).handleOffsetForLeaderEpoch)})
+	register(api{key: 23, min: 0, max: 4, blocking: true, handle: answer((*Server).handleOffsetForLeaderEpoch)})
 }
 
 func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse {
@@ -29,7 +29,7 @@ func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, req *kmsg.Offse
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			r, err := s.be.Reader(t, rp.Partition, rp.CurrentLeaderEpoch)
+			r, err := s.be.Reader(t, rp.Partition, rp.CurrentLeaderEpoch, zoneFrom(ctx))
 			if err != nil {
 				sp.ErrorCode = kafkaCode(err)
 			} else {

@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/routing"
 )
 
 func init() {
@@ -53,6 +54,7 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 		}
 	}
 	view := s.meta.View()
+	zone := s.clientZone(c, sl.clientID, view)
 
 	// Each partition's answer is written by its own append callback (distinct elements);
 	// the last callback's pending.Add orders those writes before the response is sent.
@@ -99,7 +101,10 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 			out := &sp[i]
 			*out = kmsg.NewProduceResponseTopicPartition()
 			out.Partition = rp.Partition
-			w, err := s.be.Writer(t, rp.Partition)
+			if c.tc != nil {
+				c.tc.Records(routing.In, len(rp.Records))
+			}
+			w, err := s.be.Writer(t, rp.Partition, zone)
 			if err == nil && walErr != nil {
 				fail(out, walErr, true)
 				continue

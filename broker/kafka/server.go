@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/routing"
 )
 
 // Config is the front end's part of the broker's configuration.
@@ -30,6 +31,14 @@ type Config struct {
 	DefaultPartitions int32
 	// BrokerConfigs are the static settings DescribeConfigs shows for this broker.
 	BrokerConfigs map[string]string
+
+	// ZoneRouting names brokers of a client's own zone as the leaders of partitions led
+	// in other zones (zones.go); Zone is this broker's zone and Routing decides a
+	// client's. Traffic, when set, counts every connection's bytes by the client's zone.
+	ZoneRouting bool
+	Zone        string
+	Routing     routing.Config
+	Traffic     *routing.Traffic
 }
 
 // Deps is what the front end serves from.
@@ -54,6 +63,7 @@ type Server struct {
 	be       Backend
 	groups   *group.Coordinator
 	internal InternalHandler
+	zones    zoneViews
 	log      *slog.Logger
 	metrics  *metrics
 	now      func() time.Time
@@ -62,7 +72,7 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // accept loop, connections, blocking handlers
 
-	ln      net.Listener
+	lns     []net.Listener
 	connsMu sync.Mutex
 	conns   map[*conn]struct{}
 	closed  sync.Once
@@ -86,20 +96,26 @@ func NewServer(cfg Config, d Deps) *Server {
 }
 
 // Serve accepts connections on ln until Close.
-func (s *Server) Serve(ln net.Listener) {
-	s.ln = ln
+func (s *Server) Serve(ln net.Listener) { s.ServeZone(ln, "") }
+
+// ServeZone accepts connections on ln, a listener of one zone's clients (zone routing
+// takes the listener's zone as theirs), until Close.
+func (s *Server) ServeZone(ln net.Listener, zone string) {
+	s.connsMu.Lock()
+	s.lns = append(s.lns, ln)
+	s.connsMu.Unlock()
 	s.wg.Add(1)
-	go s.acceptLoop()
+	go s.acceptLoop(ln, zone)
 }
 
 // Close stops accepting, closes every connection and waits for their goroutines.
 func (s *Server) Close() {
 	s.closed.Do(func() {
 		s.cancel()
-		if s.ln != nil {
-			s.ln.Close()
-		}
 		s.connsMu.Lock()
+		for _, ln := range s.lns {
+			ln.Close()
+		}
 		for c := range s.conns {
 			c.nc.Close()
 		}
@@ -109,11 +125,11 @@ func (s *Server) Close() {
 	})
 }
 
-func (s *Server) acceptLoop() {
+func (s *Server) acceptLoop(ln net.Listener, zone string) {
 	defer s.wg.Done()
 	var delay time.Duration
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
@@ -133,7 +149,7 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		delay = 0
-		c := newConn(s, nc)
+		c := newConn(s, nc, zone)
 		s.connsMu.Lock()
 		if s.ctx.Err() != nil {
 			s.connsMu.Unlock()

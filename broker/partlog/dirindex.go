@@ -78,21 +78,9 @@ type DirIndexProxied struct {
 // ReadDirIndex reads a directory's INDEX; ok is false when there is none.
 func ReadDirIndex(fsys wal.FS, dir string) (DirIndex, bool, error) {
 	var d DirIndex
-	f, err := fsys.OpenFile(filepath.Join(dir, DirIndexFile), os.O_RDONLY, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return d, false, nil
-	}
-	if err != nil {
-		return d, false, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return d, false, err
-	}
-	buf := make([]byte, st.Size())
-	if _, err := f.ReadAt(buf, 0); err != nil && err != io.EOF {
-		return d, false, err
+	buf, ok, err := readFile(fsys, filepath.Join(dir, DirIndexFile))
+	if err != nil || !ok {
+		return d, ok, err
 	}
 	if err := json.Unmarshal(buf, &d); err != nil {
 		return d, false, fmt.Errorf("partlog: %s: %w", filepath.Join(dir, DirIndexFile), err)
@@ -101,6 +89,72 @@ func ReadDirIndex(fsys wal.FS, dir string) (DirIndex, bool, error) {
 		return d, false, fmt.Errorf("%w %d in %s", ErrDirIndexVersion, d.FormatVersion, dir)
 	}
 	return d, true, nil
+}
+
+// readFile reads a small file whole; ok is false when it does not exist.
+func readFile(fsys wal.FS, path string) ([]byte, bool, error) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	buf := make([]byte, st.Size())
+	if _, err := f.ReadAt(buf, 0); err != nil && err != io.EOF {
+		return nil, false, err
+	}
+	return buf, true, nil
+}
+
+// ProxyEndsFile records, in a sealed WAL directory holding proxied batches, the log end
+// of each proxied partition as its leader reported it once no link into the directory
+// could still be applied: everything the leaders linked from the directory is below.
+// JSON, format_version 1.
+const ProxyEndsFile = "PROXYEND"
+
+// ProxyEnds is the content of PROXYEND.
+type ProxyEnds struct {
+	FormatVersion int             `json:"format_version"`
+	Ends          []ProxyEndEntry `json:"ends"`
+}
+
+// ProxyEndEntry is one proxied partition's log end.
+type ProxyEndEntry struct {
+	Topic     metadata.TopicID `json:"topic"`
+	Partition int32            `json:"partition"`
+	End       int64            `json:"end"`
+}
+
+// ReadProxyEnds reads a directory's PROXYEND; ok is false when there is none.
+func ReadProxyEnds(fsys wal.FS, dir string) (ProxyEnds, bool, error) {
+	var e ProxyEnds
+	buf, ok, err := readFile(fsys, filepath.Join(dir, ProxyEndsFile))
+	if err != nil || !ok {
+		return e, ok, err
+	}
+	if err := json.Unmarshal(buf, &e); err != nil {
+		return e, false, fmt.Errorf("partlog: %s: %w", filepath.Join(dir, ProxyEndsFile), err)
+	}
+	if e.FormatVersion != 1 {
+		return e, false, fmt.Errorf("partlog: %s: format version %d is not supported", filepath.Join(dir, ProxyEndsFile), e.FormatVersion)
+	}
+	return e, true, nil
+}
+
+// WriteProxyEnds writes PROXYEND atomically.
+func WriteProxyEnds(fsys wal.FS, dir string, e ProxyEnds) error {
+	e.FormatVersion = 1
+	data, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(fsys, dir, ProxyEndsFile, data)
 }
 
 // writeDirIndex writes INDEX atomically (temp file, sync, rename, directory sync); two
@@ -134,9 +188,15 @@ func writeDirIndex(fsys wal.FS, dir string, d *DirIndex) error {
 	if err != nil {
 		return err
 	}
+	return writeFileAtomic(fsys, dir, DirIndexFile, data)
+}
+
+// writeFileAtomic writes dir/name atomically (temp file, sync, rename, directory sync);
+// two brokers writing it at once write the same content, or either one whole.
+func writeFileAtomic(fsys wal.FS, dir, name string, data []byte) error {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(dir, DirIndexFile+".tmp-"+hex.EncodeToString(rnd[:]))
+	tmp := filepath.Join(dir, name+".tmp-"+hex.EncodeToString(rnd[:]))
 	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
@@ -152,7 +212,7 @@ func writeDirIndex(fsys wal.FS, dir string, d *DirIndex) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := fsys.Rename(tmp, filepath.Join(dir, DirIndexFile)); err != nil {
+	if err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		return err
 	}
 	return fsys.SyncDir(dir)

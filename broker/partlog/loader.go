@@ -219,6 +219,12 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 	return nil
 }
 
+// IndexDir scans a sealed directory that has no INDEX yet, only to write one.
+func (l *Loader) IndexDir(src Source) error {
+	var st LoadStats
+	return l.scan(src, nil, nil, LoadOptions{Other: func(Source, byte, []byte) error { return nil }}, &st)
+}
+
 // collectLink takes a RecLink at pos of src (read through own) into its partition, if
 // wanted, reading the batch from the proxy's WAL.
 func (l *Loader) collectLink(src Source, own Reader, want map[metadata.TopicID]map[int32]*Partition, ranges map[*Partition][]LogRange, idx *DirIndex, payload []byte, pos wal.Pos) error {

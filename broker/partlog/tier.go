@@ -204,7 +204,10 @@ func (p *Partition) dropUploadedLocked(trimAt wal.Pos, own Reader) {
 		if b.last >= p.tier.uploaded || !b.synced {
 			break
 		}
-		if at, ok := b.ownPos(own); ok && at >= trimAt {
+		// Only batch bytes in this broker's WAL stay indexed until it trims them; a linked
+		// batch's entry goes once uploaded (its link record in this WAL is not read
+		// again, and the proxy may let the bytes go).
+		if b.src == own && b.pos >= trimAt {
 			break
 		}
 		n++

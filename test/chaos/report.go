@@ -72,7 +72,7 @@ func (d *Dur) UnmarshalJSON(b []byte) error {
 	*d = Dur(v)
 	return err
 }
-func (d Dur) String() string               { return time.Duration(d).Round(time.Millisecond).String() }
+func (d Dur) String() string { return time.Duration(d).Round(time.Millisecond).String() }
 
 // Quantiles of durations.
 type Quantiles struct {
