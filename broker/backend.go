@@ -49,6 +49,12 @@ func (be backend) Reader(t *metadata.Topic, index int32, currentEpoch int32, zon
 	if err != nil {
 		return nil, err
 	}
+	if st := p.State(); st == partlog.Loading || st == partlog.Gone {
+		// Its index is not complete yet (a move or a failover is loading it): its offsets
+		// and epochs would be wrong (an OffsetForLeaderEpoch answer of 0 makes a consumer
+		// believe the log was truncated and read it all again).
+		return nil, partlog.ErrNotLeader
+	}
 	if err := p.CheckEpoch(currentEpoch); err != nil {
 		return nil, err
 	}

@@ -69,6 +69,10 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 			*out = kmsg.NewFetchResponseTopicPartition()
 			out.Partition = rp.Partition
 			out.HighWatermark, out.LastStableOffset, out.LogStartOffset = -1, -1, -1
+			// Empty, never null: librdkafka fails to parse a null record set ("invalid
+			// MessageSetSize -1") and never sees the partition's error code, so it keeps
+			// fetching from a broker that answers NOT_LEADER instead of refreshing.
+			out.RecordBatches = []byte{}
 			r, err := s.be.Reader(t, rp.Partition, -1, zone) // the epoch is checked by each read
 			switch {
 			case t == nil && req.Version >= 13:
@@ -145,6 +149,9 @@ func (s *Server) fillFetch(ctx context.Context, targets []fetchTarget, maxBytes 
 			limit = 0
 		}
 		buf, hw, logStart, err := t.r.Read(ctx, t.req.FetchOffset, limit, total == 0, t.req.CurrentLeaderEpoch)
+		if buf == nil {
+			buf = []byte{} // see handleFetch: never null
+		}
 		out.HighWatermark, out.LastStableOffset, out.LogStartOffset = hw, hw, logStart
 		if err != nil {
 			out.ErrorCode = kafkaCode(err)

@@ -189,3 +189,38 @@ func TestBlockingFetchDoesNotStallProduce(t *testing.T) {
 		}
 	}
 }
+
+// A partition that fails in a Fetch answer carries an empty record set, never a null
+// one: librdkafka cannot parse a null set ("invalid MessageSetSize -1"), drops the whole
+// answer without seeing the error code, and fetches from the same broker for ever.
+func TestFetchErrorRecordsAreEmptyNotNull(t *testing.T) {
+	s, _ := startServer(t)
+	c := dialRaw(t, s)
+	for _, v := range []int16{4, 11, 12} {
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(v)
+		req.ReplicaID = -1
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "no-such-topic"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		c.send(int32(v), req)
+		_, body, err := c.recv(10 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := decode(req, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		if p.ErrorCode == 0 {
+			t.Fatalf("v%d: no error for an unknown topic", v)
+		}
+		if p.RecordBatches == nil {
+			t.Fatalf("v%d: the failed partition's record set is null", v)
+		}
+	}
+}

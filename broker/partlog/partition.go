@@ -666,7 +666,9 @@ func (p *Partition) EndOffsetForEpoch(e int32) (int32, int64) {
 		// Older than anything we hold: Kafka answers with the requested epoch and the
 		// first offset we have.
 		if len(p.epochs) == 0 {
-			return p.leaderEpoch, p.hw
+			// Nothing indexed (all of it in objects): the epoch ended at or below the
+			// high watermark, and Weir never truncates, so the end is not understated.
+			return e, p.hw
 		}
 		return e, p.epochs[0].start
 	}

@@ -186,6 +186,9 @@ func (l *Lab) Consume(ctx context.Context, s ConsumeSpec) (res ClientResult, err
 	case Kcat:
 		args := []string{"kcat", "-C", "-b", strings.Join(seeds, ","), "-t", s.Topic, "-o", "beginning", "-e", "-q",
 			"-f", `%S\n`}
+		if d := os.Getenv("WEIR_ZONELAB_KCAT_DEBUG"); d != "" {
+			args = append(args, "-d", d) // librdkafka debug contexts, to the client's log
+		}
 		args = append(args, l.kcatTags(s.Zone, s.Tagged)...)
 		out, err := l.runClient(ctx, s.Zone, args...)
 		if err != nil {

@@ -71,6 +71,11 @@ func startLab(t *testing.T, cfg Config) *Lab {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
+		if d := os.Getenv("WEIR_ZONELAB_KEEP"); d != "" {
+			// Keep the processes' logs and data for a post-mortem.
+			cfg.Dir, _ = os.MkdirTemp(d, t.Name()+"-")
+			t.Logf("lab directory kept: %s", cfg.Dir)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
