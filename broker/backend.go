@@ -196,47 +196,58 @@ func (b *Broker) appendBatch(p *partlog.Partition, h *recbatch.Header, batch []b
 			return err
 		},
 		Done: func(pos wal.Pos, err error) {
-			var dup *partlog.DuplicateError
-			switch {
-			case errors.As(err, &dup):
-				// The original was prepared earlier in log order, so by now it is
-				// either synced or rolled back. Its ack, like any other, needs a valid
-				// lease: a fenced broker must not confirm an offset a taker may not
-				// have seen.
-				logStart, hw := p.Offsets()
-				switch {
-				case dup.Offset >= hw:
-					done(0, 0, -1, wal.ErrFailed)
-				case !b.leaseOK():
-					done(0, 0, -1, partlog.ErrNotLeader)
-				default:
-					done(dup.Offset, logStart, stamped, nil)
-				}
-			case errors.Is(err, wal.ErrFenced):
-				// Another process sealed this WAL: this broker's registration is over.
-				if base := res.Base(); base >= 0 {
-					p.Rollback(base)
-				}
-				b.markFenced(err.Error())
-				done(0, 0, -1, partlog.ErrNotLeader)
-			case err != nil:
-				if base := res.Base(); base >= 0 {
-					p.Rollback(base)
-				}
-				done(0, 0, -1, err)
-			default:
-				p.Commit(res, b.wal, pos+partlog.BatchRecHdr)
-				b.cache.Add(p, res)
-				b.metrics.bytesIn.WithLabelValues(p.Topic()).Add(float64(len(batch)))
-				if !b.leaseOK() {
-					// Durable, but this broker may already be fenced: no ack. The client
-					// retries at the leader the metadata names.
-					done(0, 0, -1, partlog.ErrNotLeader)
-					return
-				}
-				logStart, _ := p.Offsets()
-				done(res.Base(), logStart, stamped, nil)
-			}
+			b.finishAppend(p, res, pos+partlog.BatchRecHdr, err, int64(len(batch)), func() { b.cache.Add(p, res) },
+				func(base, logStart int64, err error) { done(base, logStart, stamped, err) })
 		},
 	})
+}
+
+// finishAppend ends an append of a batch or a link of p once its WAL group is done (err
+// nil: synced at pos, the fence token still this broker's). A duplicate is answered with
+// its original's offset once that is durable; a fenced WAL marks the broker fenced. The
+// ack needs a valid lease: a fenced broker must not confirm an offset a taker may not
+// have seen, even if the record is durable. committed (may be nil) runs once the batch
+// is readable.
+func (b *Broker) finishAppend(p *partlog.Partition, res partlog.Prepared, pos wal.Pos, err error, size int64, committed func(), done func(base, logStart int64, err error)) {
+	var dup *partlog.DuplicateError
+	switch {
+	case errors.As(err, &dup):
+		// The original was prepared earlier in log order, so by now it is either
+		// synced or rolled back.
+		logStart, hw := p.Offsets()
+		switch {
+		case dup.Offset >= hw:
+			done(0, 0, wal.ErrFailed)
+		case !b.leaseOK():
+			done(0, 0, partlog.ErrNotLeader)
+		default:
+			done(dup.Offset, logStart, nil)
+		}
+	case errors.Is(err, wal.ErrFenced):
+		// Another process sealed this WAL: this broker's registration is over.
+		if base := res.Base(); base >= 0 {
+			p.Rollback(base)
+		}
+		b.markFenced(err.Error())
+		done(0, 0, partlog.ErrNotLeader)
+	case err != nil:
+		if base := res.Base(); base >= 0 {
+			p.Rollback(base)
+		}
+		done(0, 0, err)
+	default:
+		p.Commit(res, b.wal, pos)
+		if committed != nil {
+			committed()
+		}
+		b.metrics.bytesIn.WithLabelValues(p.Topic()).Add(float64(size))
+		if !b.leaseOK() {
+			// Durable, but this broker may already be fenced: no ack. The client
+			// retries at the leader the metadata names.
+			done(0, 0, partlog.ErrNotLeader)
+			return
+		}
+		logStart, _ := p.Offsets()
+		done(res.Base(), logStart, nil)
+	}
 }

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -116,39 +115,7 @@ func (b *Broker) appendLink(p *partlog.Partition, l *partlog.Link, src partlog.R
 			return err
 		},
 		Done: func(pos wal.Pos, err error) {
-			var dup *partlog.DuplicateError
-			switch {
-			case errors.As(err, &dup):
-				logStart, hw := p.Offsets()
-				switch {
-				case dup.Offset >= hw:
-					done(0, 0, wal.ErrFailed)
-				case !b.leaseOK():
-					done(0, 0, partlog.ErrNotLeader)
-				default:
-					done(dup.Offset, logStart, nil)
-				}
-			case errors.Is(err, wal.ErrFenced):
-				if base := res.Base(); base >= 0 {
-					p.Rollback(base)
-				}
-				b.markFenced(err.Error())
-				done(0, 0, partlog.ErrNotLeader)
-			case err != nil:
-				if base := res.Base(); base >= 0 {
-					p.Rollback(base)
-				}
-				done(0, 0, err)
-			default:
-				p.Commit(res, b.wal, pos)
-				b.metrics.bytesIn.WithLabelValues(p.Topic()).Add(float64(l.Size))
-				if !b.leaseOK() {
-					done(0, 0, partlog.ErrNotLeader)
-					return
-				}
-				logStart, _ := p.Offsets()
-				done(res.Base(), logStart, nil)
-			}
+			b.finishAppend(p, res, pos, err, int64(l.Size), nil, done)
 		},
 	})
 }

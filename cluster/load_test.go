@@ -33,18 +33,18 @@ type verifiedLoad struct {
 }
 
 // startLoad runs producers goroutines, each producing one record per interval to each
-// partition in turn.
-func startLoad(t *testing.T, c *Cluster, topic string, partitions, producers int, interval time.Duration) *verifiedLoad {
+// partition in turn; opts adjust the producers' clients.
+func startLoad(t *testing.T, c *Cluster, topic string, partitions, producers int, interval time.Duration, opts ...kgo.Opt) *verifiedLoad {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	l := &verifiedLoad{t: t, topic: topic, partitions: partitions, chk: ackcheck.New(), stop: stop, ackAt: map[int32][]time.Time{}}
 	for w := 0; w < producers; w++ {
-		cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
-			kgo.RecordRetries(1<<30), kgo.RetryTimeout(5*time.Minute), kgo.ProducerLinger(0),
+		cl := newClient(t, c, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.RecordRetries(1 << 30), kgo.RetryTimeout(5 * time.Minute), kgo.ProducerLinger(0),
 			// franz-go refreshes metadata at most every 5 s by default; a leader change is
 			// then seen that late whatever the broker does (Java and librdkafka refresh on
 			// the error, after a 100 ms backoff).
-			kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+			kgo.MetadataMinAge(100 * time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}, opts...)...)
 		l.cls = append(l.cls, cl)
 		l.wg.Add(1)
 		go func() {

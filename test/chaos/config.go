@@ -35,6 +35,8 @@ type Config struct {
 	RecordSize  int
 	Members     int  // consumer group members
 	RackReaders bool // one rack-aware consumer per zone reading everything
+	// ZoneClients tags the producers with zones (zone routing: proxy produce).
+	ZoneClients bool
 
 	// Faults.
 	Faults       []Fault
@@ -186,6 +188,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.RecordSize, "record-size", c.RecordSize, "bytes per record (at least the unique value)")
 	fs.IntVar(&c.Members, "members", c.Members, "members of the consumer group reading everything back (0: none)")
 	fs.BoolVar(&c.RackReaders, "rack-readers", c.RackReaders, "one rack-aware consumer per zone reading everything back")
+	fs.BoolVar(&c.ZoneClients, "zone-clients", c.ZoneClients, "tag producer i with zone i (weir_az= in client.id): its produces go through that zone's brokers as proxies, so faults hit proxies and links too")
 	fs.Func("fault", "a fault: KIND[:ARG]@OFFSET, e.g. kill:2@10s, pause@30s, kill-many:2@50s, controller-leader-kill@70s, rolling-restart@90s, isolate:1@110s (repeatable)", func(s string) error {
 		f, err := ParseFault(s)
 		if err == nil {

@@ -111,9 +111,14 @@ func startLoad(ctx context.Context, cfg Config, boot []string, zones []string, l
 	ctx, l.stop = context.WithCancel(ctx)
 	perProducer := cfg.Rate / float64(cfg.Producers)
 	for w := 0; w < cfg.Producers; w++ {
-		cl, err := kgo.NewClient(append(clientOpts(boot), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		opts := append(clientOpts(boot), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1<<30), kgo.RecordDeliveryTimeout(2*time.Minute),
-			kgo.MaxBufferedRecords(1<<20), kgo.ProducerLinger(2*time.Millisecond))...)
+			kgo.MaxBufferedRecords(1<<20), kgo.ProducerLinger(2*time.Millisecond))
+		if cfg.ZoneClients && len(zones) > 0 {
+			// Produce through the zone's proxies (zone routing): producer w is in zone w.
+			opts = append(opts, kgo.ClientID(fmt.Sprintf("chaos-producer-%d,weir_az=%s", w, zones[w%len(zones)])))
+		}
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			l.close()
 			return nil, err

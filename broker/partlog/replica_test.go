@@ -1,0 +1,115 @@
+package partlog
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/weir-io/weir/internal/kafkatest"
+	"github.com/weir-io/weir/internal/recbatch"
+	"github.com/weir-io/weir/metadata"
+)
+
+// A read replica follows the leader's index: it serves exactly what the leader had
+// synced below its high watermark, reads the bytes where the entries say, answers
+// OffsetForLeaderEpoch from the leader's epochs, and starts over when an answer does not
+// continue its index.
+func TestReplicaFollowsLeaderIndex(t *testing.T) {
+	leader, log := ready(t), &memLog{}
+	leader.UseOwn(log, SourceID{Broker: 1, Epoch: 4})
+	for _, n := range []int{2, 1, 3} {
+		if _, err := appendSynced(t, leader, log, -1, -1, -1, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An unsynced batch at the tail is not sent.
+	b := []byte(nil)
+	{
+		vals := [][]byte{{1}}
+		b = batchOf(t, vals)
+		h, _ := recbatch.ValidateProduce(b, 0)
+		if _, err := leader.Prepare(&h, b, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es, st, err := leader.Entries(0, 100)
+	if err != nil || len(es) != 3 || st.HW != 6 || st.LeaderEpoch != 3 {
+		t.Fatalf("entries: %d, state %+v, %v", len(es), st, err)
+	}
+	if es[1].Base != 2 || es[1].From != (SourceID{1, 4}) || es[1].CRC == 0 {
+		t.Fatalf("entry 1: %+v", es[1])
+	}
+	if es2, _, _ := leader.Entries(3, 100); len(es2) != 1 || es2[0].Base != 3 {
+		t.Fatalf("entries from 3 (inside the last batch): %+v", es2)
+	}
+
+	rep := New("t", metadata.TopicID{1}, 0, 0, 0)
+	if rep.FollowFrom() != 0 {
+		t.Fatalf("a new replica asks from %d", rep.FollowFrom())
+	}
+	readers := func(SourceID) Reader { return log }
+	if !rep.Follow(es[:2], st, readers) || rep.State() != Following {
+		t.Fatal("the first answer did not make the replica follow")
+	}
+	if _, hw := rep.Offsets(); hw != 3 {
+		t.Fatalf("replica high watermark %d after two batches, want 3 (its own end, below the leader's 6)", hw)
+	}
+	if rep.FollowFrom() != 3 {
+		t.Fatalf("replica asks from %d, want 3", rep.FollowFrom())
+	}
+	rep.Follow(es[2:], st, readers)
+	pieces, hw, _, err := rep.Read(0, 1<<20, true, -1)
+	if err != nil || hw != 6 || len(pieces) != 3 {
+		t.Fatalf("replica read: %d pieces hw %d %v", len(pieces), hw, err)
+	}
+	buf := make([]byte, pieces[2].Size)
+	if err := pieces[2].Src.ReadAt(buf, pieces[2].Pos); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := recbatch.Parse(buf); h.BaseOffset != 3 {
+		t.Fatalf("third batch read at base %d", h.BaseOffset)
+	}
+	if e, end := rep.EndOffsetForEpoch(3); e != 3 || end != 6 {
+		t.Fatalf("replica's end of epoch 3: %d %d", e, end)
+	}
+	if _, _, _, err := rep.Read(7, 1<<20, true, -1); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read past the replica's high watermark: %v", err)
+	}
+	// An answer that does not continue the index resets the replica.
+	rep.Follow(es[:1], st, readers)
+	if rep.State() != Loading {
+		t.Fatalf("after a discontinuous answer the replica is %v, want Loading", rep.State())
+	}
+	rep.Unfollow()
+	if _, _, _, err := rep.Read(0, 1, true, -1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("an unfollowed replica reads: %v", err)
+	}
+}
+
+// A replica whose manifest ends below where the leader's index starts waits (the leader
+// uploaded and dropped those entries; the replica's view shows the objects soon), and
+// the leader says so when asked for offsets its index no longer holds.
+func TestReplicaWaitsForManifest(t *testing.T) {
+	leader, log := ready(t), &memLog{}
+	for i := 0; i < 3; i++ {
+		appendSynced(t, leader, log, -1, -1, -1, 1)
+	}
+	leader.mu.Lock()
+	leader.batches = leader.batches[2:] // offsets 0 and 1 are in objects and dropped
+	leader.mu.Unlock()
+	if _, _, err := leader.Entries(0, 10); !errors.Is(err, ErrFollowGap) {
+		t.Fatalf("entries below the index: %v", err)
+	}
+	es, st, err := leader.Entries(2, 10)
+	if err != nil || len(es) != 1 {
+		t.Fatal(err)
+	}
+	rep := New("t", metadata.TopicID{1}, 0, 0, 0)
+	if rep.Follow(es, st, func(SourceID) Reader { return log }) || rep.State() != Loading {
+		t.Fatal("a replica followed with a gap below the leader's index")
+	}
+}
+
+func batchOf(t *testing.T, vals [][]byte) []byte {
+	t.Helper()
+	return kafkatest.Batch(-1, -1, -1, vals...)
+}

@@ -1,0 +1,198 @@
+package peer
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/metadata"
+)
+
+func TestWireRoundTrips(t *testing.T) {
+	lr := LinkRequest{Proxy: 3, ProxyEpoch: 9, Links: []partlog.Link{
+		{Topic: metadata.TopicID{1}, Partition: 2, Proxy: 3, ProxyEpoch: 9, Pos: 100, Size: 80, CRC: 7, LastOffsetDelta: 4, MaxTimestamp: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Base: -1, LeaderEpoch: -1},
+		{Topic: metadata.TopicID{2}, Partition: 0, Proxy: 3, ProxyEpoch: 9, Pos: 300, Size: 61, CRC: 8, ProducerID: 12, ProducerEpoch: 1, BaseSequence: 40, Base: -1, LeaderEpoch: -1},
+	}}
+	got, err := DecodeLinkRequest(lr.AppendTo(nil))
+	if err != nil || !reflect.DeepEqual(got, lr) {
+		t.Fatalf("link request: %+v %v", got, err)
+	}
+	rs := []LinkResult{{Base: 10, LogStart: 0}, {Code: 45, Base: -1, LogStart: -1}}
+	if got, err := DecodeLinkResults(AppendLinkResults(nil, rs), 2); err != nil || !reflect.DeepEqual(got, rs) {
+		t.Fatalf("link results: %+v %v", got, err)
+	}
+	if _, err := DecodeLinkResults(AppendLinkResults(nil, rs), 3); err == nil {
+		t.Fatal("link results for a different count decoded")
+	}
+	refs := []PartitionRef{{Topic: metadata.TopicID{4}, Partition: 1}}
+	if got, err := DecodeOffsetsRequest(AppendOffsetsRequest(nil, refs)); err != nil || !reflect.DeepEqual(got, refs) {
+		t.Fatalf("offsets request: %+v %v", got, err)
+	}
+	os := []Offsets{{HW: 5, LogStart: 1, LeaderEpoch: 2}}
+	if got, err := DecodeOffsets(AppendOffsets(nil, os), 1); err != nil || !reflect.DeepEqual(got, os) {
+		t.Fatalf("offsets: %+v %v", got, err)
+	}
+	fr := FollowRequest{Replica: 2, MaxWait: 500, Parts: []FollowPart{{Topic: metadata.TopicID{5}, Partition: 3, From: 77, LeaderEpoch: 4}}}
+	if got, err := DecodeFollowRequest(fr.AppendTo(nil)); err != nil || !reflect.DeepEqual(got, fr) {
+		t.Fatalf("follow request: %+v %v", got, err)
+	}
+	res := []FollowResult{
+		{State: partlog.FollowState{LeaderEpoch: 4, HW: 90, LogStart: 3, Epochs: []partlog.EpochStart{{Epoch: 1, Start: 0}, {Epoch: 4, Start: 50}}},
+			Entries: []partlog.FollowEntry{{Base: 77, LastDelta: 2, Epoch: 4, MaxTS: 9, Size: 100, From: partlog.SourceID{Broker: 1, Epoch: 2}, Pos: 4096, CRC: 11}}},
+		{Code: 6, Entries: []partlog.FollowEntry{}},
+	}
+	if got, err := DecodeFollowResults(AppendFollowResults(nil, res), 2); err != nil || !reflect.DeepEqual(got, res) {
+		t.Fatalf("follow results: %+v %v", got, err)
+	}
+	if id, err := DecodeWake(AppendWake(nil, 7)); err != nil || id != 7 {
+		t.Fatalf("wake: %d %v", id, err)
+	}
+}
+
+// Fuzzing the decoders of what other brokers send: no input panics, and whatever
+// decodes encodes back to the same bytes.
+func FuzzDecoders(f *testing.F) {
+	lr := LinkRequest{Proxy: 3, ProxyEpoch: 9, Links: []partlog.Link{{Topic: metadata.TopicID{1}, Proxy: 3, ProxyEpoch: 9, Size: 80}}}
+	f.Add(lr.AppendTo(nil))
+	f.Add(AppendLinkResults(nil, []LinkResult{{Base: 1}}))
+	f.Add(AppendOffsetsRequest(nil, []PartitionRef{{Partition: 1}}))
+	fr := FollowRequest{Replica: 2, Parts: []FollowPart{{Partition: 3}}}
+	f.Add(fr.AppendTo(nil))
+	f.Add(AppendFollowResults(nil, []FollowResult{{Entries: []partlog.FollowEntry{{Size: 100}}}}))
+	f.Add(AppendWake(nil, 1))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if r, err := DecodeLinkRequest(b); err == nil {
+			if got := r.AppendTo(nil); string(got) != string(b) {
+				t.Fatalf("link request re-encodes differently")
+			}
+		}
+		if len(b) >= 4 {
+			n := int(binary.BigEndian.Uint32(b))
+			if n >= 0 && n < 1<<16 {
+				if rs, err := DecodeLinkResults(b, n); err == nil && string(AppendLinkResults(nil, rs)) != string(b) {
+					t.Fatal("link results re-encode differently")
+				}
+				if os, err := DecodeOffsets(b, n); err == nil && string(AppendOffsets(nil, os)) != string(b) {
+					t.Fatal("offsets re-encode differently")
+				}
+				if rs, err := DecodeFollowResults(b, n); err == nil && string(AppendFollowResults(nil, rs)) != string(b) {
+					t.Fatal("follow results re-encode differently")
+				}
+			}
+		}
+		if ps, err := DecodeOffsetsRequest(b); err == nil && string(AppendOffsetsRequest(nil, ps)) != string(b) {
+			t.Fatal("offsets request re-encodes differently")
+		}
+		if r, err := DecodeFollowRequest(b); err == nil && string(r.AppendTo(nil)) != string(b) {
+			t.Fatal("follow request re-encodes differently")
+		}
+		_, _ = DecodeWake(b)
+	})
+}
+
+// echoServer answers each request frame with its body reversed after delay, in order,
+// or closes the connection after closeAfter requests (0: never).
+func echoServer(t *testing.T, delay time.Duration, closeAfter int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				r := bufio.NewReader(nc)
+				for n := 1; ; n++ {
+					var size [4]byte
+					if _, err := io.ReadFull(r, size[:]); err != nil {
+						return
+					}
+					frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+					if _, err := io.ReadFull(r, frame); err != nil {
+						return
+					}
+					if closeAfter > 0 && n == closeAfter {
+						return
+					}
+					corr := frame[4:8]
+					idLen := int(binary.BigEndian.Uint16(frame[8:]))
+					body := frame[10+idLen:]
+					time.Sleep(delay)
+					out := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
+					out = append(out, corr...)
+					for i := len(body) - 1; i >= 0; i-- {
+						out = append(out, body[i])
+					}
+					nc.Write(out)
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestClientPipelinesInOrder(t *testing.T) {
+	c := NewClient(echoServer(t, time.Millisecond, 0), DefaultConfig())
+	defer c.Close()
+	got := make(chan string, 100)
+	for i := 0; i < 100; i++ {
+		body := []byte{byte(i), 'x'}
+		c.Do(body, func(resp []byte, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			got <- string(resp)
+		})
+	}
+	for i := 0; i < 100; i++ {
+		if r := <-got; r != string([]byte{'x', byte(i)}) {
+			t.Fatalf("answer %d: %q", i, r)
+		}
+	}
+}
+
+func TestClientFailures(t *testing.T) {
+	// Nothing listens: the request was never sent.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	c := NewClient(addr, DefaultConfig())
+	if _, err := c.Call(context.Background(), []byte{1}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("no listener: %v, want ErrUnavailable", err)
+	}
+	c.Close()
+	// The peer closes the connection with requests in flight: their outcome is unknown.
+	c = NewClient(echoServer(t, 0, 2), DefaultConfig())
+	if _, err := c.Call(context.Background(), []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(context.Background(), []byte{2}); !errors.Is(err, ErrLost) {
+		t.Fatalf("connection closed under a request: %v, want ErrLost", err)
+	}
+	// The next request reconnects.
+	if r, err := c.Call(context.Background(), []byte{3, 4}); err != nil || string(r) != "\x04\x03" {
+		t.Fatalf("after a reconnect: %q %v", r, err)
+	}
+	c.Close()
+	// An answer that takes longer than the timeout is lost.
+	cfg := DefaultConfig()
+	cfg.Timeout = 100 * time.Millisecond
+	c = NewClient(echoServer(t, time.Second, 0), cfg)
+	defer c.Close()
+	if _, err := c.Call(context.Background(), []byte{1}); !errors.Is(err, ErrLost) {
+		t.Fatalf("slow answer: %v, want ErrLost", err)
+	}
+}
