@@ -99,7 +99,7 @@ type consumerRun struct {
 // set (so e2e sees every new record) and at the log start otherwise.
 func newConsumerRun(cfg *config, parts []int32, startOffs map[int32]int64, exact, e2e bool, out io.Writer) (*consumerRun, error) {
 	c := &consumerRun{cfg: cfg, e2e: e2e, out: out, reached: make(chan struct{}), track: newEndTracker(startOffs)}
-	base := []kgo.Opt{kgo.SeedBrokers(seeds(cfg)...), kgo.ClientID(clientID)}
+	base := clientOpts(cfg)
 	var optSets [][]kgo.Opt
 	if cfg.group != "" {
 		reset := kgo.NewOffset().AtStart()

@@ -54,6 +54,8 @@ type config struct {
 	mode string
 
 	bootstrap  string
+	clientID   string
+	rack       string
 	topic      string
 	partitions int
 	recordSize byteSize
@@ -159,6 +161,8 @@ func newFlagSet(mode string, cfg *config, out io.Writer) *flag.FlagSet {
 	}
 
 	fs.StringVar(&cfg.bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated seed brokers, each `host:port`")
+	fs.StringVar(&cfg.clientID, "client-id", defaultClientID, "Kafka client.id of every client the bench opens; Weir reads a zone tag in it (e.g. weir_az=us-east-1a) and routes the client to brokers of that zone")
+	fs.StringVar(&cfg.rack, "rack", "", "the clients' rack (Kafka client.rack, `zone`), sent with fetches (KIP-392): consumers read from a replica in that zone; empty = none")
 	fs.StringVar(&cfg.topic, "topic", "weir-bench", "`name` of the topic to use")
 	fs.StringVar(&cfg.preset, "preset", "", "OpenMessaging Benchmark workload `name` to mimic: "+strings.Join(presetNames(), ", ")+"; sets topic, partitions, record-size, rate, producers and consumers unless those flags are given")
 	fs.DurationVar(&cfg.interval, "interval", 5*time.Second, "time between progress lines (and points of the per-interval series)")
@@ -355,6 +359,9 @@ func (c *config) validate() error {
 	}
 	if c.bootstrap == "" || c.topic == "" {
 		return errors.New("--bootstrap and --topic must not be empty")
+	}
+	if c.clientID == "" {
+		return errors.New("--client-id must not be empty")
 	}
 	if c.warmup < 0 || c.duration < 0 || c.drainTimeout < 0 {
 		return errors.New("durations must not be negative")

@@ -93,6 +93,24 @@ func TestDerivedDefaults(t *testing.T) {
 	}
 }
 
+// --client-id and --rack exist for produce, consume and e2e; the defaults stay
+// "weir-bench" and no rack.
+func TestClientIDAndRack(t *testing.T) {
+	for _, mode := range []string{"produce", "consume", "e2e"} {
+		c := parse(t, mode)
+		if c.clientID != "weir-bench" || c.rack != "" {
+			t.Errorf("%s defaults: client-id %q, rack %q", mode, c.clientID, c.rack)
+		}
+		c = parse(t, mode, "--client-id", "weir_az=b", "--rack", "b")
+		if c.clientID != "weir_az=b" || c.rack != "b" || c.settings["client-id"] != "weir_az=b" || c.settings["rack"] != "b" {
+			t.Errorf("%s: client-id %q, rack %q, settings %v", mode, c.clientID, c.rack, c.settings)
+		}
+		if _, err := parseArgs([]string{mode, "--client-id", ""}, io.Discard, io.Discard); err == nil {
+			t.Errorf("%s: empty --client-id accepted", mode)
+		}
+	}
+}
+
 func TestDiskArgs(t *testing.T) {
 	c := parse(t, "disk", "/some/dir", "--sizes", "4KiB,1MiB,512", "--count", "10")
 	if c.dir != "/some/dir" || c.count != 10 || len(c.sizes) != 3 || c.sizes[0] != 4096 || c.sizes[1] != 1<<20 || c.sizes[2] != 512 {

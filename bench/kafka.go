@@ -14,7 +14,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-const clientID = "weir-bench"
+// defaultClientID is the client.id of the bench's clients unless --client-id is given.
+const defaultClientID = "weir-bench"
+
+// clientOpts are the options every Kafka client of the bench gets: its seeds, its
+// client.id (--client-id) and, with --rack, its rack.
+func clientOpts(cfg *config) []kgo.Opt {
+	id := cfg.clientID
+	if id == "" {
+		id = defaultClientID
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds(cfg)...), kgo.ClientID(id)}
+	if cfg.rack != "" {
+		opts = append(opts, kgo.Rack(cfg.rack))
+	}
+	return opts
+}
 
 func seeds(cfg *config) []string {
 	var out []string
@@ -52,7 +67,7 @@ func newAdmin(cfg *config) (*admin, error) {
 	// A short MetadataMinAge: kgo serves repeated metadata requests from a
 	// cache for that long (5 s by default), which would make waiting for
 	// a just-created topic take 5 s.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds(cfg)...), kgo.ClientID(clientID), kgo.MetadataMinAge(100*time.Millisecond))
+	cl, err := kgo.NewClient(append(clientOpts(cfg), kgo.MetadataMinAge(100*time.Millisecond))...)
 	if err != nil {
 		return nil, err
 	}

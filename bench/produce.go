@@ -105,9 +105,7 @@ func newProducerRun(cfg *config) (*producerRun, error) {
 	case "0":
 		acks = kgo.NoAck()
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(seeds(cfg)...),
-		kgo.ClientID(clientID),
+	opts := append(clientOpts(cfg),
 		kgo.DefaultProduceTopic(cfg.topic),
 		kgo.RequiredAcks(acks),
 		kgo.ProducerLinger(cfg.linger),
@@ -115,7 +113,7 @@ func newProducerRun(cfg *config) (*producerRun, error) {
 		kgo.ProducerBatchCompression(comp),
 		kgo.MaxBufferedRecords(cfg.maxBuffered),
 		kgo.WithHooks(p),
-	}
+	)
 	if !cfg.idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 		if cfg.maxInflight > 0 {

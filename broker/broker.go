@@ -76,6 +76,7 @@ type Broker struct {
 	fenced    chan struct{} // closed when another process took this broker's WAL over
 
 	ln     net.Listener
+	zlns   []net.Listener // the zone listeners, as cfg.ZoneListeners
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -133,22 +134,34 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	return b, nil
 }
 
-// Start binds the Kafka listener, registers the broker (a new epoch), opens the WAL of
-// that epoch, loads every partition it leads and then serves. Clients that connect
-// while it loads wait in the listen queue.
+// Start binds the Kafka listeners (the main one and the zone listeners), registers the
+// broker (a new epoch, with the listeners' advertised addresses), opens the WAL of that
+// epoch, loads every partition it leads and then serves. Clients that connect while it
+// loads wait in the listen queue.
 func (b *Broker) Start() error {
 	ln, err := net.Listen("tcp", b.cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("broker: listen %s: %w", b.cfg.ListenAddr, err)
 	}
 	b.ln = ln
+	for _, zl := range b.cfg.ZoneListeners {
+		zln, err := net.Listen("tcp", zl.Listen)
+		if err != nil {
+			b.closeListeners()
+			return fmt.Errorf("broker: listen %s (zone %s): %w", zl.Listen, zl.Zone, err)
+		}
+		b.zlns = append(b.zlns, zln)
+	}
 	if err := b.open(); err != nil {
-		ln.Close()
+		b.closeListeners()
 		b.closeStorage()
 		return err
 	}
 	b.metrics.attach(b) // partitions led, consumer groups and lag, read at scrape time
 	b.front.Serve(ln)
+	for i, zln := range b.zlns {
+		b.front.ServeZone(zln, b.cfg.ZoneListeners[i].Zone)
+	}
 	b.wg.Add(3)
 	go b.watchMetadata()
 	go b.walGCLoop()
@@ -235,6 +248,17 @@ func (b *Broker) open() error {
 	return err
 }
 
+// closeListeners closes the listeners Start bound (a failed Start; once served, the
+// front end closes them).
+func (b *Broker) closeListeners() {
+	if b.ln != nil {
+		b.ln.Close()
+	}
+	for _, zln := range b.zlns {
+		zln.Close()
+	}
+}
+
 // closeStorage releases what open acquired (a failed Start).
 func (b *Broker) closeStorage() {
 	if b.tier != nil {
@@ -290,18 +314,46 @@ func (b *Broker) openTier() error {
 // Addr is the listener's address (useful with port 0 in tests).
 func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
 
-// Advertised returns the host and port clients are told to connect to.
+// Advertised returns the host and port clients are told to connect to, and those of
+// its zone listeners (each its advertised address, else the bound one once Start bound
+// it, else the configured one).
 func (b *Broker) Advertised() metadata.Broker {
-	addr := b.cfg.AdvertisedAddr
-	if addr == "" && b.ln != nil {
-		addr = b.ln.Addr().String()
+	host, port := advertised(b.cfg.AdvertisedAddr, b.ln, b.cfg.ListenAddr)
+	br := metadata.Broker{ID: b.cfg.NodeID, Host: host, Port: port, Rack: b.cfg.Rack}
+	for i, zl := range b.cfg.ZoneListeners {
+		var ln net.Listener
+		if i < len(b.zlns) {
+			ln = b.zlns[i]
+		}
+		h, p := advertised(zl.Advertise, ln, zl.Listen)
+		br.Listeners = append(br.Listeners, metadata.Listener{Zone: zl.Zone, Host: h, Port: p})
+	}
+	return br
+}
+
+// advertised is the address to tell clients of a listener: adv if set, else ln's bound
+// address, else listen.
+func advertised(adv string, ln net.Listener, listen string) (string, int32) {
+	addr := adv
+	if addr == "" && ln != nil {
+		addr = ln.Addr().String()
 	}
 	if addr == "" {
-		addr = b.cfg.ListenAddr
+		addr = listen
 	}
 	host, port, _ := net.SplitHostPort(addr)
 	p, _ := strconv.Atoi(port)
-	return metadata.Broker{ID: b.cfg.NodeID, Host: host, Port: int32(p), Rack: b.cfg.Rack}
+	return host, int32(p)
+}
+
+// ZoneAddrs are the bound addresses of the zone listeners, by zone (useful with port 0
+// in tests).
+func (b *Broker) ZoneAddrs() map[string]net.Addr {
+	m := make(map[string]net.Addr, len(b.zlns))
+	for i, zln := range b.zlns {
+		m[b.cfg.ZoneListeners[i].Zone] = zln.Addr()
+	}
+	return m
 }
 
 // ReplayInfo tells what the WAL replay at start-up found (e.g. where a torn record was).

@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,12 @@ type Config struct {
 	ListenAddr string
 	// AdvertisedAddr is what Metadata tells clients; defaults to the listener's address.
 	AdvertisedAddr string
+	// ZoneListeners are extra Kafka listeners, at most one per zone (zone routing): a
+	// client that connects to one is a client of its zone, and Metadata,
+	// FindCoordinator and DescribeCluster answered there name every broker's listener
+	// of that zone (or its main address when it has none), so the client stays on
+	// that zone's listeners.
+	ZoneListeners []ZoneListener
 	// DataDir holds the WAL (DataDir/wal, unless WALRoot is set) and, for a single
 	// broker, the metadata file.
 	DataDir string
@@ -88,6 +95,75 @@ type Config struct {
 	Logger     *slog.Logger
 }
 
+// ZoneListener is one per-zone Kafka listener.
+type ZoneListener struct {
+	// Zone is the zone of the clients that connect here (spelled as the brokers'
+	// --rack).
+	Zone string
+	// Listen is the address to bind, host:port.
+	Listen string
+	// Advertise is the address clients are told (default: the bound address).
+	Advertise string
+}
+
+// String is the --zone-listener form: zone=listen[/advertise].
+func (l ZoneListener) String() string {
+	s := l.Zone + "=" + l.Listen
+	if l.Advertise != "" {
+		s += "/" + l.Advertise
+	}
+	return s
+}
+
+// ParseZoneListener parses zone=host:port[/advertised-host:port].
+func ParseZoneListener(s string) (ZoneListener, error) {
+	zone, addrs, ok := strings.Cut(s, "=")
+	if !ok {
+		return ZoneListener{}, fmt.Errorf("zone listener %q: want zone=host:port[/advertised-host:port]", s)
+	}
+	listen, adv, _ := strings.Cut(addrs, "/")
+	l := ZoneListener{Zone: zone, Listen: listen, Advertise: adv}
+	return l, l.validate()
+}
+
+func (l ZoneListener) validate() error {
+	if !routing.ValidZone(l.Zone) {
+		return fmt.Errorf("zone listener %q: invalid zone %q", l, l.Zone)
+	}
+	if _, _, err := net.SplitHostPort(l.Listen); err != nil {
+		return fmt.Errorf("zone listener %q: listen address %q: %w", l, l.Listen, err)
+	}
+	if l.Advertise != "" {
+		if h, p, err := net.SplitHostPort(l.Advertise); err != nil || h == "" || p == "0" {
+			return fmt.Errorf("zone listener %q: advertised address %q must be host:port", l, l.Advertise)
+		}
+	}
+	return nil
+}
+
+// zoneListenersFlag is the repeatable --zone-listener.
+type zoneListenersFlag struct{ c *Config }
+
+func (f zoneListenersFlag) String() string {
+	if f.c == nil {
+		return ""
+	}
+	s := make([]string, len(f.c.ZoneListeners))
+	for i, l := range f.c.ZoneListeners {
+		s[i] = l.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (f zoneListenersFlag) Set(s string) error {
+	l, err := ParseZoneListener(s)
+	if err != nil {
+		return err
+	}
+	f.c.ZoneListeners = append(f.c.ZoneListeners, l)
+	return nil
+}
+
 // DefaultConfig returns a single broker on 127.0.0.1:9092 with data under ./data.
 func DefaultConfig() Config {
 	return Config{
@@ -129,6 +205,19 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("broker: advertised address %q must be host:port", c.AdvertisedAddr)
 		}
 	}
+	if len(c.ZoneListeners) > metadata.MaxListeners {
+		return fmt.Errorf("broker: %d zone listeners, at most %d", len(c.ZoneListeners), metadata.MaxListeners)
+	}
+	zones := map[string]bool{}
+	for _, l := range c.ZoneListeners {
+		if err := l.validate(); err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+		if zones[l.Zone] {
+			return fmt.Errorf("broker: two zone listeners for zone %q", l.Zone)
+		}
+		zones[l.Zone] = true
+	}
 	if c.DataDir == "" {
 		return errors.New("broker: data dir is required")
 	}
@@ -169,6 +258,9 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Rack, "rack", c.Rack, "zone (rack) of this broker, shown to clients as broker.rack")
 	fs.StringVar(&c.ListenAddr, "listen", c.ListenAddr, "Kafka listener address host:port")
 	fs.StringVar(&c.AdvertisedAddr, "advertise", c.AdvertisedAddr, "address advertised to clients (default: the listener's)")
+	fs.Var(zoneListenersFlag{c}, "zone-listener", "an extra Kafka listener for the clients of one zone, zone=host:port[/advertised-host:port] (repeatable, one per zone): "+
+		"a client connecting there is in that zone (zone routing), and Metadata answered there names every broker's listener of that zone (else its main address); "+
+		"advertised default: the bound address")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the WAL and local state")
 	fs.StringVar(&c.WALRoot, "wal-root", c.WALRoot, "shared WAL directory of the cluster (e.g. the FSx ONTAP NFS mount); this broker writes <wal-root>/broker-<id>")
 	fs.Func("max-request-bytes", "largest request frame accepted; larger ones close the connection (default 104857600)", func(s string) error {
@@ -185,7 +277,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.TailCacheBytes, "tail-cache-bytes", c.TailCacheBytes, "memory for recent batches served to tail consumers")
 	fs.Int64Var(&c.WAL.SegmentSize, "wal-segment-bytes", c.WAL.SegmentSize, "size of one WAL segment file")
 	fs.BoolVar(&c.AcceptWALLoss, "accept-wal-loss", c.AcceptWALLoss, "serve partitions whose WAL data is damaged or missing, with a gap in their offsets (default: they stay unavailable and say why)")
-	fs.BoolVar(&c.ZoneRouting, "zone-routing", c.ZoneRouting, "route clients of a known zone through brokers of their zone: produce through a same-zone proxy, read from a same-zone replica; only links cross zones (a client's zone: a weir_az=/automq_az=/warpstream_az=/ws_az=/zone= tag in client.id, the rack of its Fetch requests, or --zone-cidrs)")
+	fs.BoolVar(&c.ZoneRouting, "zone-routing", c.ZoneRouting, "route clients of a known zone through brokers of their zone: produce through a same-zone proxy, read from a same-zone replica; only links cross zones (a client's zone: the --zone-listener it connected to, a weir_az=/automq_az=/warpstream_az=/ws_az=/zone= tag in client.id, the rack of its Fetch requests, or --zone-cidrs)")
 	c.Routing.BindFlags(fs)
 	c.Tier.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")

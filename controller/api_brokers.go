@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/routing"
 )
 
 // leaseMs is the lease granted in every register and heartbeat answer.
@@ -25,6 +26,9 @@ func (c *Controller) handleRegister(r *http.Request, body []byte) (any, error) {
 	if req.ID < 0 || req.Port < 0 || req.Port > 65535 || len(req.Host) > 255 || len(req.Rack) > 255 || len(req.Incarnation) > 255 {
 		return nil, fmt.Errorf("%w: broker id %d, host %.40q, port %d, rack %.40q", ErrBadRequest, req.ID, req.Host, req.Port, req.Rack)
 	}
+	if err := validListeners(req.Listeners); err != nil {
+		return nil, fmt.Errorf("%w: broker id %d: %v", ErrBadRequest, req.ID, err)
+	}
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
 	if b, ok := c.fsm.View().Broker(req.ID); ok && b.Active() {
@@ -35,7 +39,7 @@ func (c *Controller) handleRegister(r *http.Request, body []byte) (any, error) {
 				"if that process is gone, its lease runs out within %v", metadata.ErrDuplicateBroker, req.ID, b.Epoch, inc, c.cfg.GrantedLease(), c.cfg.GrantedLease())
 		}
 	}
-	res, err := c.propose(&registerBrokerCmd{ID: req.ID, Host: req.Host, Port: req.Port, Rack: req.Rack})
+	res, err := c.propose(&registerBrokerCmd{ID: req.ID, Host: req.Host, Port: req.Port, Rack: req.Rack, Listeners: req.Listeners})
 	if err != nil {
 		return nil, err
 	}
@@ -43,8 +47,32 @@ func (c *Controller) handleRegister(r *http.Request, body []byte) (any, error) {
 	c.leases.renew(req.ID, rr.Epoch, req.Incarnation, time.Now())
 	c.metrics.failedOver.Add(float64(rr.Adopted))
 	c.log.Info("broker registered", "broker", req.ID, "epoch", rr.Epoch, "host", req.Host, "port", req.Port, "rack", req.Rack,
-		"incarnation", req.Incarnation, "adopted_partitions", rr.Adopted)
+		"listeners", len(req.Listeners), "incarnation", req.Incarnation, "adopted_partitions", rr.Adopted)
 	return LeaseResponse{Epoch: rr.Epoch, Version: res.Version, LeaseTimeoutMs: c.leaseMs()}, nil
+}
+
+// validListeners checks a registration's per-zone listeners: at most
+// metadata.MaxListeners, each of a valid zone (routing.ValidZone) given once, a host of
+// 1 to 255 bytes and a port in 1..65535.
+func validListeners(ls []metadata.Listener) error {
+	if len(ls) > metadata.MaxListeners {
+		return fmt.Errorf("%d zone listeners, at most %d", len(ls), metadata.MaxListeners)
+	}
+	seen := make(map[string]bool, len(ls))
+	for _, l := range ls {
+		switch {
+		case !routing.ValidZone(l.Zone):
+			return fmt.Errorf("zone listener: invalid zone %.40q", l.Zone)
+		case seen[l.Zone]:
+			return fmt.Errorf("zone listener: zone %.40q given twice", l.Zone)
+		case l.Host == "" || len(l.Host) > 255:
+			return fmt.Errorf("zone listener of zone %q: host %.40q", l.Zone, l.Host)
+		case l.Port < 1 || l.Port > 65535:
+			return fmt.Errorf("zone listener of zone %q: port %d", l.Zone, l.Port)
+		}
+		seen[l.Zone] = true
+	}
+	return nil
 }
 
 // handleHeartbeat renews a broker's lease for its current epoch; a fenced broker or a

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,14 +24,16 @@ import (
 type ClientConfig struct {
 	// Controllers are the controllers' API addresses (host:port); any of them will do.
 	Controllers []string
-	// BrokerID, Rack, Host and Port are the broker's identity; RegisterBroker's argument
-	// replaces them. BrokerID < 0 means the client is not a broker (admin tools): it
+	// BrokerID, Rack, Host, Port and Listeners (its per-zone Kafka listeners) are the
+	// broker's identity; RegisterBroker's argument replaces them. BrokerID < 0 means the client is not a broker (admin tools): it
 	// never registers or heartbeats. A broker client's Views carry its own ID as
 	// ControllerID: every broker accepts admin requests and forwards them here.
 	BrokerID int32
 	Rack     string
 	Host     string
 	Port     int32
+	// Listeners are the broker's per-zone Kafka listeners (metadata.Broker.Listeners).
+	Listeners []metadata.Listener
 	// HeartbeatInterval is how often a registered broker heartbeats (at least
 	// MinHeartbeatInterval). RegisterBroker fails if the controllers grant a lease
 	// shorter than twice this.
@@ -235,7 +238,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 
 		incarnation: newIncarnation(),
 		leaseClock:  newLeaseClock(),
-		self:        metadata.Broker{ID: cfg.BrokerID, Host: cfg.Host, Port: cfg.Port, Rack: cfg.Rack},
+		self:        metadata.Broker{ID: cfg.BrokerID, Host: cfg.Host, Port: cfg.Port, Rack: cfg.Rack, Listeners: slices.Clone(cfg.Listeners)},
 		hc: &http.Client{Transport: &http.Transport{
 			Proxy:               nil,
 			DialContext:         dialer(cfg.WrapConn),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"time"
 
@@ -144,7 +145,7 @@ func (c *Client) RegisterBroker(ctx context.Context, b metadata.Broker) error {
 	}
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
-	c.self = metadata.Broker{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack}
+	c.self = metadata.Broker{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack, Listeners: slices.Clone(b.Listeners)}
 	c.selfID.Store(b.ID)
 	backoff := 100 * time.Millisecond
 	for refused := 0; ; refused++ {
@@ -178,7 +179,7 @@ func (c *Client) RegisterBroker(ctx context.Context, b metadata.Broker) error {
 func (c *Client) register(ctx context.Context) error {
 	send := c.leaseClock()
 	var resp LeaseResponse
-	req := RegisterRequest{ID: c.self.ID, Host: c.self.Host, Port: c.self.Port, Rack: c.self.Rack, Incarnation: c.incarnation}
+	req := RegisterRequest{ID: c.self.ID, Host: c.self.Host, Port: c.self.Port, Rack: c.self.Rack, Listeners: c.self.Listeners, Incarnation: c.incarnation}
 	if _, err := c.call(ctx, http.MethodPost, "/v1/brokers/register", req, &resp); err != nil {
 		return err
 	}

@@ -6,7 +6,8 @@ import (
 	"github.com/weir-io/weir/metadata"
 )
 
-// registerBrokerCmd records a broker start: its endpoints and rack, a new epoch (the
+// registerBrokerCmd records a broker start: its endpoints (the main one and its per-zone
+// listeners, which entries written before they existed lack) and rack, a new epoch (the
 // previous one + 1) and state active. The broker then takes over every Recovering
 // partition left without a leader (metadata.PlanAdopt: its broker was fenced while no
 // broker was active). The value is a registerResult.
@@ -15,10 +16,11 @@ import (
 // is fresh) is decided by the leader before it proposes (handleRegister): leases are
 // not part of the state.
 type registerBrokerCmd struct {
-	ID   int32  `json:"id"`
-	Host string `json:"host"`
-	Port int32  `json:"port"`
-	Rack string `json:"rack,omitempty"`
+	ID        int32               `json:"id"`
+	Host      string              `json:"host"`
+	Port      int32               `json:"port"`
+	Rack      string              `json:"rack,omitempty"`
+	Listeners []metadata.Listener `json:"listeners,omitempty"`
 }
 
 // registerResult is the value of registerBrokerCmd.
@@ -42,6 +44,8 @@ func (c *registerBrokerCmd) apply(m *machine) (any, bool, error) {
 		Rack:  c.Rack,
 		Epoch: prev.Epoch + 1,
 		State: metadata.BrokerActive,
+
+		Listeners: c.Listeners,
 	}
 	m.st.Brokers[c.ID] = b
 	adopted := m.applyUpdates(metadata.PlanAdopt(m.st.Topics, b))

@@ -23,13 +23,16 @@ func viewToWire(v *metadata.View) ViewJSON {
 // RegisterRequest is the body of POST /v1/brokers/register. Incarnation identifies the
 // registering process (random per Client): while the ID's active registration belongs
 // to another incarnation whose lease is fresh, the registration is refused
-// (409 duplicate_broker). "" matches only "".
+// (409 duplicate_broker). "" matches only "". Listeners are the broker's per-zone
+// Kafka listeners (at most metadata.MaxListeners, one per zone; absent from older
+// brokers' requests).
 type RegisterRequest struct {
-	ID          int32  `json:"id"`
-	Host        string `json:"host"`
-	Port        int32  `json:"port"`
-	Rack        string `json:"rack,omitempty"`
-	Incarnation string `json:"incarnation,omitempty"`
+	ID          int32               `json:"id"`
+	Host        string              `json:"host"`
+	Port        int32               `json:"port"`
+	Rack        string              `json:"rack,omitempty"`
+	Listeners   []metadata.Listener `json:"listeners,omitempty"`
+	Incarnation string              `json:"incarnation,omitempty"`
 }
 
 // LeaseResponse answers register and heartbeat. LeaseTimeoutMs is the granted lease

@@ -69,6 +69,36 @@ type Broker struct {
 	Epoch int64 `json:"epoch,omitempty"`
 	// State is BrokerActive, BrokerFenced or BrokerDraining; the empty string means active.
 	State BrokerState `json:"state,omitempty"`
+	// Listeners are the broker's per-zone Kafka listeners (zone routing): a client
+	// connected to a zone's listener is told, for every broker, its listener of that
+	// zone (Endpoint), so it keeps talking to that zone's listeners, as Kafka does with
+	// named listeners. Host and Port are the main listener.
+	Listeners []Listener `json:"listeners,omitempty"`
+}
+
+// Listener is one per-zone Kafka listener of a broker: clients that connect to it are
+// clients of Zone.
+type Listener struct {
+	Zone string `json:"zone"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+}
+
+// MaxListeners bounds the per-zone listeners of one broker.
+const MaxListeners = 16
+
+// Endpoint is the address to give a client connected to a listener of zone (""
+// the main listener): the broker's listener of that zone if it has one, else its
+// main Host and Port.
+func (b Broker) Endpoint(zone string) (host string, port int32) {
+	if zone != "" {
+		for _, l := range b.Listeners {
+			if l.Zone == zone {
+				return l.Host, l.Port
+			}
+		}
+	}
+	return b.Host, b.Port
 }
 
 // BrokerState is a broker's liveness state.

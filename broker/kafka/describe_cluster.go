@@ -2,7 +2,8 @@ package kafka
 
 // DescribeCluster (key 60), versions 0-1.
 //
-// Returns the cluster ID, controller and brokers with racks. v1's endpoint type 2
+// Returns the cluster ID, controller and brokers with racks (on a zone listener, each
+// broker's listener of that zone when it has one). v1's endpoint type 2
 // (controllers) is not served: Weir's controllers speak their own API, not Kafka's.
 
 import (
@@ -24,6 +25,7 @@ func (s *Server) handleDescribeCluster(ctx context.Context, req *kmsg.DescribeCl
 		return resp
 	}
 	view := s.meta.View()
+	lzone := listenerZoneFrom(ctx) // on a zone listener: each broker's listener of that zone
 	resp.ClusterID = view.ClusterID
 	resp.ControllerID = view.ControllerID
 	for _, br := range view.Brokers {
@@ -31,7 +33,8 @@ func (s *Server) handleDescribeCluster(ctx context.Context, req *kmsg.DescribeCl
 			continue // fenced brokers are not offered to clients
 		}
 		rb := kmsg.NewDescribeClusterResponseBroker()
-		rb.NodeID, rb.Host, rb.Port = br.ID, br.Host, br.Port
+		rb.NodeID = br.ID
+		rb.Host, rb.Port = br.Endpoint(lzone)
 		if br.Rack != "" {
 			r := br.Rack
 			rb.Rack = &r

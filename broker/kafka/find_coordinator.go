@@ -21,6 +21,7 @@ func init() {
 
 func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	lzone := listenerZoneFrom(ctx) // on a zone listener: the coordinator's listener of that zone
 	answer := func(key string) (metadata.Broker, int16, *string) {
 		fail := func(code int16, msg string) (metadata.Broker, int16, *string) {
 			return metadata.Broker{ID: -1, Port: -1}, code, &msg
@@ -44,7 +45,8 @@ func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 	if req.Version <= 3 {
 		br, code, msg := answer(req.CoordinatorKey)
 		resp.ErrorCode, resp.ErrorMessage = code, msg
-		resp.NodeID, resp.Host, resp.Port = br.ID, br.Host, br.Port
+		resp.NodeID = br.ID
+		resp.Host, resp.Port = br.Endpoint(lzone)
 		return resp
 	}
 	for _, key := range req.CoordinatorKeys {
@@ -52,7 +54,8 @@ func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 		c.Key = key
 		var br metadata.Broker
 		br, c.ErrorCode, c.ErrorMessage = answer(key)
-		c.NodeID, c.Host, c.Port = br.ID, br.Host, br.Port
+		c.NodeID = br.ID
+		c.Host, c.Port = br.Endpoint(lzone)
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp

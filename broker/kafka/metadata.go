@@ -2,7 +2,8 @@ package kafka
 
 // Metadata (key 3), versions 0-12.
 //
-// Lists brokers (with their rack) and the requested topics (all when the request's list
+// Lists brokers (with their rack; on a zone listener, each broker's listener of that zone
+// when it has one) and the requested topics (all when the request's list
 // is null, or empty before v1). Unknown topics are auto-created when the broker allows it
 // and the request does (v4+; implied before), otherwise UNKNOWN_TOPIC_OR_PARTITION. v10+
 // carry topic IDs, v12 lets clients ask by ID. Every partition's replica set is its leader
@@ -70,13 +71,15 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	}
 
 	active := map[int32]bool{}
+	lzone := listenerZoneFrom(ctx) // a zone listener's clients stay on that zone's listeners
 	for _, br := range view.Brokers {
 		if !br.Active() {
 			continue // fenced: clients must not be sent there
 		}
 		active[br.ID] = true
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = br.ID, br.Host, br.Port
+		mb.NodeID = br.ID
+		mb.Host, mb.Port = br.Endpoint(lzone)
 		if br.Rack != "" {
 			rack := br.Rack
 			mb.Rack = &rack

@@ -37,6 +37,24 @@ func zoneFrom(ctx context.Context) string {
 	return z
 }
 
+type listenerZoneKey struct{}
+
+// withListenerZone carries the zone of the listener the request came in on ("" the
+// main listener) to handlers that only see a context: the brokers they name are given
+// by their endpoints of that zone (metadata.Broker.Endpoint).
+func withListenerZone(ctx context.Context, zone string) context.Context {
+	if zone == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, listenerZoneKey{}, zone)
+}
+
+// listenerZoneFrom is the zone of the request's listener ("" the main listener).
+func listenerZoneFrom(ctx context.Context) string {
+	z, _ := ctx.Value(listenerZoneKey{}).(string)
+	return z
+}
+
 // zoneViews caches the per-zone view of the current metadata view.
 type zoneViews struct {
 	mu sync.Mutex
