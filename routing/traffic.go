@@ -246,6 +246,11 @@ type Conn struct {
 	net.Conn
 	t *Traffic
 	c atomic.Pointer[Counter]
+
+	// Before its first SetPeer a PendingConn keeps its counts here: a client's zone is
+	// known only once its first request is read, and those bytes are its zone's.
+	mu      sync.Mutex
+	pending [2]uint64
 }
 
 // Conn wraps nc, counting under peerZone and kind. A client connection is counted as
@@ -256,9 +261,49 @@ func (t *Traffic) Conn(nc net.Conn, peerZone string, kind Kind) *Conn {
 	return c
 }
 
+// PendingConn wraps nc, holding its counts until the first SetPeer says whose they are.
+func (t *Traffic) PendingConn(nc net.Conn) *Conn { return &Conn{Conn: nc, t: t} }
+
 // SetPeer counts the connection's later bytes under peerZone and kind (the bytes
-// counted so far stay where they were counted).
-func (c *Conn) SetPeer(peerZone string, kind Kind) { c.c.Store(c.t.Counter(peerZone, kind)) }
+// counted so far stay where they were counted, except a PendingConn's, which go there).
+func (c *Conn) SetPeer(peerZone string, kind Kind) {
+	ctr := c.t.Counter(peerZone, kind)
+	if c.c.Load() != nil {
+		c.c.Store(ctr)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c.Load() == nil {
+		ctr.total[In].Add(c.pending[In])
+		ctr.total[Out].Add(c.pending[Out])
+	}
+	c.c.Store(ctr)
+}
+
+// Settle counts a PendingConn's held bytes under peerZone and kind if nothing claimed
+// them (a connection closed before its first SetPeer); otherwise it does nothing.
+func (c *Conn) Settle(peerZone string, kind Kind) {
+	if c.c.Load() == nil {
+		c.SetPeer(peerZone, kind)
+	}
+}
+
+// count adds n bytes in direction d under the current counter, or to the pending ones.
+func (c *Conn) count(d Direction, n int) {
+	if cc := c.c.Load(); cc != nil {
+		cc.total[d].Add(uint64(n))
+		return
+	}
+	c.mu.Lock()
+	if cc := c.c.Load(); cc != nil {
+		c.mu.Unlock()
+		cc.total[d].Add(uint64(n))
+		return
+	}
+	c.pending[d] += uint64(n)
+	c.mu.Unlock()
+}
 
 // Records marks n bytes this connection counted (or is about to count) in direction d
 // as record bytes (client_records rather than client_other): the record batches of a
@@ -266,7 +311,7 @@ func (c *Conn) SetPeer(peerZone string, kind Kind) { c.c.Store(c.t.Counter(peerZ
 // kind.
 func (c *Conn) Records(d Direction, n int) {
 	cc := c.c.Load()
-	if n <= 0 || d > Out || cc.records == nil {
+	if n <= 0 || d > Out || cc == nil || cc.records == nil {
 		return
 	}
 	cc.records[d].Add(uint64(n))
@@ -276,7 +321,7 @@ func (c *Conn) Records(d Direction, n int) {
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.c.Load().total[In].Add(uint64(n))
+		c.count(In, n)
 	}
 	return n, err
 }
@@ -285,7 +330,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 func (c *Conn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n > 0 {
-		c.c.Load().total[Out].Add(uint64(n))
+		c.count(Out, n)
 	}
 	return n, err
 }

@@ -334,3 +334,37 @@ func mapsEqual(a, b map[string]float64) bool {
 	}
 	return true
 }
+
+// A PendingConn holds what it counted until its first SetPeer (a client's first request
+// says its zone), then counts it there; Settle claims unclaimed bytes for a peer.
+func TestTrafficPendingConn(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	tr := NewTraffic("a", reg)
+	defer tr.Close()
+	a, peer := net.Pipe()
+	c := tr.PendingConn(a)
+	defer c.Close()
+	defer peer.Close()
+	go peer.Write(make([]byte, 700))
+	if _, err := io.ReadFull(c, make([]byte, 700)); err != nil {
+		t.Fatal(err)
+	}
+	c.Records(In, 600) // ignored: nobody's yet
+	c.SetPeer("b", KindClientOther)
+	c.Records(In, 600) // the produce's batch, marked once its zone is known
+	c.Settle("c", KindLink)
+	got := series(t, reg)
+	want := map[string]float64{"a/b/client_other/in": 100, "a/b/client_records/in": 600}
+	if !mapsEqual(got, want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+	b, peer2 := net.Pipe()
+	c2 := tr.PendingConn(b)
+	defer peer2.Close()
+	go io.ReadFull(peer2, make([]byte, 50))
+	c2.Write(make([]byte, 50))
+	c2.Settle(UnknownZone, KindClientOther)
+	if got := series(t, reg)["a/unknown/client_other/out"]; got != 50 {
+		t.Fatalf("settled bytes: %v, want 50", got)
+	}
+}

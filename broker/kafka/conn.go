@@ -57,11 +57,10 @@ func newConn(s *Server, nc net.Conn, listenerZone string) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
 	c := &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, slots: make(chan *slot, s.cfg.MaxInFlight), listenerZone: listenerZone}
 	if s.cfg.Traffic != nil {
-		peer := listenerZone
-		if peer == "" {
-			peer = routing.UnknownZone
-		}
-		c.tc = s.cfg.Traffic.Conn(nc, peer, routing.KindClientOther)
+		// Whose bytes these are is known from the first request on (zones.go): until
+		// then they are held back, then counted under the client's zone or as a peer
+		// broker's link.
+		c.tc = s.cfg.Traffic.PendingConn(nc)
 		c.nc = c.tc
 	}
 	return c
@@ -83,6 +82,9 @@ func (c *conn) serve() {
 	<-done
 	c.cancel()
 	c.nc.Close()
+	if c.tc != nil {
+		c.tc.Settle(routing.UnknownZone, routing.KindClientOther)
+	}
 }
 
 func (c *conn) readLoop() error {
