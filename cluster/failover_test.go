@@ -111,7 +111,8 @@ func TestControllerLeaderFailoverAndFullRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 30*time.Second, "the topic created after the restart exists", func() bool {
-		return c.Broker(0).Client.View().Topics["after-restart"] != nil
+		n := c.Broker(0) // nil while it restarts (the controllers came back after its lease)
+		return n != nil && n.Client.View().Topics["after-restart"] != nil
 	})
 }
 
