@@ -3,6 +3,7 @@ package kafka
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/routing"
+	"github.com/weir-io/weir/security"
+	"github.com/weir-io/weir/security/tlsconf"
 )
 
 // A connection has a reader goroutine and a writer goroutine. The reader parses each
@@ -32,6 +35,11 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	slots  chan *slot
+
+	// lis is the listener the connection came in on (its zone, TLS, SASL); principal is
+	// who the client is: Anonymous until TLS client authentication or SASL says otherwise.
+	lis       *Listener
+	principal atomic.Pointer[security.Principal]
 
 	// Zone routing (zones.go): the listener's zone, the rack of the client's Fetch
 	// requests, the zone its bytes are counted under, whether it is another broker's.
@@ -53,9 +61,11 @@ type slot struct {
 	closeIt  bool               // close the connection after this slot
 }
 
-func newConn(s *Server, nc net.Conn, listenerZone string) *conn {
+func newConn(s *Server, nc net.Conn, lis *Listener) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
-	c := &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, slots: make(chan *slot, s.cfg.MaxInFlight), listenerZone: listenerZone}
+	c := &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, slots: make(chan *slot, s.cfg.MaxInFlight), lis: lis, listenerZone: lis.Zone}
+	anon := security.Anonymous
+	c.principal.Store(&anon)
 	if s.cfg.Traffic != nil {
 		// Whose bytes these are is known from the first request on (zones.go): until
 		// then they are held back, then counted under the client's zone or as a peer
@@ -63,7 +73,37 @@ func newConn(s *Server, nc net.Conn, listenerZone string) *conn {
 		c.tc = s.cfg.Traffic.PendingConn(nc)
 		c.nc = c.tc
 	}
+	if lis.TLS != nil {
+		// Above the byte counter: the bytes counted are the ones on the wire.
+		c.nc = tls.Server(c.nc, lis.TLS)
+	}
 	return c
+}
+
+// Principal is who the client is (security.Anonymous until it authenticates).
+func (c *conn) Principal() security.Principal { return *c.principal.Load() }
+
+// setPrincipal records who the client authenticated as (SASL, a TLS client certificate).
+func (c *conn) setPrincipal(p security.Principal) { c.principal.Store(&p) }
+
+// tlsHandshake completes the TLS handshake of a TLS listener's connection before its
+// first request, so the principal of a client certificate is known to every handler.
+func (c *conn) tlsHandshake() error {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	tc.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := tc.HandshakeContext(c.ctx); err != nil {
+		c.s.metrics.tlsFailures.Inc()
+		c.s.log.Info("TLS handshake failed", "remote", c.nc.RemoteAddr().String(), "err", err)
+		return err
+	}
+	tc.SetDeadline(time.Time{})
+	if name := tlsconf.PeerName(tc.ConnectionState()); name != "" {
+		c.setPrincipal(security.User(name))
+	}
+	return nil
 }
 
 func (c *conn) serve() {
@@ -88,6 +128,9 @@ func (c *conn) serve() {
 }
 
 func (c *conn) readLoop() error {
+	if err := c.tlsHandshake(); err != nil {
+		return err
+	}
 	var size [4]byte
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	for {

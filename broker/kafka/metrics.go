@@ -27,6 +27,7 @@ type metrics struct {
 	requestErrors *prometheus.CounterVec
 	connections   prometheus.Gauge
 	badFrames     prometheus.Counter
+	tlsFailures   prometheus.Counter
 	unsupported   prometheus.Counter
 	bytesOut      *prometheus.CounterVec
 	produceErrs   *prometheus.CounterVec
@@ -50,11 +51,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"api", "error"}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_broker_connections", Help: "Open client connections."}),
 		badFrames:   prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_bad_frames_total", Help: "Connections closed for malformed or oversized frames."}),
+		tlsFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_tls_handshake_failures_total", Help: "Connections closed because their TLS handshake failed (bad or missing client certificate, wrong protocol, timeout)."}),
 		unsupported: prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_unsupported_requests_total", Help: "Requests with an unknown API key or version."}),
 		bytesOut:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_fetch_bytes_total", Help: "Record batch bytes served to fetchers, by topic."}, []string{"topic"}),
 		produceErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_produce_errors_total", Help: "Partition produce failures, by Kafka error."}, []string{"error"}),
 	}
-	m.set.MustRegister(m.requests, m.requestsTotal, m.requestErrors, m.connections, m.badFrames, m.unsupported, m.bytesOut, m.produceErrs)
+	m.set.MustRegister(m.requests, m.requestsTotal, m.requestErrors, m.connections, m.badFrames, m.tlsFailures, m.unsupported, m.bytesOut, m.produceErrs)
 	return m
 }
 

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -95,17 +96,36 @@ func NewServer(cfg Config, d Deps) *Server {
 	return s
 }
 
+// Listener is what the server knows of one of its Kafka listeners.
+type Listener struct {
+	// Name keys the listener among a broker's listeners: a client connected to a named
+	// listener is given every broker's listener of the same name ("" the main one).
+	Name string
+	// Zone: clients connecting here are clients of this zone (zone routing).
+	Zone string
+	// TLS, when set, makes this a TLS listener (SSL or SASL_SSL).
+	TLS *tls.Config
+	// SASL requires clients to authenticate (SASL_PLAINTEXT or SASL_SSL) before any
+	// request but ApiVersions, SaslHandshake and SaslAuthenticate.
+	SASL bool
+}
+
 // Serve accepts connections on ln until Close.
-func (s *Server) Serve(ln net.Listener) { s.ServeZone(ln, "") }
+func (s *Server) Serve(ln net.Listener) { s.ServeListener(ln, Listener{}) }
 
 // ServeZone accepts connections on ln, a listener of one zone's clients (zone routing
 // takes the listener's zone as theirs), until Close.
 func (s *Server) ServeZone(ln net.Listener, zone string) {
+	s.ServeListener(ln, Listener{Name: zone, Zone: zone})
+}
+
+// ServeListener accepts connections on ln, described by l, until Close.
+func (s *Server) ServeListener(ln net.Listener, l Listener) {
 	s.connsMu.Lock()
 	s.lns = append(s.lns, ln)
 	s.connsMu.Unlock()
 	s.wg.Add(1)
-	go s.acceptLoop(ln, zone)
+	go s.acceptLoop(ln, &l)
 }
 
 // Close stops accepting, closes every connection and waits for their goroutines.
@@ -125,7 +145,7 @@ func (s *Server) Close() {
 	})
 }
 
-func (s *Server) acceptLoop(ln net.Listener, zone string) {
+func (s *Server) acceptLoop(ln net.Listener, lis *Listener) {
 	defer s.wg.Done()
 	var delay time.Duration
 	for {
@@ -149,7 +169,7 @@ func (s *Server) acceptLoop(ln net.Listener, zone string) {
 			continue
 		}
 		delay = 0
-		c := newConn(s, nc, zone)
+		c := newConn(s, nc, lis)
 		s.connsMu.Lock()
 		if s.ctx.Err() != nil {
 			s.connsMu.Unlock()
