@@ -62,17 +62,27 @@ func produceVia(t *testing.T, cl *kgo.Client, topic string, partition int32, bat
 func waitTopic(t *testing.T, c *Cluster, topic string) *metadata.Topic {
 	t.Helper()
 	var tp *metadata.Topic
-	testutil.Eventually(t, 30*time.Second, "every partition of "+topic+" led", func() bool {
-		tp = c.Broker(0).Client.View().Topics[topic]
-		if tp == nil {
-			return false
-		}
-		for _, p := range tp.Partitions {
-			if p.Leader < 0 || p.Recovering {
+	// Every running broker's view, not one: a broker that has not applied the topic yet
+	// answers UNKNOWN_TOPIC_OR_PARTITION to the raw produce requests of these tests.
+	testutil.Eventually(t, 30*time.Second, "every partition of "+topic+" led in every broker's view", func() bool {
+		tp = nil
+		for i := range c.brokers {
+			n := c.Broker(i)
+			if n == nil {
+				continue
+			}
+			bt := n.Client.View().Topics[topic]
+			if bt == nil {
 				return false
 			}
+			for _, p := range bt.Partitions {
+				if p.Leader < 0 || p.Recovering {
+					return false
+				}
+			}
+			tp = bt
 		}
-		return true
+		return tp != nil
 	})
 	return tp
 }
@@ -223,6 +233,10 @@ func TestReadReplica(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		v := fmt.Sprintf("direct-%d", i)
 		r := proxyProduce(t, c, leader, "rr", 0, kafkatest.Batch(-1, 0, 0, []byte(v)))
+		for try := 0; i == 0 && kerr.IsRetriable(kerr.ErrorForCode(r.ErrorCode)) && try < 100; try++ {
+			time.Sleep(100 * time.Millisecond) // letting the leader load the new partition
+			r = proxyProduce(t, c, leader, "rr", 0, kafkatest.Batch(-1, 0, 0, []byte(v)))
+		}
 		if r.ErrorCode != 0 {
 			t.Fatal(kerr.ErrorForCode(r.ErrorCode))
 		}
