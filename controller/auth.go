@@ -131,3 +131,12 @@ func isUnauthenticated(err error) bool {
 	var ae *APIError
 	return errors.Is(err, ErrUnauthenticated) || (errors.As(err, &ae) && ae.Code == "unauthenticated")
 }
+
+// asSentinel turns an APIError into the error matching its code's sentinel.
+func asSentinel(err error) error {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.toError()
+	}
+	return err
+}

@@ -276,6 +276,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		scancel()
 		if err != nil {
 			cancel()
+			if errors.Is(err, ErrUnauthenticated) {
+				return nil, fmt.Errorf("controller client: %w", err)
+			}
 			return nil, fmt.Errorf("controller client: no consistent metadata within %v: %w", cfg.StartTimeout, err)
 		}
 	}
@@ -474,7 +477,7 @@ func (c *Client) refreshConsistent(ctx context.Context) error {
 			return nil
 		}
 		if isUnauthenticated(err) {
-			return err // wrong credentials everywhere: no point waiting
+			return asSentinel(err) // wrong credentials everywhere: no point waiting
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %v", metadata.ErrNotController, err)
