@@ -80,6 +80,9 @@ func (c *Controller) setupAuth() error {
 	}
 	a.src, a.scheme = src, "https"
 	a.certAuth = c.cfg.TLS.ClientAuth == "request" || c.cfg.TLS.ClientAuth == "require"
+	if c.cfg.TLS.CAFile == "" && len(c.cfg.Peers) > 1 {
+		c.log.Warn("controller API TLS without --controller-tls-ca: followers verify the leader's certificate against the system roots when forwarding")
+	}
 	c.apiLn = tls.NewListener(c.apiLn, src.Server())
 	if tr, ok := c.fwd.Transport.(*http.Transport); ok {
 		tr.TLSClientConfig = src.Client()
