@@ -46,6 +46,8 @@ func (c *Config) bindSecurityFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TokenFile, "cluster-token-file", c.TokenFile, "file of the cluster's shared token(s), one per line: when set, the controller API "+
 		"refuses callers without an Authorization: Bearer <token> header (or a verified client certificate); the first line is sent when forwarding, every line is accepted (rotation)")
 	c.TLS.BindFlags(fs, "controller-", "the controller API (served, and used to forward to the leader)")
+	fs.BoolVar(&c.RaftTLS, "raft-tls", c.RaftTLS, "Raft between controllers over mutual TLS: --controller-tls-cert is presented both ways and the other side "+
+		"must hold a certificate of --controller-tls-ca (set it on every controller)")
 }
 
 // validateSecurity checks the combination of security settings, not the files.
@@ -56,7 +58,7 @@ func (c *Config) validateSecurity() error {
 	if c.TLS.CertFile == "" && (c.TLS.CAFile != "" || (c.TLS.ClientAuth != "" && c.TLS.ClientAuth != "none")) {
 		return fmt.Errorf("%w: controller API TLS settings without --controller-tls-cert and --controller-tls-key", ErrBadConfig)
 	}
-	return nil
+	return c.validateRaftTLS()
 }
 
 // setupAuth loads the token file and TLS files and puts TLS on the API listener and on

@@ -150,6 +150,9 @@ type Config struct {
 	// ClientAuth request or require a verified client certificate authenticates too.
 	TokenFile string
 	TLS       tlsconf.Files
+	// RaftTLS runs Raft between controllers over mutual TLS with the TLS files
+	// (raft_tls.go, --raft-tls).
+	RaftTLS bool
 
 	// Logger receives the controller's and raft's logs (nil: discarded).
 	Logger *slog.Logger

@@ -35,7 +35,7 @@ func runDev(ctx context.Context, args []string) error {
 	raftPort := fs.Int("raft-port", 9301, "Raft port of the first controller; the others follow")
 	apiPort := fs.Int("api-port", 9401, "controller API port of the first controller; the others follow")
 	gossipPort := fs.Int("gossip-port", 9501, "gossip port of the first broker; the others follow")
-	secure := fs.Bool("secure", false, "secure the internal links: a cluster token (<data-dir>/cluster.token, kept), the controller API over TLS "+
+	secure := fs.Bool("secure", false, "secure the internal links: a cluster token (<data-dir>/cluster.token, kept), the controller API and Raft over TLS "+
 		"(a throw-away CA and certificate in <data-dir>/tls, made at each start), encrypted gossip (<data-dir>/gossip.key, kept); the Kafka listeners stay plaintext")
 	scfg := storeconfig.DefaultConfig("")
 	scfg.BindFlags(fs)
@@ -143,6 +143,7 @@ func devSecurity(dir string) (func(*cluster.Config), string, error) {
 		c.ControllerConfig = func(cc *controller.Config) {
 			cc.TokenFile = tokFile
 			cc.TLS = tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile, CAFile: ca.CAFile}
+			cc.RaftTLS = true
 		}
 		c.ClientConfig = func(cc *controller.ClientConfig) {
 			cc.TokenFile = tokFile
