@@ -132,6 +132,9 @@ func (f *File) reload(first bool) error {
 		return nil
 	}
 	f.mod, f.size, f.tokens = st.ModTime(), st.Size(), toks
+	if st.Mode().Perm()&0o077 != 0 {
+		f.log.Warn("cluster token file is readable by group or others; chmod 600 it", "path", f.path, "mode", st.Mode().Perm().String())
+	}
 	if !first {
 		f.log.Info("cluster token file reloaded", "path", f.path, "tokens", len(toks))
 	}
