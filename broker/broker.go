@@ -64,6 +64,8 @@ type Broker struct {
 
 	loads loadTracker // recent traffic per partition, for the controller's balancer
 
+	peerSec peerSecurity // links to other brokers: cluster token, TLS (peerauth.go)
+
 	loadMu      sync.Mutex
 	loadQ       map[*partlog.Partition]loadJob // partitions waiting to be loaded (loadqueue.go)
 	loadRunning bool
@@ -98,8 +100,13 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	peerSec, err := newPeerSecurity(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
+		peerSec:    peerSec,
 		cfg:        cfg,
 		meta:       meta,
 		parts:      partlog.NewSet(),

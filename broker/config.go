@@ -17,6 +17,7 @@ import (
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/routing"
+	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -80,6 +81,11 @@ type Config struct {
 	// Traffic, when set, counts the bytes this broker moves by peer zone and kind:
 	// clients', links', and reads of other brokers' WALs.
 	Traffic *routing.Traffic
+
+	// ClusterTokenFile (security/token) authenticates the links between brokers, and
+	// PeerTLS makes them TLS when its CAFile or CertFile is set (peerauth.go).
+	ClusterTokenFile string
+	PeerTLS          tlsconf.Files
 
 	// WAL configures this broker's write-ahead log; WAL.Dir is its WAL home, under
 	// which each registration epoch writes a directory of its own.
@@ -279,6 +285,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.AcceptWALLoss, "accept-wal-loss", c.AcceptWALLoss, "serve partitions whose WAL data is damaged or missing, with a gap in their offsets (default: they stay unavailable and say why)")
 	fs.BoolVar(&c.ZoneRouting, "zone-routing", c.ZoneRouting, "route clients of a known zone through brokers of their zone: produce through a same-zone proxy, read from a same-zone replica; only links cross zones (a client's zone: the --zone-listener it connected to, a weir_az=/automq_az=/warpstream_az=/ws_az=/zone= tag in client.id, the rack of its Fetch requests, or --zone-cidrs)")
 	c.Routing.BindFlags(fs)
+	c.bindPeerFlags(fs)
 	c.Tier.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
 }

@@ -91,6 +91,7 @@ func (px *proxy) clientIn(clients map[int32]*peer.Client, v *metadata.View, id i
 	}
 	cfg := peer.DefaultConfig()
 	cfg.ClientID = fmt.Sprintf("weir-broker-%d", px.b.cfg.NodeID)
+	px.b.securePeer(&cfg)
 	if tr := px.b.cfg.Traffic; tr != nil {
 		zone := br.Rack
 		if zone == "" {

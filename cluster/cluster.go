@@ -36,6 +36,7 @@ type Config struct {
 	ControllerConfig func(*controller.Config)
 	BrokerConfig     func(*broker.Config)
 	ClientConfig     func(*controller.ClientConfig)
+	GossipConfig     func(*gossip.Config)
 	Logger           *slog.Logger
 	// Registerer receives every node's metrics, labelled by node (nil: none shared).
 	Registerer prometheus.Registerer
@@ -267,6 +268,9 @@ func (c *Cluster) StartBroker(i int) error {
 		gcfg.BindAddr = gossipAddr
 	}
 	gcfg.Seeds = seeds
+	if c.cfg.GossipConfig != nil {
+		c.cfg.GossipConfig(&gcfg)
+	}
 	var reg prometheus.Registerer
 	if c.cfg.Registerer != nil {
 		reg = prometheus.WrapRegistererWith(prometheus.Labels{"node": fmt.Sprintf("broker-%d", id)}, c.cfg.Registerer)

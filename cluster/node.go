@@ -98,6 +98,10 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 	}
 	o.Broker.Logger = log
 	o.Broker.Registerer = o.Registerer
+	if o.Broker.ClusterTokenFile == "" {
+		// One cluster token for every link: the controller API and the other brokers.
+		o.Broker.ClusterTokenFile = o.Client.TokenFile
+	}
 	n := &BrokerNode{log: log, stopped: make(chan struct{})}
 	if o.Broker.Traffic == nil && o.Registerer != nil {
 		// Bytes by peer zone and kind: clients', links', WAL reads', the controllers'

@@ -71,7 +71,7 @@ func (c *Controller) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: %s %s", errNotFound, r.Method, r.URL.Path))
 	})
-	return c.instrument(mux)
+	return c.instrument(c.authenticate(mux))
 }
 
 // statusRecorder remembers the answer's status for the metrics.
@@ -207,12 +207,13 @@ func (c *Controller) forward(w http.ResponseWriter, r *http.Request, body []byte
 }
 
 func (c *Controller) forwardOnce(r *http.Request, api string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+api+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, c.auth.scheme+"://"+api+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(forwardedHeader, strconv.Itoa(int(c.cfg.NodeID)))
+	c.auth.forwardCredentials(r, req)
 	// Every write is safe to replay (see the client): let the transport retry a request
 	// that died on a stale keep-alive connection.
 	req.Header.Set("Idempotency-Key", "weir")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/tlsconf"
 )
 
 // ClientConfig configures a Client.
@@ -74,6 +75,13 @@ type ClientConfig struct {
 	// returns instead (e.g. to count its bytes). It runs once per connection, on the
 	// dialing goroutine; it must not block. Nil: connections are used as dialed.
 	WrapConn func(addr string, nc net.Conn) net.Conn
+	// TokenFile names the cluster token file (security/token): its first token is sent
+	// as `Authorization: Bearer` on every request. TLS, when its CAFile or CertFile is
+	// set, makes the client speak HTTPS: the controllers are verified against CAFile
+	// (the system roots if empty) and CertFile/KeyFile is presented when they ask for a
+	// client certificate. Flags: BindSecurityFlags (clientauth.go).
+	TokenFile string
+	TLS       tlsconf.Files
 }
 
 // DefaultClientConfig returns the defaults (BrokerID -1: set it for a broker).
@@ -204,6 +212,8 @@ type Client struct {
 	fenced      chan struct{}
 	fencedEpoch int64
 
+	sec clientSecurity // token and scheme (clientauth.go)
+
 	pidMu           sync.Mutex
 	pidNext, pidEnd int64
 	closeOnce       sync.Once
@@ -226,8 +236,13 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
+	sec, err := newClientSecurity(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
+		sec:      sec,
 		cfg:      cfg,
 		log:      cfg.Logger.With("controller_client", cfg.BrokerID),
 		ctx:      ctx,
@@ -244,6 +259,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			DialContext:         dialer(cfg.WrapConn),
 			MaxIdleConnsPerHost: 4,
 			IdleConnTimeout:     90 * time.Second,
+			TLSClientConfig:     sec.tls,
 		}},
 	}
 	c.selfID.Store(cfg.BrokerID)
@@ -260,6 +276,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		scancel()
 		if err != nil {
 			cancel()
+			if errors.Is(err, ErrUnauthenticated) {
+				return nil, fmt.Errorf("controller client: %w", err)
+			}
 			return nil, fmt.Errorf("controller client: no consistent metadata within %v: %w", cfg.StartTimeout, err)
 		}
 	}
@@ -320,10 +339,11 @@ func (c *Client) attempt(ctx context.Context, addr, method, path string, body []
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(rctx, method, "http://"+addr+path, rd)
+	req, err := http.NewRequestWithContext(rctx, method, c.sec.scheme+"://"+addr+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
+	c.sec.authorize(req)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -455,6 +475,9 @@ func (c *Client) refreshConsistent(ctx context.Context) error {
 		if err == nil && vj != nil {
 			c.publish(vj)
 			return nil
+		}
+		if isUnauthenticated(err) {
+			return asSentinel(err) // wrong credentials everywhere: no point waiting
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %v", metadata.ErrNotController, err)

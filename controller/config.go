@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weir-io/weir/security/tlsconf"
 )
 
 // Peer is one controller of the static quorum: its Raft address and its API address.
@@ -143,6 +144,16 @@ type Config struct {
 	BalanceInterval time.Duration
 	BalanceCooldown time.Duration
 
+	// TokenFile names the cluster token file (security/token, --cluster-token-file):
+	// when set, API callers must send one of its tokens as a bearer token (auth.go).
+	// TLS serves the API over TLS when CertFile is set (--controller-tls-*); with
+	// ClientAuth request or require a verified client certificate authenticates too.
+	TokenFile string
+	TLS       tlsconf.Files
+	// RaftTLS runs Raft between controllers over mutual TLS with the TLS files
+	// (raft_tls.go, --raft-tls).
+	RaftTLS bool
+
 	// Logger receives the controller's and raft's logs (nil: discarded).
 	Logger *slog.Logger
 	// Registerer receives the metrics, labelled controller=<NodeID> (nil: a private
@@ -250,6 +261,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BalanceMaxMoves, "balance-max-moves", c.BalanceMaxMoves, "most partitions moving at a time before the balancer starts another move")
 	fs.DurationVar(&c.BalanceInterval, "balance-interval", c.BalanceInterval, "time between two balancer decision rounds")
 	fs.DurationVar(&c.BalanceCooldown, "balance-cooldown", c.BalanceCooldown, "the balancer leaves a partition it moved alone this long, and makes no move back between two brokers within it")
+	c.bindSecurityFlags(fs)
 }
 
 // Validate checks the configuration and fills RaftAddr/APIAddr from Peers.
@@ -318,6 +330,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultPartitions <= 0 || c.DefaultPartitions > c.MaxPartitions {
 		return fmt.Errorf("controller: default partitions must be 1..%d", c.MaxPartitions)
+	}
+	if err := c.validateSecurity(); err != nil {
+		return err
 	}
 	if c.MaxBodyBytes <= 0 || c.MaxWatchWait <= 0 {
 		return errors.New("controller: max body bytes and max watch wait must be positive")

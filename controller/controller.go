@@ -32,6 +32,7 @@ type Controller struct {
 	apiLn   net.Listener
 	srv     *http.Server
 	fwd     *http.Client
+	auth    *apiAuth // API authentication and TLS (auth.go)
 	leases  *leaseTable
 	loads   *loadTable
 	bal     *balancer
@@ -112,6 +113,9 @@ func New(cfg Config) (*Controller, error) {
 		c.apiLn = cfg.APIListener
 	} else if c.apiLn, err = net.Listen("tcp", c.cfg.APIAddr); err != nil {
 		return fail(fmt.Errorf("controller: listen %s: %w", c.cfg.APIAddr, err))
+	}
+	if err := c.setupAuth(); err != nil {
+		return fail(err)
 	}
 	if c.metrics, err = newMetrics(cfg.Registerer, c); err != nil {
 		return fail(fmt.Errorf("controller: metrics: %w", err))

@@ -24,6 +24,9 @@ var (
 	// ErrBadConfig: Config.Validate refused an injected Raft transport that cannot work
 	// (the checks older than injection return plain "controller: ..." errors).
 	ErrBadConfig = errors.New("controller: bad configuration")
+	// ErrUnauthenticated: the caller presented no valid cluster token and no verified
+	// client certificate (auth.go). Not retried: the credentials are wrong everywhere.
+	ErrUnauthenticated = errors.New("controller: unauthenticated")
 
 	errInvalidRequest = ErrBadRequest
 	errNotFound       = errors.New("controller: no such endpoint")
@@ -55,6 +58,7 @@ var errorCodes = []struct {
 	{"unavailable", ErrUnavailable, http.StatusServiceUnavailable},
 	{"bad_request", ErrBadRequest, http.StatusBadRequest},
 	{"not_found", errNotFound, http.StatusNotFound},
+	{"unauthenticated", ErrUnauthenticated, http.StatusUnauthorized},
 	{"internal", errInternal, http.StatusInternalServerError},
 }
 

@@ -70,10 +70,24 @@ func openRaftStores(cfg *Config, hlog hclog.Logger) (*raftNode, error) {
 		n.closeBolt()
 		return nil, fmt.Errorf("controller: raft advertise address: %w", err)
 	}
+	if cfg.RaftListener == nil && cfg.RaftTLS {
+		// Mutual TLS needs our own stream layer, so a listener of our own too.
+		ln, err := net.Listen("tcp", cfg.RaftAddr)
+		if err != nil {
+			n.closeBolt()
+			return nil, fmt.Errorf("controller: raft listen %s: %w", cfg.RaftAddr, err)
+		}
+		cfg.RaftListener = ln
+	}
 	if cfg.RaftListener != nil {
+		stream, err := newStreamLayer(cfg, advertise)
+		if err != nil {
+			n.closeBolt()
+			return nil, err
+		}
 		n.addr = cfg.RaftListener.Addr()
 		n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream:  &streamLayer{Listener: cfg.RaftListener, advertise: advertise},
+			Stream:  stream,
 			MaxPool: 3,
 			Timeout: 10 * time.Second,
 			Logger:  hlog.Named("transport"),
@@ -185,13 +199,18 @@ func parseServerID(id raft.ServerID) (int32, bool) {
 	return int32(n), err == nil
 }
 
-// streamLayer is a raft.StreamLayer over a listener the caller bound already.
+// streamLayer is a raft.StreamLayer over a listener the caller bound already; dial,
+// when set, replaces the plain TCP dial (mutual TLS, raft_tls.go).
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
+	dial      func(addr string, timeout time.Duration) (net.Conn, error)
 }
 
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.dial != nil {
+		return s.dial(string(addr), timeout)
+	}
 	return net.DialTimeout("tcp", string(addr), timeout)
 }
 

@@ -1,10 +1,12 @@
 package gossip
 
 import (
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -88,8 +90,13 @@ type Config struct {
 	JoinRetryMax      time.Duration
 
 	// SecretKey, if set (16, 24 or 32 bytes), encrypts gossip with AES-GCM. All
-	// members must share it.
+	// members must share it; memberlist then drops every packet and stream that is not
+	// encrypted with a key it holds (GossipVerifyIncoming), so a member without it never
+	// joins. OldKeys are further keys accepted from others but not used to send (key
+	// rotation: add the new key to OldKeys everywhere, then make it SecretKey
+	// everywhere, then drop the old one). --gossip-key-file fills both (LoadKeyFile).
 	SecretKey []byte
+	OldKeys   [][]byte
 
 	// Logger receives this package's and memberlist's log output (memberlist's
 	// [DEBUG]/[INFO]/[WARN]/[ERR] map to slog levels). Nil discards it.
@@ -210,6 +217,14 @@ func (c Config) Validate() error {
 	default:
 		add("secret key must be 16, 24 or 32 bytes, not %d", len(c.SecretKey))
 	}
+	for _, k := range c.OldKeys {
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			add("old secret key must be 16, 24 or 32 bytes, not %d", n)
+		}
+	}
+	if len(c.OldKeys) > 0 && len(c.SecretKey) == 0 {
+		add("old secret keys without a secret key")
+	}
 	return errors.Join(errs...)
 }
 
@@ -219,6 +234,65 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.BindAddr, "gossip-addr", c.BindAddr, "gossip bind address host:port (TCP and UDP)")
 	fs.StringVar(&c.AdvertiseAddr, "gossip-advertise-addr", c.AdvertiseAddr, "gossip address other brokers use to reach this one (default: the bind address)")
 	fs.Var((*seedList)(&c.Seeds), "gossip-seeds", "comma-separated gossip addresses of other brokers to join")
+	fs.Func("gossip-key-file", "file of the gossip encryption key(s), one per line, each 16, 24 or 32 bytes as base64 (e.g. from openssl rand -base64 32): "+
+		"gossip is encrypted (AES-GCM) and members without the key are refused; the first key encrypts, every key is accepted (rotation)", func(path string) error {
+		keys, err := LoadKeyFile(path)
+		if err != nil {
+			return err
+		}
+		c.SecretKey, c.OldKeys = keys[0], keys[1:]
+		return nil
+	})
+}
+
+// LoadKeyFile reads gossip encryption keys: one per line (blank lines and # comments
+// skipped), each base64 (standard or URL alphabet, padded or not) of 16, 24 or 32
+// bytes. A file holding exactly one raw 16, 24 or 32-byte key is accepted too.
+func LoadKeyFile(path string) ([][]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: key file: %w", err)
+	}
+	keys, err := parseKeys(b)
+	if n := len(b); err != nil && (n == 16 || n == 24 || n == 32) {
+		return [][]byte{b}, nil // a raw key
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gossip: key file %s: %w", path, err)
+	}
+	return keys, nil
+}
+
+func parseKeys(b []byte) ([][]byte, error) {
+	var keys [][]byte
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, err := decodeKey(line)
+		if err != nil {
+			// The line number only: key material must not reach a log.
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no key in it")
+	}
+	return keys, nil
+}
+
+func decodeKey(s string) ([]byte, error) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if k, err := enc.DecodeString(s); err == nil {
+			if n := len(k); n != 16 && n != 24 && n != 32 {
+				return nil, fmt.Errorf("a key of %d bytes: want 16, 24 or 32", n)
+			}
+			return k, nil
+		}
+	}
+	return nil, errors.New("not base64")
 }
 
 // seedList is a flag.Value for a comma-separated address list.

@@ -101,6 +101,7 @@ func New(cfg Config, ev Events) (*Gossip, error) {
 	cfg = cfg.withDefaults()
 	cfg.Seeds = slices.Clone(cfg.Seeds)
 	cfg.SecretKey = slices.Clone(cfg.SecretKey)
+	cfg.OldKeys = slices.Clone(cfg.OldKeys)
 	self := Member{BrokerID: cfg.BrokerID, Zone: cfg.Zone, KafkaAddr: cfg.KafkaAddr, Epoch: cfg.Epoch}
 	meta, err := encodeMeta(self)
 	if err != nil {
@@ -215,7 +216,13 @@ func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
 	mc.TCPTimeout = 3 * time.Second
 	mc.DeadNodeReclaimTime = deadNodeReclaimTime
 	if len(c.SecretKey) > 0 {
-		mc.SecretKey = c.SecretKey
+		kr, err := memberlist.NewKeyring(c.OldKeys, c.SecretKey)
+		if err != nil {
+			return nil, fmt.Errorf("gossip: keyring: %w", err)
+		}
+		mc.Keyring = kr
+		// memberlist's defaults, stated: unencrypted packets and streams are dropped.
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 
 	d := &delegate{g: g}

@@ -48,6 +48,9 @@ type conn struct {
 	zone         atomic.Pointer[string]
 	peer         atomic.Bool
 	tc           *routing.Conn // nil: no byte accounting
+
+	// brokerAuth is the inter-broker authentication of the connection (internal.go).
+	brokerAuth brokerAuth
 }
 
 type slot struct {

@@ -8,11 +8,19 @@ package kafka
 // of one connection are handled in arrival order (links of a partition keep their
 // order), and it answers later with the response body, from any goroutine. Without
 // Deps.Internal the key is refused like any unknown one.
+//
+// When the handler has cluster tokens (PeerAuthenticator), a connection must pass the
+// peer authentication (broker/peer/auth.go: OpChallenge, then OpAuth, answered here)
+// before any other internal request reaches the handler; an unauthenticated one is
+// refused and the connection closed. That check is per connection and happens on the
+// reader goroutine, where the requests of a connection are dispatched in order.
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/broker/peer"
 )
 
 // InternalKey is the API key of Weir's inter-broker requests.
@@ -36,7 +44,11 @@ func init() {
 				return
 			}
 			s.peerBroker(c, sl.clientID)
-			s.internal.ServeInternal(req.(*internalMsg).body, func(b []byte) { sl.respond(&internalMsg{body: b}) })
+			body := req.(*internalMsg).body
+			if !s.authorizeInternal(c, sl, body) {
+				return
+			}
+			s.internal.ServeInternal(body, func(b []byte) { sl.respond(&internalMsg{body: b}) })
 		}})
 }
 
@@ -64,4 +76,71 @@ func (m *internalMsg) ReadFrom(b []byte) error {
 	}
 	m.body = b // the frame is this request's own buffer
 	return nil
+}
+
+// PeerAuthenticator is implemented by an InternalHandler whose broker has cluster
+// tokens: PeerTokens returns every accepted token (nil: links are not authenticated).
+type PeerAuthenticator interface {
+	PeerTokens() [][]byte
+}
+
+// brokerAuth is a connection's inter-broker authentication state, used on its reader
+// goroutine only (atomics for the tests and metrics that may look).
+type brokerAuth struct {
+	nonce  atomic.Pointer[[]byte] // the challenge given, until an OpAuth uses it
+	ok     atomic.Bool
+	broker atomic.Int32 // the authenticated broker's ID
+}
+
+// authorizeInternal answers the authentication ops and reports whether an internal
+// request may be served; when not, it has answered (and the connection is closing).
+func (s *Server) authorizeInternal(c *conn, sl *slot, body []byte) bool {
+	pa, ok := s.internal.(PeerAuthenticator)
+	if !ok {
+		return true
+	}
+	tokens := pa.PeerTokens()
+	if tokens == nil {
+		return true
+	}
+	respond := func(b []byte) { sl.respond(&internalMsg{body: b}) }
+	switch body[0] {
+	case peer.OpChallenge:
+		n := peer.NewNonce()
+		c.brokerAuth.nonce.Store(&n)
+		respond(n)
+		return false
+	case peer.OpAuth:
+		var nonce []byte
+		if p := c.brokerAuth.nonce.Swap(nil); p != nil {
+			nonce = *p
+		}
+		req, err := peer.DecodeAuthRequest(body)
+		var ans []byte
+		var good bool
+		if err == nil {
+			ans, good = peer.VerifyAuth(tokens, nonce, req)
+		} else {
+			ans, _ = peer.VerifyAuth(nil, nil, req)
+		}
+		if good {
+			c.brokerAuth.broker.Store(req.Broker)
+			c.brokerAuth.ok.Store(true)
+			respond(ans)
+			return false
+		}
+		s.log.Warn("inter-broker authentication failed; closing the connection (do all brokers share the --cluster-token-file?)",
+			"remote", c.nc.RemoteAddr().String(), "client_id", sl.clientID, "malformed", err != nil, "challenged", nonce != nil)
+		sl.closeIt = true
+		respond(ans)
+		return false
+	}
+	if c.brokerAuth.ok.Load() {
+		return true
+	}
+	s.log.Warn("inter-broker request on an unauthenticated connection refused; closing it (does the other broker have the --cluster-token-file?)",
+		"remote", c.nc.RemoteAddr().String(), "client_id", sl.clientID, "op", body[0])
+	sl.closeIt = true
+	sl.respond(nil)
+	return false
 }

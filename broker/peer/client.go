@@ -3,6 +3,7 @@ package peer
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -41,6 +42,13 @@ type Config struct {
 	// accounting).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	Wrap func(net.Conn) net.Conn
+	// TLS, when set, makes connections TLS (the other broker's listener is TLS); an
+	// empty ServerName is the dialled host. Token, when set, returns the cluster token
+	// this broker proves it knows (auth.go) before any other request on a connection;
+	// BrokerID is this broker's ID, bound into the proof.
+	TLS      *tls.Config
+	Token    func() []byte
+	BrokerID int32
 }
 
 // DefaultConfig returns the defaults: 2 s to connect, 10 s for an answer.
@@ -144,7 +152,14 @@ func (c *Client) conn() (*clientConn, error) {
 	if c.cfg.Wrap != nil {
 		nc = c.cfg.Wrap(nc)
 	}
-	cc := &clientConn{c: c, nc: nc, w: bufio.NewWriterSize(nc, 64<<10), stop: make(chan struct{})}
+	// The handshakes happen here, before the connection takes requests, so no request
+	// is ever sent on a connection the peer would refuse.
+	var corr int32
+	if nc, corr, err = c.secure(ctx, nc); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, c.addr, err)
+	}
+	cc := &clientConn{c: c, nc: nc, w: bufio.NewWriterSize(nc, 64<<10), stop: make(chan struct{}), corr: corr}
 	go cc.readLoop()
 	go cc.watch()
 	c.cc = cc

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/security/token"
 )
 
 const adminUsage = `Usage: weir admin <command> [flags]
@@ -23,9 +24,12 @@ Commands:
   move       move a partition's leadership to another broker, without copying data
   drain      move every partition off a broker (--broker); it stays draining (given nothing) until it registers again
   traffic    bytes crossing zones per zone pair and kind, from the brokers' /metrics (--metrics); monthly cost beside Kafka's
+  token      print a new random cluster token (for --cluster-token-file)
 
-Every command but traffic takes --controllers (default 127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403,
-what weir dev runs). Run a command with --help for its flags.
+Every command but traffic and token takes --controllers (default 127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403,
+what weir dev runs), and, for a cluster with authenticated links, --cluster-token-file (or a client
+certificate: --controller-tls-cert/--controller-tls-key) and --controller-tls-ca when the controller API
+is TLS. Run a command with --help for its flags.
 `
 
 func runAdmin(ctx context.Context, args []string) error {
@@ -36,6 +40,10 @@ func runAdmin(ctx context.Context, args []string) error {
 	if args[0] == "traffic" { // reads the brokers' /metrics, not the controllers
 		return runAdminTraffic(ctx, args[1:], os.Stdout)
 	}
+	if args[0] == "token" {
+		fmt.Println(token.Generate())
+		return nil
+	}
 	fs := flag.NewFlagSet("weir admin "+args[0], flag.ContinueOnError)
 	controllers := fs.String("controllers", "127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403", "comma-separated controller API addresses")
 	topic := fs.String("topic", "", "move: the topic")
@@ -43,6 +51,8 @@ func runAdmin(ctx context.Context, args []string) error {
 	to := fs.Int("to", -1, "move: the broker ID that will lead the partition")
 	brokerID := fs.Int("broker", -1, "drain: the broker ID")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait")
+	ccfg := controller.DefaultClientConfig()
+	ccfg.BindSecurityFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -51,7 +61,6 @@ func runAdmin(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	ccfg := controller.DefaultClientConfig()
 	ccfg.Controllers = strings.Split(*controllers, ",")
 	ccfg.StartTimeout = *timeout
 	cl, err := controller.NewClient(ccfg)

@@ -32,6 +32,8 @@ func runBroker(ctx context.Context, args []string) error {
 	scfg := storeconfig.DefaultConfig("")
 	scfg.BindFlags(fs)
 	controllers := fs.String("controllers", "", "comma-separated controller API addresses; empty runs a standalone broker with local metadata")
+	ccfg := controller.DefaultClientConfig()
+	ccfg.BindSecurityFlags(fs) // the cluster token also authenticates links to other brokers
 	drainTimeout := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, move this broker's partitions to other brokers (graceful hand-offs) for at most this long before exiting; 0 exits at once (the partitions then fail over)")
 	p := newProcess(fs, "info", "127.0.0.1:9644", "address for /metrics, /healthz and /readyz (empty: off)")
 	fs.Usage = func() {
@@ -98,7 +100,6 @@ func runBroker(ctx context.Context, args []string) error {
 	if cfg.WALRoot == "" {
 		return errors.New("--wal-root is required with --controllers: brokers read each other's WALs there")
 	}
-	ccfg := controller.DefaultClientConfig()
 	ccfg.Controllers = strings.Split(*controllers, ",")
 	// A fenced broker (its partitions were taken over while it was cut off or stalled)
 	// starts again in this process: a new registration and a WAL of its own.

@@ -1,0 +1,69 @@
+package broker
+
+import (
+	"crypto/tls"
+	"flag"
+	"fmt"
+
+	"github.com/weir-io/weir/broker/peer"
+	"github.com/weir-io/weir/security/tlsconf"
+	"github.com/weir-io/weir/security/token"
+)
+
+// Security of the links between brokers (broker/peer): with a cluster token file, a
+// connection to another broker proves it knows the token before any internal request
+// (peer/auth.go), and this broker's Kafka listener refuses internal requests of
+// connections that did not (kafka/internal.go); with PeerTLS, connections to other
+// brokers are TLS, verified against PeerTLS.CAFile. Every broker of a cluster needs the
+// same token file (any of its tokens is accepted, the first is presented).
+
+// peerSecurity is what Config's ClusterTokenFile and PeerTLS load to.
+type peerSecurity struct {
+	tokens *token.File // nil: links are not authenticated
+	tls    *tls.Config // nil: links are plaintext
+}
+
+func newPeerSecurity(cfg *Config) (peerSecurity, error) {
+	var ps peerSecurity
+	if cfg.ClusterTokenFile != "" {
+		f, err := token.Load(cfg.ClusterTokenFile, cfg.Logger)
+		if err != nil {
+			return ps, fmt.Errorf("broker: %w", err)
+		}
+		ps.tokens = f
+	}
+	if cfg.PeerTLS.Enabled() {
+		src, err := tlsconf.New(cfg.PeerTLS, cfg.Logger)
+		if err != nil {
+			return ps, fmt.Errorf("broker: links to other brokers: %w", err)
+		}
+		ps.tls = src.Client()
+	}
+	return ps, nil
+}
+
+// PeerTokens implements kafka.PeerAuthenticator.
+func (ps peerServer) PeerTokens() [][]byte {
+	if t := ps.b.peerSec.tokens; t != nil {
+		return t.All()
+	}
+	return nil
+}
+
+// securePeer sets the TLS and the authentication of a link to another broker.
+func (b *Broker) securePeer(cfg *peer.Config) {
+	cfg.BrokerID = b.cfg.NodeID
+	cfg.TLS = b.peerSec.tls
+	if t := b.peerSec.tokens; t != nil {
+		cfg.Token = t.Current
+	}
+}
+
+// bindPeerFlags registers the flags of links to other brokers. The cluster token file
+// is --cluster-token-file, shared with the controller client (cluster.StartBroker).
+func (c *Config) bindPeerFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.PeerTLS.CAFile, "peer-tls-ca", c.PeerTLS.CAFile, "PEM CA bundle verifying other brokers' listeners; setting it makes links to other brokers (zone proxies, read replicas) TLS: use it when the Kafka listeners are TLS")
+	fs.StringVar(&c.PeerTLS.CertFile, "peer-tls-cert", c.PeerTLS.CertFile, "PEM client certificate presented on links to other brokers (when their listener asks for one)")
+	fs.StringVar(&c.PeerTLS.KeyFile, "peer-tls-key", c.PeerTLS.KeyFile, "PEM private key of --peer-tls-cert")
+	fs.StringVar(&c.PeerTLS.ServerName, "peer-tls-server-name", c.PeerTLS.ServerName, "name verified in other brokers' certificates (default: the advertised host dialled)")
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-io/weir/cluster"
+	"github.com/weir-io/weir/controller"
+)
+
+// TestAdminSecureLinks: `weir admin` against a cluster secured as `weir dev --secure`
+// does it works with the flags devSecurity prints, and is refused without the token.
+func TestAdminSecureLinks(t *testing.T) {
+	dir := t.TempDir()
+	secure, flags, err := devSecurity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cluster.Config{Dir: dir, Controllers: 3, Brokers: 1, NoGossip: false, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	secure(&cfg)
+	c, err := cluster.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	base := []string{"--controllers", strings.Join(c.APIAddrs(), ","), "--timeout", "20s"}
+	if err := runAdmin(ctx, append(append([]string{"describe"}, base...), strings.Fields(flags)...)); err != nil {
+		t.Fatalf("weir admin describe %s: %v", flags, err)
+	}
+	caOnly := strings.Fields(flags)[2:] // --controller-tls-ca <file>, no token
+	err = runAdmin(ctx, append(append([]string{"describe"}, base...), caOnly...))
+	if !errors.Is(err, controller.ErrUnauthenticated) {
+		t.Fatalf("weir admin describe without the token: %v, want unauthenticated", err)
+	}
+}

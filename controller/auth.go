@@ -1,0 +1,147 @@
+package controller
+
+// Authentication of the controller API. When a cluster token file is configured
+// (--cluster-token-file) or client certificates are asked for
+// (--controller-tls-client-auth request|require), every route but GET /v1/status needs
+// either `Authorization: Bearer <token>` with one of the file's tokens (compared in
+// constant time, security/token) or a client certificate verified against
+// --controller-tls-ca; anything else gets 401 and the APIError code "unauthenticated".
+// /v1/status stays open: it carries Raft bookkeeping only (state, term, indexes, the
+// peers' addresses, all of which a network observer learns anyway), no metadata, and
+// liveness probes and `weir admin status` of an unreachable quorum need it without
+// credentials.
+//
+// With --controller-tls-cert/--controller-tls-key the API is served over TLS (the files
+// reloaded when they change, security/tlsconf), and a follower forwards to the leader
+// over TLS too, presenting the same certificate and verifying the leader against the
+// same CA. A forwarded request carries the caller's Authorization header, or this
+// controller's own token when the caller proved itself with a certificate: the leader
+// authenticates every hop itself.
+
+import (
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/weir-io/weir/security/tlsconf"
+	"github.com/weir-io/weir/security/token"
+)
+
+// apiAuth is a controller's API security, built by setupAuth from the Config.
+type apiAuth struct {
+	tokens   *token.File     // nil: no token accepted
+	src      *tlsconf.Source // nil: plain HTTP
+	certAuth bool            // client certificates are asked for (request or require)
+	scheme   string          // of the URLs this controller forwards to
+}
+
+// required reports whether callers must authenticate.
+func (a *apiAuth) required() bool { return a.tokens != nil || a.certAuth }
+
+// bindSecurityFlags registers --cluster-token-file and --controller-tls-*.
+func (c *Config) bindSecurityFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.TokenFile, "cluster-token-file", c.TokenFile, "file of the cluster's shared token(s), one per line: when set, the controller API "+
+		"refuses callers without an Authorization: Bearer <token> header (or a verified client certificate); the first line is sent when forwarding, every line is accepted (rotation)")
+	c.TLS.BindFlags(fs, "controller-", "the controller API (served, and used to forward to the leader)")
+	fs.BoolVar(&c.RaftTLS, "raft-tls", c.RaftTLS, "Raft between controllers over mutual TLS: --controller-tls-cert is presented both ways and the other side "+
+		"must hold a certificate of --controller-tls-ca (set it on every controller)")
+}
+
+// validateSecurity checks the combination of security settings, not the files.
+func (c *Config) validateSecurity() error {
+	if err := c.TLS.Validate(); err != nil {
+		return fmt.Errorf("%w: controller API TLS: %w", ErrBadConfig, err)
+	}
+	if c.TLS.CertFile == "" && (c.TLS.CAFile != "" || (c.TLS.ClientAuth != "" && c.TLS.ClientAuth != "none")) {
+		return fmt.Errorf("%w: controller API TLS settings without --controller-tls-cert and --controller-tls-key", ErrBadConfig)
+	}
+	return c.validateRaftTLS()
+}
+
+// setupAuth loads the token file and TLS files and puts TLS on the API listener and on
+// the forwarding client. It runs in New, after the listener is bound.
+func (c *Controller) setupAuth() error {
+	a := &apiAuth{scheme: "http"}
+	c.auth = a
+	if c.cfg.TokenFile != "" {
+		f, err := token.Load(c.cfg.TokenFile, c.log)
+		if err != nil {
+			return fmt.Errorf("controller: %w", err)
+		}
+		a.tokens = f
+	}
+	if c.cfg.TLS.CertFile == "" {
+		return nil
+	}
+	src, err := tlsconf.New(c.cfg.TLS, c.log)
+	if err != nil {
+		return fmt.Errorf("controller: API TLS: %w", err)
+	}
+	a.src, a.scheme = src, "https"
+	a.certAuth = c.cfg.TLS.ClientAuth == "request" || c.cfg.TLS.ClientAuth == "require"
+	if c.cfg.TLS.CAFile == "" && len(c.cfg.Peers) > 1 {
+		c.log.Warn("controller API TLS without --controller-tls-ca: followers verify the leader's certificate against the system roots when forwarding")
+	}
+	c.apiLn = tls.NewListener(c.apiLn, src.Server())
+	if tr, ok := c.fwd.Transport.(*http.Transport); ok {
+		tr.TLSClientConfig = src.Client()
+	}
+	return nil
+}
+
+// authenticate refuses callers that prove nothing, when the API requires proof.
+func (c *Controller) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := c.auth
+		if a == nil || !a.required() || (r.Method == http.MethodGet && r.URL.Path == "/v1/status") ||
+			a.verifiedCert(r) || a.validBearer(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// Counted by instrument: weir_controller_api_requests_total{status="401"}.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="weir-controller"`)
+		writeError(w, fmt.Errorf("%w: %s %s needs a cluster token (Authorization: Bearer, --cluster-token-file) or a verified client certificate",
+			ErrUnauthenticated, r.Method, r.URL.Path))
+	})
+}
+
+func (a *apiAuth) verifiedCert(r *http.Request) bool {
+	return a.certAuth && r.TLS != nil && len(r.TLS.VerifiedChains) > 0
+}
+
+func (a *apiAuth) validBearer(r *http.Request) bool {
+	if a.tokens == nil {
+		return false
+	}
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && a.tokens.Match([]byte(strings.TrimSpace(tok)))
+}
+
+// forwardCredentials gives a request forwarded to the leader the caller's credentials,
+// or this controller's own token when the caller used a certificate (the forwarding
+// connection presents this controller's certificate as well).
+func (a *apiAuth) forwardCredentials(from, to *http.Request) {
+	if h := from.Header.Get("Authorization"); h != "" {
+		to.Header.Set("Authorization", h)
+	} else if a.tokens != nil {
+		to.Header.Set("Authorization", "Bearer "+string(a.tokens.Current()))
+	}
+}
+
+// isUnauthenticated reports whether err is a controller's 401.
+func isUnauthenticated(err error) bool {
+	var ae *APIError
+	return errors.Is(err, ErrUnauthenticated) || (errors.As(err, &ae) && ae.Code == "unauthenticated")
+}
+
+// asSentinel turns an APIError into the error matching its code's sentinel.
+func asSentinel(err error) error {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.toError()
+	}
+	return err
+}
