@@ -208,14 +208,19 @@ func (s *Source) Server() *tls.Config {
 	}
 }
 
-// Client returns a client configuration: our certificate (if any) for servers that ask,
-// the CA bundle (or the system roots) to verify them. A CA bundle renewed while a
-// process runs is used for new connections.
+// Client returns a client configuration: our certificate (if any, reloaded) for servers
+// that ask, the CA bundle (or the system roots) to verify them. Verification is the
+// standard library's, so it checks the name the caller dials (a host name or an IP
+// address, also when a transport fills in ServerName on a copy of this configuration).
+// The CA bundle is the one current when Client is called: a renewed bundle applies to
+// clients made afterwards (servers pick it up at once).
 func (s *Source) Client() *tls.Config {
-	c := &tls.Config{
+	_, pool := s.current()
+	return &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		ServerName:         s.f.ServerName,
 		InsecureSkipVerify: s.f.InsecureSkipVerify,
+		RootCAs:            pool, // nil: the system roots
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			if cert := s.Certificate(); cert != nil {
 				return cert, nil
@@ -223,23 +228,6 @@ func (s *Source) Client() *tls.Config {
 			return &tls.Certificate{}, nil // none: the server decides whether that is enough
 		},
 	}
-	if s.f.CAFile != "" && !s.f.InsecureSkipVerify {
-		// Verify against the current bundle ourselves, so a reloaded CA applies.
-		c.InsecureSkipVerify = true
-		c.VerifyConnection = func(cs tls.ConnectionState) error {
-			_, pool := s.current()
-			opts := x509.VerifyOptions{Roots: pool, DNSName: cs.ServerName, Intermediates: x509.NewCertPool()}
-			if len(cs.PeerCertificates) == 0 {
-				return fmt.Errorf("%w: the server sent no certificate", ErrConfig)
-			}
-			for _, ic := range cs.PeerCertificates[1:] {
-				opts.Intermediates.AddCert(ic)
-			}
-			_, err := cs.PeerCertificates[0].Verify(opts)
-			return err
-		}
-	}
-	return c
 }
 
 // PeerName is the subject common name of the verified client certificate of a TLS
