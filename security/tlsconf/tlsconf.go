@@ -208,14 +208,19 @@ func (s *Source) Server() *tls.Config {
 	}
 }
 
-// Client returns a client configuration: our certificate (if any) for servers that ask,
-// the CA bundle (or the system roots) to verify them. A CA bundle renewed while a
-// process runs is used for new connections.
+// Client returns a client configuration: our certificate (if any, reloaded on each
+// handshake) for servers that ask, and the CA bundle as loaded now (or the system roots)
+// to verify them. Verification is Go's own, by the name or IP address the client dials
+// (dialers such as franz-go's and net/http's set ServerName from it): a callback cannot
+// do that, since a dial by IP address sends no server name to check against. A CA bundle
+// renewed later applies to the configurations made after it (call Client again).
 func (s *Source) Client() *tls.Config {
-	c := &tls.Config{
+	_, pool := s.current()
+	return &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		ServerName:         s.f.ServerName,
 		InsecureSkipVerify: s.f.InsecureSkipVerify,
+		RootCAs:            pool,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			if cert := s.Certificate(); cert != nil {
 				return cert, nil
@@ -223,23 +228,6 @@ func (s *Source) Client() *tls.Config {
 			return &tls.Certificate{}, nil // none: the server decides whether that is enough
 		},
 	}
-	if s.f.CAFile != "" && !s.f.InsecureSkipVerify {
-		// Verify against the current bundle ourselves, so a reloaded CA applies.
-		c.InsecureSkipVerify = true
-		c.VerifyConnection = func(cs tls.ConnectionState) error {
-			_, pool := s.current()
-			opts := x509.VerifyOptions{Roots: pool, DNSName: cs.ServerName, Intermediates: x509.NewCertPool()}
-			if len(cs.PeerCertificates) == 0 {
-				return fmt.Errorf("%w: the server sent no certificate", ErrConfig)
-			}
-			for _, ic := range cs.PeerCertificates[1:] {
-				opts.Intermediates.AddCert(ic)
-			}
-			_, err := cs.PeerCertificates[0].Verify(opts)
-			return err
-		}
-	}
-	return c
 }
 
 // PeerName is the subject common name of the verified client certificate of a TLS
