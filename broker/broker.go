@@ -143,7 +143,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	return b, nil
 }
 
-// Start binds the Kafka listeners (the main one and the zone listeners), registers the
+// Start binds the Kafka listeners (the main, zone and named ones), registers the
 // broker (a new epoch, with the listeners' advertised addresses), opens the WAL of that
 // epoch, loads every partition it leads and then serves. Clients that connect while it
 // loads wait in the listen queue.
