@@ -58,11 +58,14 @@ func TestBenchOverTLS(t *testing.T) {
 //	WEIR_LISTENER_BENCH=PLAINTEXT,SSL go test -run TestListenerProtocolThroughput -v -timeout 30m ./broker
 //
 // The first protocol is the main listener's, every other one a named listener of its
-// own. WEIR_LISTENER_BENCH_ARGS replaces the `weir bench produce` flags (default below);
-// WEIR_LISTENER_BENCH_ROUNDS repeats the whole list (interleaved, so drift of the
-// machine spreads over every protocol). SASL_PLAINTEXT and SASL_SSL clients use
-// WEIR_LISTENER_BENCH_SASL=MECHANISM:user (password in $WEIR_SASL_PASSWORD); their
-// credentials must exist on the broker (SCRAM users are created by whoever merges SASL).
+// own. Each protocol gets two `weir bench produce` runs: unlimited (closed loop: the
+// throughput) and at a fixed rate well below it (open loop: the ack latency without
+// queueing). WEIR_LISTENER_BENCH_ARGS replaces the common flags and
+// WEIR_LISTENER_BENCH_RATE the fixed rate (records/s); WEIR_LISTENER_BENCH_ROUNDS
+// repeats the whole list (interleaved, so drift of the machine spreads over every
+// protocol). SASL_PLAINTEXT and SASL_SSL clients use WEIR_LISTENER_BENCH_SASL=MECHANISM:user
+// (password in $WEIR_SASL_PASSWORD); their credentials must exist on the broker (SCRAM
+// users are created by whoever merges SASL).
 func TestListenerProtocolThroughput(t *testing.T) {
 	list := os.Getenv("WEIR_LISTENER_BENCH")
 	if list == "" {
@@ -71,7 +74,11 @@ func TestListenerProtocolThroughput(t *testing.T) {
 	protos := strings.Split(strings.ToUpper(list), ",")
 	args := strings.Fields(os.Getenv("WEIR_LISTENER_BENCH_ARGS"))
 	if len(args) == 0 {
-		args = strings.Fields("--duration 20s --warmup 5s --partitions 6 --record-size 1024 --producers 2 --linger 5ms --interval 10s")
+		args = strings.Fields("--duration 15s --warmup 3s --partitions 6 --record-size 1024 --producers 2 --interval 15s")
+	}
+	rate := "10000"
+	if r := os.Getenv("WEIR_LISTENER_BENCH_RATE"); r != "" {
+		rate = r
 	}
 	rounds := 1
 	fmt.Sscan(os.Getenv("WEIR_LISTENER_BENCH_ROUNDS"), &rounds)
@@ -84,7 +91,6 @@ func TestListenerProtocolThroughput(t *testing.T) {
 			c.Listeners = append(c.Listeners, NamedListener{Name: p, Protocol: p, Listen: "127.0.0.1:0"})
 		}
 		c.TLS = tlsconf.Files{CertFile: pki.server.CertFile, KeyFile: pki.server.KeyFile}
-		c.Logger = discardLogger()
 	})
 	addr := func(p string) string {
 		if p == protos[0] {
@@ -92,13 +98,11 @@ func TestListenerProtocolThroughput(t *testing.T) {
 		}
 		return tb.NamedAddrs()[p].String()
 	}
-	type row struct {
-		proto string
-		res   []*bench.ProduceResult
-	}
-	rows := make([]row, len(protos))
+	var b strings.Builder
+	fmt.Fprintf(&b, "weir bench produce %s; latency at --rate %s; one broker, %d round(s):\n", strings.Join(args, " "), rate, rounds)
+	fmt.Fprintf(&b, "| protocol | records/s (unlimited) | MB/s | ack p50 ms @rate | ack p99 ms @rate | ack p99.9 ms @rate |\n|---|---|---|---|---|---|\n")
 	for r := 0; r < rounds; r++ {
-		for i, p := range protos {
+		for _, p := range protos {
 			a := []string{"produce", "--bootstrap", addr(p), "--topic", "listener-bench-" + strings.ToLower(p)}
 			if p == metadata.ProtocolSSL || p == metadata.ProtocolSASLSSL {
 				a = append(a, "--tls-ca", pki.ca.CAFile)
@@ -106,20 +110,13 @@ func TestListenerProtocolThroughput(t *testing.T) {
 			if p == metadata.ProtocolSASLPlaintext || p == metadata.ProtocolSASLSSL {
 				a = append(a, "--sasl-mechanism", mech, "--sasl-user", user)
 			}
-			res := runBench(t, append(a, args...)...).Produce
-			if res == nil || res.RecordsAcked == 0 || res.Latency == nil {
-				t.Fatalf("%s: no result: %+v", p, res)
+			a = append(a, args...)
+			tput := runBench(t, a...).Produce
+			lat := runBench(t, append(a, "--rate", rate)...).Produce
+			if tput == nil || tput.RecordsAcked == 0 || lat == nil || lat.Latency == nil {
+				t.Fatalf("%s: no result: %+v %+v", p, tput, lat)
 			}
-			rows[i].proto = p
-			rows[i].res = append(rows[i].res, res)
-		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "weir bench produce %s, one broker, %d round(s):\n", strings.Join(args, " "), rounds)
-	fmt.Fprintf(&b, "| protocol | records/s | MB/s | ack p50 ms | ack p99 ms | ack p99.9 ms |\n|---|---|---|---|---|---|\n")
-	for _, r := range rows {
-		for _, res := range r.res {
-			fmt.Fprintf(&b, "| %s | %.0f | %.1f | %.2f | %.2f | %.2f |\n", r.proto, res.RecordsPerSec, res.MBPerSec, res.Latency.P50, res.Latency.P99, res.Latency.P999)
+			fmt.Fprintf(&b, "| %s | %.0f | %.1f | %.2f | %.2f | %.2f |\n", p, tput.RecordsPerSec, tput.MBPerSec, lat.Latency.P50, lat.Latency.P99, lat.Latency.P999)
 		}
 	}
 	t.Log("\n" + b.String())
