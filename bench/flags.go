@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Main runs `weir bench` with args being everything after "bench".
@@ -54,6 +56,8 @@ type config struct {
 	mode string
 
 	bootstrap  string
+	sec        ClientSecurity // TLS and SASL of every client (security.go)
+	secOpts    []kgo.Opt      // sec as franz-go options, built by parseArgs
 	clientID   string
 	rack       string
 	topic      string
@@ -161,6 +165,7 @@ func newFlagSet(mode string, cfg *config, out io.Writer) *flag.FlagSet {
 	}
 
 	fs.StringVar(&cfg.bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated seed brokers, each `host:port`")
+	cfg.sec.BindFlags(fs)
 	fs.StringVar(&cfg.clientID, "client-id", defaultClientID, "Kafka client.id of every client the bench opens; Weir reads a zone tag in it (e.g. weir_az=us-east-1a) and routes the client to brokers of that zone")
 	fs.StringVar(&cfg.rack, "rack", "", "the clients' rack (Kafka client.rack, `zone`), sent with fetches (KIP-392): consumers read from a replica in that zone; empty = none")
 	fs.StringVar(&cfg.topic, "topic", "weir-bench", "`name` of the topic to use")
@@ -320,8 +325,18 @@ func parseArgs(args []string, stdout, stderr io.Writer) (*config, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if mode != "disk" {
+		opts, err := cfg.sec.Opts()
+		if err != nil {
+			return nil, err
+		}
+		cfg.secOpts = opts
+	}
 	cfg.settings = map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { cfg.settings[f.Name] = f.Value.String() })
+	if cfg.settings["sasl-password"] != "" {
+		cfg.settings["sasl-password"] = "(redacted)" // results are shared; secrets are not
+	}
 	if mode == "disk" {
 		cfg.settings["dir"] = cfg.dir
 	}
@@ -362,6 +377,9 @@ func (c *config) validate() error {
 	}
 	if c.clientID == "" {
 		return errors.New("--client-id must not be empty")
+	}
+	if err := c.sec.Validate(); err != nil {
+		return err
 	}
 	if c.warmup < 0 || c.duration < 0 || c.drainTimeout < 0 {
 		return errors.New("durations must not be negative")

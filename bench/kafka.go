@@ -18,7 +18,7 @@ import (
 const defaultClientID = "weir-bench"
 
 // clientOpts are the options every Kafka client of the bench gets: its seeds, its
-// client.id (--client-id) and, with --rack, its rack.
+// client.id (--client-id), with --rack its rack, and its TLS and SASL settings.
 func clientOpts(cfg *config) []kgo.Opt {
 	id := cfg.clientID
 	if id == "" {
@@ -28,7 +28,7 @@ func clientOpts(cfg *config) []kgo.Opt {
 	if cfg.rack != "" {
 		opts = append(opts, kgo.Rack(cfg.rack))
 	}
-	return opts
+	return append(opts, cfg.secOpts...)
 }
 
 func seeds(cfg *config) []string {

@@ -28,6 +28,7 @@ import (
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/broker/tier"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -77,6 +78,9 @@ type Broker struct {
 	fenceOnce sync.Once
 	fenced    chan struct{} // closed when another process took this broker's WAL over
 
+	nlns []net.Listener  // the named listeners, as cfg.Listeners (listeners.go)
+	tls  *tlsconf.Source // certificate of the TLS listeners (nil: none)
+
 	ln     net.Listener
 	zlns   []net.Listener // the zone listeners, as cfg.ZoneListeners
 	ctx    context.Context
@@ -104,9 +108,14 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	tlsSrc, err := cfg.newTLSSource(log)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
 		peerSec:    peerSec,
+		tls:        tlsSrc,
 		cfg:        cfg,
 		meta:       meta,
 		parts:      partlog.NewSet(),
@@ -141,7 +150,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	return b, nil
 }
 
-// Start binds the Kafka listeners (the main one and the zone listeners), registers the
+// Start binds the Kafka listeners (the main, zone and named ones), registers the
 // broker (a new epoch, with the listeners' advertised addresses), opens the WAL of that
 // epoch, loads every partition it leads and then serves. Clients that connect while it
 // loads wait in the listen queue.
@@ -159,16 +168,17 @@ func (b *Broker) Start() error {
 		}
 		b.zlns = append(b.zlns, zln)
 	}
+	if err := b.bindNamed(); err != nil {
+		b.closeListeners()
+		return err
+	}
 	if err := b.open(); err != nil {
 		b.closeListeners()
 		b.closeStorage()
 		return err
 	}
 	b.metrics.attach(b) // partitions led, consumer groups and lag, read at scrape time
-	b.front.Serve(ln)
-	for i, zln := range b.zlns {
-		b.front.ServeZone(zln, b.cfg.ZoneListeners[i].Zone)
-	}
+	b.serveListeners()
 	b.wg.Add(3)
 	go b.watchMetadata()
 	go b.walGCLoop()
@@ -264,6 +274,9 @@ func (b *Broker) closeListeners() {
 	for _, zln := range b.zlns {
 		zln.Close()
 	}
+	for _, ln := range b.nlns {
+		ln.Close()
+	}
 }
 
 // closeStorage releases what open acquired (a failed Start).
@@ -333,8 +346,9 @@ func (b *Broker) Advertised() metadata.Broker {
 			ln = b.zlns[i]
 		}
 		h, p := advertised(zl.Advertise, ln, zl.Listen)
-		br.Listeners = append(br.Listeners, metadata.Listener{Zone: zl.Zone, Host: h, Port: p})
+		br.Listeners = append(br.Listeners, metadata.Listener{Name: zl.Zone, Protocol: zl.Protocol, Zone: zl.Zone, Host: h, Port: p})
 	}
+	br.Listeners = append(br.Listeners, b.namedAdvertised()...)
 	return br
 }
 

@@ -36,6 +36,16 @@ type Config struct {
 	// of that zone (or its main address when it has none), so the client stays on
 	// that zone's listeners.
 	ZoneListeners []ZoneListener
+
+	// Security protocols and TLS of the Kafka listeners (listeners.go).
+	// ListenProtocol is the main listener's: PLAINTEXT ("" too), SSL, SASL_PLAINTEXT or
+	// SASL_SSL. Listeners are extra named listeners, each with its own protocol (Kafka's
+	// listeners=NAME://host:port). TLS is the certificate and key of every SSL and
+	// SASL_SSL listener (reloaded when the files change) and the CA of client
+	// certificates (mutual TLS: the principal is User:<CN>).
+	ListenProtocol string
+	Listeners      []NamedListener
+	TLS            tlsconf.Files
 	// DataDir holds the WAL (DataDir/wal, unless WALRoot is set) and, for a single
 	// broker, the metadata file.
 	DataDir string
@@ -110,25 +120,35 @@ type ZoneListener struct {
 	Listen string
 	// Advertise is the address clients are told (default: the bound address).
 	Advertise string
+	// Protocol is the listener's security protocol ("" PLAINTEXT; listeners.go).
+	Protocol string
 }
 
-// String is the --zone-listener form: zone=listen[/advertise].
+// String is the --zone-listener form: zone=[protocol://]listen[/advertise].
 func (l ZoneListener) String() string {
-	s := l.Zone + "=" + l.Listen
+	s := l.Zone + "="
+	if l.Protocol != "" {
+		s += l.Protocol + "://"
+	}
+	s += l.Listen
 	if l.Advertise != "" {
 		s += "/" + l.Advertise
 	}
 	return s
 }
 
-// ParseZoneListener parses zone=host:port[/advertised-host:port].
+// ParseZoneListener parses zone=[PROTOCOL://]host:port[/advertised-host:port].
 func ParseZoneListener(s string) (ZoneListener, error) {
 	zone, addrs, ok := strings.Cut(s, "=")
 	if !ok {
-		return ZoneListener{}, fmt.Errorf("zone listener %q: want zone=host:port[/advertised-host:port]", s)
+		return ZoneListener{}, fmt.Errorf("zone listener %q: want zone=[PROTOCOL://]host:port[/advertised-host:port]", s)
+	}
+	proto, addrs, err := cutProtocol(addrs)
+	if err != nil {
+		return ZoneListener{}, fmt.Errorf("zone listener %q: %w", s, err)
 	}
 	listen, adv, _ := strings.Cut(addrs, "/")
-	l := ZoneListener{Zone: zone, Listen: listen, Advertise: adv}
+	l := ZoneListener{Zone: zone, Listen: listen, Advertise: adv, Protocol: proto}
 	return l, l.validate()
 }
 
@@ -224,6 +244,9 @@ func (c *Config) Validate() error {
 		}
 		zones[l.Zone] = true
 	}
+	if err := c.validateListeners(); err != nil {
+		return err
+	}
 	if c.DataDir == "" {
 		return errors.New("broker: data dir is required")
 	}
@@ -264,9 +287,10 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Rack, "rack", c.Rack, "zone (rack) of this broker, shown to clients as broker.rack")
 	fs.StringVar(&c.ListenAddr, "listen", c.ListenAddr, "Kafka listener address host:port")
 	fs.StringVar(&c.AdvertisedAddr, "advertise", c.AdvertisedAddr, "address advertised to clients (default: the listener's)")
-	fs.Var(zoneListenersFlag{c}, "zone-listener", "an extra Kafka listener for the clients of one zone, zone=host:port[/advertised-host:port] (repeatable, one per zone): "+
+	fs.Var(zoneListenersFlag{c}, "zone-listener", "an extra Kafka listener for the clients of one zone, zone=[PROTOCOL://]host:port[/advertised-host:port] (repeatable, one per zone; PROTOCOL as --listen-protocol, default PLAINTEXT): "+
 		"a client connecting there is in that zone (zone routing), and Metadata answered there names every broker's listener of that zone (else its main address); "+
 		"advertised default: the bound address")
+	c.bindListenerFlags(fs)
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the WAL and local state")
 	fs.StringVar(&c.WALRoot, "wal-root", c.WALRoot, "shared WAL directory of the cluster (e.g. the FSx ONTAP NFS mount); this broker writes <wal-root>/broker-<id>")
 	fs.Func("max-request-bytes", "largest request frame accepted; larger ones close the connection (default 104857600)", func(s string) error {

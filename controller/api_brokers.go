@@ -51,26 +51,32 @@ func (c *Controller) handleRegister(r *http.Request, body []byte) (any, error) {
 	return LeaseResponse{Epoch: rr.Epoch, Version: res.Version, LeaseTimeoutMs: c.leaseMs()}, nil
 }
 
-// validListeners checks a registration's per-zone listeners: at most
-// metadata.MaxListeners, each of a valid zone (routing.ValidZone) given once, a host of
-// 1 to 255 bytes and a port in 1..65535.
+// validListeners checks a registration's extra listeners: at most
+// metadata.MaxListeners, each named once (a zone listener by its zone; names are spelled
+// as zones, routing.ValidZone), of a valid zone if any and a known security protocol, a
+// host of 1 to 255 bytes and a port in 1..65535.
 func validListeners(ls []metadata.Listener) error {
 	if len(ls) > metadata.MaxListeners {
-		return fmt.Errorf("%d zone listeners, at most %d", len(ls), metadata.MaxListeners)
+		return fmt.Errorf("%d listeners, at most %d", len(ls), metadata.MaxListeners)
 	}
 	seen := make(map[string]bool, len(ls))
 	for _, l := range ls {
+		name := l.Key()
 		switch {
-		case !routing.ValidZone(l.Zone):
-			return fmt.Errorf("zone listener: invalid zone %.40q", l.Zone)
-		case seen[l.Zone]:
-			return fmt.Errorf("zone listener: zone %.40q given twice", l.Zone)
+		case !routing.ValidZone(name):
+			return fmt.Errorf("listener: invalid name %.40q", name)
+		case l.Zone != "" && !routing.ValidZone(l.Zone):
+			return fmt.Errorf("listener %q: invalid zone %.40q", name, l.Zone)
+		case !metadata.ValidProtocol(l.Protocol):
+			return fmt.Errorf("listener %q: unknown security protocol %.40q", name, l.Protocol)
+		case seen[name]:
+			return fmt.Errorf("listener: name %.40q given twice", name)
 		case l.Host == "" || len(l.Host) > 255:
-			return fmt.Errorf("zone listener of zone %q: host %.40q", l.Zone, l.Host)
+			return fmt.Errorf("listener %q: host %.40q", name, l.Host)
 		case l.Port < 1 || l.Port > 65535:
-			return fmt.Errorf("zone listener of zone %q: port %d", l.Zone, l.Port)
+			return fmt.Errorf("listener %q: port %d", name, l.Port)
 		}
-		seen[l.Zone] = true
+		seen[name] = true
 	}
 	return nil
 }

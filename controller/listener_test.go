@@ -39,7 +39,8 @@ func TestFSMRegisterListeners(t *testing.T) {
 func TestRegisterListeners(t *testing.T) {
 	tc := newTestCluster(t, 1, nil)
 	tc.waitLeader()
-	ls := []metadata.Listener{{Zone: "us-east-1a", Host: "10.0.0.1", Port: 9093}, {Zone: "us-east-1b", Host: "10.0.0.1", Port: 9094}}
+	ls := []metadata.Listener{{Zone: "us-east-1a", Host: "10.0.0.1", Port: 9093}, {Zone: "us-east-1b", Host: "10.0.0.1", Port: 9094},
+		{Name: "EXTERNAL", Protocol: metadata.ProtocolSSL, Host: "broker1.example.com", Port: 9095}}
 	c := tc.client(1, nil)
 	b := brokerFor(1, "us-east-1a")
 	b.Listeners = ls
@@ -64,6 +65,9 @@ func TestRegisterListeners(t *testing.T) {
 		"long host":    {{Zone: "a", Host: strings.Repeat("h", 256), Port: 1}},
 		"port 0":       {{Zone: "a", Host: "h", Port: 0}},
 		"port 65536":   {{Zone: "a", Host: "h", Port: 65536}},
+		"bad protocol": {{Name: "X", Protocol: "TLS", Host: "h", Port: 1}},
+		"name twice":   {{Name: "a", Host: "h", Port: 1}, {Zone: "a", Host: "h", Port: 2}},
+		"invalid name": {{Name: "a=b", Host: "h", Port: 1}},
 	} {
 		bc := tc.client(2, nil)
 		b := brokerFor(2, "a")

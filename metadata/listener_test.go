@@ -13,6 +13,8 @@ func TestBrokerEndpoint(t *testing.T) {
 	b := Broker{ID: 1, Host: "main", Port: 9092, Listeners: []Listener{
 		{Zone: "a", Host: "la", Port: 9093},
 		{Zone: "b", Host: "lb", Port: 9094},
+		{Name: "SSL", Protocol: ProtocolSSL, Host: "ls", Port: 9095},
+		{Name: "c", Zone: "c", Protocol: ProtocolSSL, Host: "lc", Port: 9096},
 	}}
 	for _, tc := range []struct {
 		zone string
@@ -22,7 +24,9 @@ func TestBrokerEndpoint(t *testing.T) {
 		{"", "main", 9092},
 		{"a", "la", 9093},
 		{"b", "lb", 9094},
-		{"c", "main", 9092},
+		{"c", "lc", 9096},
+		{"SSL", "ls", 9095},
+		{"d", "main", 9092},
 		{"A", "main", 9092}, // zones compare exactly
 	} {
 		if h, p := b.Endpoint(tc.zone); h != tc.host || p != tc.port {

@@ -69,31 +69,64 @@ type Broker struct {
 	Epoch int64 `json:"epoch,omitempty"`
 	// State is BrokerActive, BrokerFenced or BrokerDraining; the empty string means active.
 	State BrokerState `json:"state,omitempty"`
-	// Listeners are the broker's per-zone Kafka listeners (zone routing): a client
-	// connected to a zone's listener is told, for every broker, its listener of that
-	// zone (Endpoint), so it keeps talking to that zone's listeners, as Kafka does with
-	// named listeners. Host and Port are the main listener.
+	// Listeners are the broker's extra Kafka listeners: named ones (Kafka's listener
+	// names, each with its security protocol) and per-zone ones (zone routing, named
+	// after their zone). A client connected to a listener of some name is told, for
+	// every broker, its listener of that name (Endpoint), so it stays on listeners of
+	// that name (and protocol), as with Kafka's named listeners. Host and Port are the
+	// main listener.
 	Listeners []Listener `json:"listeners,omitempty"`
 }
 
-// Listener is one per-zone Kafka listener of a broker: clients that connect to it are
-// clients of Zone.
+// Listener is one extra Kafka listener of a broker.
 type Listener struct {
-	Zone string `json:"zone"`
+	// Name keys the listener among the broker's listeners; a zone listener's name is its
+	// zone (registrations older than names carry only Zone).
+	Name string `json:"name,omitempty"`
+	// Protocol is Kafka's security protocol of the listener: PLAINTEXT, SSL,
+	// SASL_PLAINTEXT or SASL_SSL ("" PLAINTEXT).
+	Protocol string `json:"protocol,omitempty"`
+	// Zone: clients that connect here are clients of this zone ("" none).
+	Zone string `json:"zone,omitempty"`
 	Host string `json:"host"`
 	Port int32  `json:"port"`
 }
 
-// MaxListeners bounds the per-zone listeners of one broker.
+// Key is the listener's name: Name, else (an older registration) its Zone.
+func (l Listener) Key() string {
+	if l.Name != "" {
+		return l.Name
+	}
+	return l.Zone
+}
+
+// Kafka's security protocols of a listener.
+const (
+	ProtocolPlaintext     = "PLAINTEXT"
+	ProtocolSSL           = "SSL"
+	ProtocolSASLPlaintext = "SASL_PLAINTEXT"
+	ProtocolSASLSSL       = "SASL_SSL"
+)
+
+// ValidProtocol reports whether p is one of Kafka's security protocols ("" PLAINTEXT).
+func ValidProtocol(p string) bool {
+	switch p {
+	case "", ProtocolPlaintext, ProtocolSSL, ProtocolSASLPlaintext, ProtocolSASLSSL:
+		return true
+	}
+	return false
+}
+
+// MaxListeners bounds the extra listeners of one broker.
 const MaxListeners = 16
 
-// Endpoint is the address to give a client connected to a listener of zone (""
-// the main listener): the broker's listener of that zone if it has one, else its
-// main Host and Port.
-func (b Broker) Endpoint(zone string) (host string, port int32) {
-	if zone != "" {
+// Endpoint is the address to give a client connected to the listener named name (""
+// the main listener): the broker's listener of that name if it has one, else its main
+// Host and Port.
+func (b Broker) Endpoint(name string) (host string, port int32) {
+	if name != "" {
 		for _, l := range b.Listeners {
-			if l.Zone == zone {
+			if l.Key() == name {
 				return l.Host, l.Port
 			}
 		}

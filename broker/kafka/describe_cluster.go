@@ -25,7 +25,7 @@ func (s *Server) handleDescribeCluster(ctx context.Context, req *kmsg.DescribeCl
 		return resp
 	}
 	view := s.meta.View()
-	lzone := listenerZoneFrom(ctx) // on a zone listener: each broker's listener of that zone
+	lname := listenerNameFrom(ctx) // on a named (or zone) listener: each broker's listener of that name
 	resp.ClusterID = view.ClusterID
 	resp.ControllerID = view.ControllerID
 	for _, br := range view.Brokers {
@@ -34,7 +34,7 @@ func (s *Server) handleDescribeCluster(ctx context.Context, req *kmsg.DescribeCl
 		}
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID = br.ID
-		rb.Host, rb.Port = br.Endpoint(lzone)
+		rb.Host, rb.Port = br.Endpoint(lname)
 		if br.Rack != "" {
 			r := br.Rack
 			rb.Rack = &r

@@ -21,7 +21,7 @@ func init() {
 
 func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	lzone := listenerZoneFrom(ctx) // on a zone listener: the coordinator's listener of that zone
+	lname := listenerNameFrom(ctx) // on a named (or zone) listener: the coordinator's listener of that name
 	answer := func(key string) (metadata.Broker, int16, *string) {
 		fail := func(code int16, msg string) (metadata.Broker, int16, *string) {
 			return metadata.Broker{ID: -1, Port: -1}, code, &msg
@@ -46,7 +46,7 @@ func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 		br, code, msg := answer(req.CoordinatorKey)
 		resp.ErrorCode, resp.ErrorMessage = code, msg
 		resp.NodeID = br.ID
-		resp.Host, resp.Port = br.Endpoint(lzone)
+		resp.Host, resp.Port = br.Endpoint(lname)
 		return resp
 	}
 	for _, key := range req.CoordinatorKeys {
@@ -55,7 +55,7 @@ func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 		var br metadata.Broker
 		br, c.ErrorCode, c.ErrorMessage = answer(key)
 		c.NodeID = br.ID
-		c.Host, c.Port = br.Endpoint(lzone)
+		c.Host, c.Port = br.Endpoint(lname)
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp

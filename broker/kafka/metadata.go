@@ -71,7 +71,7 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	}
 
 	active := map[int32]bool{}
-	lzone := listenerZoneFrom(ctx) // a zone listener's clients stay on that zone's listeners
+	lname := listenerNameFrom(ctx) // a named (or zone) listener's clients stay on listeners of that name
 	for _, br := range view.Brokers {
 		if !br.Active() {
 			continue // fenced: clients must not be sent there
@@ -79,7 +79,7 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 		active[br.ID] = true
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID = br.ID
-		mb.Host, mb.Port = br.Endpoint(lzone)
+		mb.Host, mb.Port = br.Endpoint(lname)
 		if br.Rack != "" {
 			rack := br.Rack
 			mb.Rack = &rack

@@ -49,7 +49,7 @@ func register(a api) {
 // answer adapts a handler that computes its response synchronously.
 func answer[R kmsg.Request, P kmsg.Response](fn func(s *Server, ctx context.Context, req R) P) handler {
 	return func(s *Server, c *conn, sl *slot, req kmsg.Request) {
-		ctx := withZone(withListenerZone(c.ctx, c.listenerZone), s.clientZone(c, sl.clientID, s.meta.View()))
+		ctx := withZone(withListenerName(c.ctx, c.lis.Name), s.clientZone(c, sl.clientID, s.meta.View()))
 		sl.respond(fn(s, ctx, req.(R)))
 	}
 }

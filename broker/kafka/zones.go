@@ -37,22 +37,23 @@ func zoneFrom(ctx context.Context) string {
 	return z
 }
 
-type listenerZoneKey struct{}
+type listenerNameKey struct{}
 
-// withListenerZone carries the zone of the listener the request came in on ("" the
-// main listener) to handlers that only see a context: the brokers they name are given
-// by their endpoints of that zone (metadata.Broker.Endpoint).
-func withListenerZone(ctx context.Context, zone string) context.Context {
-	if zone == "" {
+// withListenerName carries the name of the listener the request came in on ("" the
+// main listener; a zone listener is named after its zone) to handlers that only see a
+// context: the brokers they name are given by their listeners of that name
+// (metadata.Broker.Endpoint), so a client stays on listeners of one name and protocol.
+func withListenerName(ctx context.Context, name string) context.Context {
+	if name == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, listenerZoneKey{}, zone)
+	return context.WithValue(ctx, listenerNameKey{}, name)
 }
 
-// listenerZoneFrom is the zone of the request's listener ("" the main listener).
-func listenerZoneFrom(ctx context.Context) string {
-	z, _ := ctx.Value(listenerZoneKey{}).(string)
-	return z
+// listenerNameFrom is the name of the request's listener ("" the main listener).
+func listenerNameFrom(ctx context.Context) string {
+	n, _ := ctx.Value(listenerNameKey{}).(string)
+	return n
 }
 
 // zoneViews caches the per-zone view of the current metadata view.

@@ -208,19 +208,19 @@ func (s *Source) Server() *tls.Config {
 	}
 }
 
-// Client returns a client configuration: our certificate (if any, reloaded) for servers
-// that ask, the CA bundle (or the system roots) to verify them. Verification is the
-// standard library's, so it checks the name the caller dials (a host name or an IP
-// address, also when a transport fills in ServerName on a copy of this configuration).
-// The CA bundle is the one current when Client is called: a renewed bundle applies to
-// clients made afterwards (servers pick it up at once).
+// Client returns a client configuration: our certificate (if any, reloaded on each
+// handshake) for servers that ask, and the CA bundle as loaded now (or the system roots)
+// to verify them. Verification is Go's own, by the name or IP address the client dials
+// (dialers such as franz-go's and net/http's set ServerName from it): a callback cannot
+// do that, since a dial by IP address sends no server name to check against. A CA bundle
+// renewed later applies to the configurations made after it (call Client again).
 func (s *Source) Client() *tls.Config {
 	_, pool := s.current()
 	return &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		ServerName:         s.f.ServerName,
 		InsecureSkipVerify: s.f.InsecureSkipVerify,
-		RootCAs:            pool, // nil: the system roots
+		RootCAs:            pool,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			if cert := s.Certificate(); cert != nil {
 				return cert, nil

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,7 +56,10 @@ func NewCA(dir string) (*CA, error) {
 // Pair is a certificate and key written to files.
 type Pair struct{ CertFile, KeyFile string }
 
-var serial = time.Now().UnixNano()
+// serial numbers certificates uniquely; tests issue them concurrently.
+var serial atomic.Int64
+
+func init() { serial.Store(time.Now().UnixNano()) }
 
 // Issue writes name.pem and name-key.pem signed by the CA: a certificate with common name
 // cn, valid as server and client, for the DNS names and IPs in hosts (default localhost
@@ -68,9 +72,8 @@ func (ca *CA) Issue(name, cn string, hosts ...string) (Pair, error) {
 	if err != nil {
 		return Pair{}, err
 	}
-	serial++
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
+		SerialNumber: big.NewInt(serial.Add(1)),
 		Subject:      pkix.Name{CommonName: cn},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
