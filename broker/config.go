@@ -17,6 +17,7 @@ import (
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/routing"
+	"github.com/weir-io/weir/security/sasl"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -90,6 +91,8 @@ type Config struct {
 	// everything in the WAL. The tier also needs a metadata store with object manifests.
 	Objects objectstore.Store
 	Tier    tier.Config
+	// SASL: the mechanisms SASL listeners accept and the KIP-368 session lifetime.
+	SASL sasl.Config
 
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -183,6 +186,7 @@ func DefaultConfig() Config {
 		WAL:                    wal.DefaultConfig(""),
 		Group:                  group.DefaultConfig(),
 		Tier:                   tier.DefaultConfig(),
+		SASL:                   sasl.DefaultConfig(),
 	}
 }
 
@@ -193,6 +197,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LinkGrace <= 0 {
 		c.LinkGrace = 30 * time.Second
+	}
+	if err := c.SASL.Validate(); err != nil {
+		return fmt.Errorf("broker: %w", err)
 	}
 	if err := c.Routing.Validate(); err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -280,6 +287,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.ZoneRouting, "zone-routing", c.ZoneRouting, "route clients of a known zone through brokers of their zone: produce through a same-zone proxy, read from a same-zone replica; only links cross zones (a client's zone: the --zone-listener it connected to, a weir_az=/automq_az=/warpstream_az=/ws_az=/zone= tag in client.id, the rack of its Fetch requests, or --zone-cidrs)")
 	c.Routing.BindFlags(fs)
 	c.Tier.BindFlags(fs)
+	c.SASL.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
 }
 

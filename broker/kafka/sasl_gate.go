@@ -30,9 +30,11 @@ import (
 // "authenticated" true exactly from the request after a successful SaslAuthenticate.
 //
 // The legacy flow of SaslHandshake v0 (raw SASL tokens without SaslAuthenticate
-// framing) is not served: SaslHandshake is registered from v1, which every client that
-// sends SaslAuthenticate (Kafka 1.0+ clients, librdkafka, franz-go, sarama's default)
-// uses.
+// framing, Kafka before 1.0) is not served: a raw token does not parse as an allowed
+// request, so such a client is closed before anything is served. Clients that see
+// SaslAuthenticate in ApiVersions (Kafka 1.0+ clients, librdkafka, franz-go, sarama's
+// default SASLHandshakeV1) use it. SaslHandshake v0 is still in the advertised range:
+// librdkafka refuses SASL with a broker whose range does not include it.
 
 var (
 	errSASLRequired = errors.New("kafka: request before SASL authentication")

@@ -5,13 +5,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// SaslHandshake (key 17), version 1 only (v0's raw-token flow is not served; see
-// sasl_gate.go). Names the mechanism the SaslAuthenticate exchanges that follow use; on
+// SaslHandshake (key 17), versions 0-1. Names the mechanism the SaslAuthenticate
+// exchanges that follow use (after v0 too: v0's raw-token flow is not served, see
+// sasl_gate.go; v0 is advertised because librdkafka requires it in the range); on
 // an authenticated connection it begins a re-authentication (KIP-368). Every answer
 // lists the enabled mechanisms. Non-blocking: it runs on the reader goroutine, which
 // owns conn.sasl.
 func init() {
-	register(api{key: 17, min: 1, max: 1, handle: handleSaslHandshake})
+	register(api{key: 17, min: 0, max: 1, handle: handleSaslHandshake})
 }
 
 func handleSaslHandshake(s *Server, c *conn, sl *slot, req kmsg.Request) {

@@ -248,8 +248,11 @@ func (s *scramSession) final(msg string) ([]byte, error) {
 	if cbBytes, err := base64.StdEncoding.DecodeString(cb); err != nil || string(cbBytes) != s.gs2Header {
 		return nil, fmt.Errorf("%w: channel binding does not match the GS2 header", ErrMalformed)
 	}
+	// librdkafka sends its own nonce again in front of the combined one; Kafka accepts
+	// any nonce that ends with the combined one, and so do we (the server's part, which
+	// is what makes a replay fail, is still bound).
 	nonce, ok := strings.CutPrefix(attrs[1], "r=")
-	if !ok || nonce != s.nonce {
+	if !ok || !strings.HasSuffix(nonce, s.nonce) {
 		return nil, fmt.Errorf("%w: nonce does not match", ErrMalformed)
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)
