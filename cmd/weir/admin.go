@@ -23,6 +23,7 @@ Commands:
   move       move a partition's leadership to another broker, without copying data
   drain      move every partition off a broker (--broker); it stays draining (given nothing) until it registers again
   traffic    bytes crossing zones per zone pair and kind, from the brokers' /metrics (--metrics); monthly cost beside Kafka's
+  user       SCRAM users for SASL logins: set, delete, list (weir admin user --help)
 
 Every command but traffic takes --controllers (default 127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403,
 what weir dev runs). Run a command with --help for its flags.
@@ -35,6 +36,9 @@ func runAdmin(ctx context.Context, args []string) error {
 	}
 	if args[0] == "traffic" { // reads the brokers' /metrics, not the controllers
 		return runAdminTraffic(ctx, args[1:], os.Stdout)
+	}
+	if args[0] == "user" { // SCRAM users: admin_users.go
+		return runAdminUser(ctx, args[1:], os.Stdout)
 	}
 	fs := flag.NewFlagSet("weir admin "+args[0], flag.ContinueOnError)
 	controllers := fs.String("controllers", "127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403", "comma-separated controller API addresses")
