@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -370,3 +371,85 @@ func errTimeout(err error) error {
 }
 
 var errNeverMatches = errors.New("never matches")
+
+// TestSASLScramAdminLocal: an authenticated kadm creates bob with
+// AlterUserScramCredentials on a standalone broker (LocalStore), bob logs in; Describe
+// and Alter answer Kafka's per-user codes.
+func TestSASLScramAdminLocal(t *testing.T) {
+	h := startSASLServer(t, sasl.DefaultConfig())
+	h.addUser(t, "admin", "pw", metadata.ScramSHA256)
+	adminCl := h.client(t, scram.Auth{User: "admin", Pass: "pw"}.AsSha256Mechanism())
+	adm := kadm.NewClient(adminCl)
+	ctx := ctx10(t)
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "bob-pw"}})
+	if err != nil || res["bob"].Err != nil {
+		t.Fatalf("alter: %+v %v", res, err)
+	}
+	if err := h.client(t, scram.Auth{User: "bob", Pass: "bob-pw"}.AsSha512Mechanism()).Ping(ctx); err != nil {
+		t.Fatalf("bob's login: %v", err)
+	}
+	if err := h.client(t, plain.Auth{User: "bob", Pass: "bob-pw"}.AsMechanism()).Ping(ctx); err != nil {
+		t.Fatalf("bob's PLAIN login: %v", err)
+	}
+	if c, _ := h.meta.View().Scram.Credential("bob", metadata.ScramSHA512); len(c.StoredKey) != 64 || c.Iterations != 4096 {
+		t.Fatalf("stored %v", c)
+	}
+
+	d := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+	for _, n := range []string{"bob", "nobody", "admin", "admin"} {
+		u := kmsg.NewDescribeUserSCRAMCredentialsRequestUser()
+		u.Name = n
+		d.Users = append(d.Users, u)
+	}
+	dr, err := d.RequestWith(ctx, adminCl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]int16{}
+	for _, r := range dr.Results {
+		codes[r.User] = r.ErrorCode
+		if r.User == "bob" && (len(r.CredentialInfos) != 1 || r.CredentialInfos[0].Mechanism != 2 || r.CredentialInfos[0].Iterations != 4096) {
+			t.Fatalf("bob: %+v", r.CredentialInfos)
+		}
+	}
+	if len(dr.Results) != 3 || codes["bob"] != 0 || codes["nobody"] != kerr.ResourceNotFound.Code || codes["admin"] != kerr.DuplicateResource.Code {
+		t.Fatalf("describe: %v", codes)
+	}
+	all, err := adm.DescribeUserSCRAMs(ctx)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("describe all: %+v %v", all, err)
+	}
+
+	a := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	up := func(name string, mech int8, iter int32, salted int) kmsg.AlterUserSCRAMCredentialsRequestUpsertion {
+		u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		u.Name, u.Mechanism, u.Iterations, u.Salt, u.SaltedPassword = name, mech, iter, []byte("salt"), make([]byte, salted)
+		return u
+	}
+	a.Upsertions = append(a.Upsertions, up("few", 1, 4095, 32), up("many", 2, 16385, 64), up("mech", 0, 4096, 32), up("", 1, 4096, 32),
+		up("short", 1, 4096, 31), up("twice", 1, 4096, 32), up("twice", 2, 4096, 64))
+	del := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
+	del.Name, del.Mechanism = "bob", 1 // bob has SHA-512 only
+	a.Deletions = append(a.Deletions, del)
+	ar, err := a.RequestWith(ctx, adminCl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes = map[string]int16{}
+	for _, r := range ar.Results {
+		codes[r.User] = r.ErrorCode
+	}
+	want := map[string]int16{"few": kerr.UnacceptableCredential.Code, "many": kerr.UnacceptableCredential.Code, "mech": kerr.UnsupportedSaslMechanism.Code,
+		"": kerr.UnacceptableCredential.Code, "short": kerr.UnacceptableCredential.Code, "twice": kerr.DuplicateResource.Code, "bob": kerr.ResourceNotFound.Code}
+	if len(codes) != len(want) {
+		t.Fatalf("alter: %v", codes)
+	}
+	for u, c := range want {
+		if codes[u] != c {
+			t.Errorf("alter %q: %d, want %d", u, codes[u], c)
+		}
+	}
+	if len(h.meta.View().Scram) != 2 {
+		t.Fatalf("refused alterations changed the store: %v", h.meta.View().Scram.Names())
+	}
+}
