@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/sha256"
 	"crypto/sha512"
 	"errors"
@@ -21,6 +22,8 @@ import (
 	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/sasl"
+	"github.com/weir-io/weir/security/tlsconf"
+	"github.com/weir-io/weir/security/tlstest"
 	xscram "github.com/xdg-go/scram"
 )
 
@@ -29,12 +32,18 @@ import (
 // alice (both SCRAM mechanisms) and bob (SCRAM-SHA-256 only), password "pw-<name>".
 func startSASLBroker(t *testing.T) (*testBroker, string) {
 	t.Helper()
+	return startSASLBrokerTLS(t, nil)
+}
+
+// startSASLBrokerTLS is startSASLBroker with a SASL_SSL listener when tc is set.
+func startSASLBrokerTLS(t *testing.T, tc *tls.Config) (*testBroker, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tb := startBroker(t, t.TempDir(), func(c *Config) { c.AdvertisedAddr = ln.Addr().String() })
-	tb.ServeExtraListener(ln, kafka.Listener{SASL: true})
+	tb.ServeExtraListener(ln, kafka.Listener{SASL: true, TLS: tc})
 	for user, mechs := range map[string][]metadata.ScramMechanism{"alice": {metadata.ScramSHA256, metadata.ScramSHA512}, "bob": {metadata.ScramSHA256}} {
 		for _, m := range mechs {
 			c, err := sasl.NewCredential(m.String(), "pw-"+user, 8192)
@@ -86,8 +95,9 @@ func TestSASLFranzProduceConsume(t *testing.T) {
 }
 
 // TestSASLKcat: librdkafka (kcat) with security.protocol=SASL_PLAINTEXT lists metadata,
-// produces and consumes with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN; a wrong password and
-// an unknown user fail with the broker's authentication error.
+// produces and consumes with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN, and with SASL_SSL
+// (SCRAM-SHA-512 over TLS); a wrong password and an unknown user fail with the broker's
+// authentication error.
 func TestSASLKcat(t *testing.T) {
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
@@ -121,6 +131,37 @@ func TestSASLKcat(t *testing.T) {
 			}
 		})
 	}
+	t.Run("SASL_SSL", func(t *testing.T) {
+		dir := t.TempDir()
+		ca, err := tlstest.NewCA(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair, err := ca.Issue("broker", "broker", "127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := tlsconf.New(tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, saddr := startSASLBrokerTLS(t, src.Server())
+		kc := func(stdin string, args ...string) (string, string, error) {
+			cmd := exec.CommandContext(testCtx(t), kcat, append([]string{"-b", saddr, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + ca.CAFile,
+				"-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=alice", "-X", "sasl.password=pw-alice"}, args...)...)
+			cmd.Stdin = strings.NewReader(stdin)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			return out.String(), errb.String(), err
+		}
+		if out, errs, err := kc("a\nb\n", "-P", "-t", "kcat-ssl", "-X", "acks=all"); err != nil {
+			t.Fatalf("kcat -P over SASL_SSL: %v\n%s\n%s", err, out, errs)
+		}
+		if out, errs, err := kc("", "-C", "-t", "kcat-ssl", "-o", "beginning", "-e", "-f", "%s\n"); err != nil || strings.TrimSpace(out) != "a\nb" {
+			t.Fatalf("kcat -C over SASL_SSL: %v\n%q\n%s", err, out, errs)
+		}
+	})
 	for name, creds := range map[string][2]string{"wrong password": {"alice", "pw-bob"}, "unknown user": {"mallory", "pw-alice"}} {
 		t.Run(name, func(t *testing.T) {
 			out, errs, err := run("", "SCRAM-SHA-256", creds[0], creds[1], "-L", "-m", "5")

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -25,6 +26,8 @@ import (
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security"
 	"github.com/weir-io/weir/security/sasl"
+	"github.com/weir-io/weir/security/tlsconf"
+	"github.com/weir-io/weir/security/tlstest"
 )
 
 // saslServer is a front end whose only listener is SASL_PLAINTEXT, with a LocalStore
@@ -37,6 +40,12 @@ type saslHarness struct {
 }
 
 func startSASLServer(t *testing.T, cfg sasl.Config) *saslHarness {
+	t.Helper()
+	return startSASLServerTLS(t, cfg, nil)
+}
+
+// startSASLServerTLS is startSASLServer with a SASL_SSL listener when tc is set.
+func startSASLServerTLS(t *testing.T, cfg sasl.Config, tc *tls.Config) *saslHarness {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -56,7 +65,7 @@ func startSASLServer(t *testing.T, cfg sasl.Config) *saslHarness {
 	reg := prometheus.NewRegistry()
 	s := NewServer(Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1, SASL: cfg},
 		Deps{Meta: meta, Backend: &fakeBackend{meta: meta}, Groups: groups, Registerer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	s.ServeListener(ln, Listener{SASL: true})
+	s.ServeListener(ln, Listener{SASL: true, TLS: tc})
 	t.Cleanup(s.Close)
 	return &saslHarness{s: s, meta: meta, reg: reg, addr: ln.Addr().String()}
 }
@@ -451,5 +460,43 @@ func TestSASLScramAdminLocal(t *testing.T) {
 	}
 	if len(h.meta.View().Scram) != 2 {
 		t.Fatalf("refused alterations changed the store: %v", h.meta.View().Scram.Names())
+	}
+}
+
+// TestSASLOverTLS (SASL_SSL): SCRAM over a TLS listener; the principal is the SASL user.
+func TestSASLOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := tlstest.NewCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Issue("broker", "broker", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := tlsconf.New(tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startSASLServerTLS(t, sasl.DefaultConfig(), src.Server())
+	h.addUser(t, "alice", "pw", metadata.ScramSHA256)
+	roots, err := tlsconf.New(tlsconf.Files{CAFile: ca.CAFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := h.client(t, scram.Auth{User: "alice", Pass: "pw"}.AsSha256Mechanism(), kgo.DialTLSConfig(roots.Client()))
+	if err := cl.ProduceSync(ctx10(t), &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("produce over SASL_SSL: %v", err)
+	}
+	found := false
+	for _, p := range h.principals() {
+		found = found || p == security.User("alice")
+	}
+	if !found {
+		t.Fatalf("principals %v", h.principals())
+	}
+	bad := h.client(t, scram.Auth{User: "alice", Pass: "nope"}.AsSha256Mechanism(), kgo.DialTLSConfig(roots.Client()))
+	if err := bad.Ping(ctx10(t)); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("wrong password over TLS: %v", err)
 	}
 }
