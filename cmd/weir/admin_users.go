@@ -60,7 +60,7 @@ func runAdminUser(ctx context.Context, args []string, out io.Writer) error {
 	name := fs.String("name", "", "set, delete: the user name")
 	pwFile := fs.String("password-file", "", "set: file holding the password (one trailing newline is dropped; - reads stdin); never on the command line, where ps would show it")
 	mechs := fs.String("mechanism", "SCRAM-SHA-256,SCRAM-SHA-512", "set, delete: comma-separated SCRAM mechanisms (delete: default all the user has)")
-	iterations := fs.Int("iterations", 8192, fmt.Sprintf("set: PBKDF2 iterations (%d..%d)", metadata.ScramMinIterations, metadata.ScramMaxIterations))
+	iterations := fs.Int("iterations", sasl.DefaultIterations, fmt.Sprintf("set: PBKDF2 iterations (%d..%d)", metadata.ScramMinIterations, metadata.ScramMaxIterations))
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait")
 	fs.Usage = func() {
 		fmt.Fprint(out, userHelp)

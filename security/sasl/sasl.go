@@ -169,7 +169,7 @@ func (a *Authenticator) Start(mechanism string) (Session, error) {
 }
 
 // mockCredential is the made-up credential of an unknown user: a salt derived from
-// the name, 4096 iterations, keys that match no password (random).
+// the name, DefaultIterations, keys that match no password (random).
 func (a *Authenticator) mockCredential(user, mechanism string) Credential {
 	m := hmac.New(sha256.New, a.mockKey[:])
 	m.Write([]byte(mechanism + "\x00" + user))
@@ -177,5 +177,5 @@ func (a *Authenticator) mockCredential(user, mechanism string) Credential {
 	h := hashOf(mechanism)
 	stored := make([]byte, h.size)
 	_, _ = rand.Read(stored)
-	return Credential{Iterations: MinIterations, Salt: salt, StoredKey: stored, ServerKey: stored}
+	return Credential{Iterations: DefaultIterations, Salt: salt, StoredKey: stored, ServerKey: stored}
 }

@@ -20,6 +20,9 @@ import (
 const (
 	MinIterations = 4096
 	MaxIterations = 16384
+	// DefaultIterations is what `weir admin user set` uses, and what an unknown user
+	// appears to have (so the usual credential and a made-up one look alike).
+	DefaultIterations = 8192
 )
 
 type scramHash struct {
