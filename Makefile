@@ -31,6 +31,7 @@ fuzz: ## a short run of every fuzz target
 	$(GO) test ./routing/ -run '^$$' -fuzz FuzzZoneTag -fuzztime 20s
 	$(GO) test ./broker/peer/ -run '^$$' -fuzz FuzzDecoders -fuzztime 20s
 	$(GO) test ./broker/peer/ -run '^$$' -fuzz FuzzAuth -fuzztime 20s
+	$(GO) test ./security/sasl/ -run '^$$' -fuzz FuzzScram -fuzztime 20s
 
 bench: build ## produce throughput and ack latency on one broker beside the disk's limit
 	$(GO) test ./test/ -run '^$$' -bench BenchmarkProduce -benchtime 1x -v

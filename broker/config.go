@@ -17,6 +17,7 @@ import (
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/routing"
+	"github.com/weir-io/weir/security/sasl"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/wal"
 )
@@ -106,6 +107,8 @@ type Config struct {
 	// everything in the WAL. The tier also needs a metadata store with object manifests.
 	Objects objectstore.Store
 	Tier    tier.Config
+	// SASL: the mechanisms SASL listeners accept and the KIP-368 session lifetime.
+	SASL sasl.Config
 
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -209,6 +212,7 @@ func DefaultConfig() Config {
 		WAL:                    wal.DefaultConfig(""),
 		Group:                  group.DefaultConfig(),
 		Tier:                   tier.DefaultConfig(),
+		SASL:                   sasl.DefaultConfig(),
 	}
 }
 
@@ -219,6 +223,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LinkGrace <= 0 {
 		c.LinkGrace = 30 * time.Second
+	}
+	if err := c.SASL.Validate(); err != nil {
+		return fmt.Errorf("broker: %w", err)
 	}
 	if err := c.Routing.Validate(); err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -311,6 +318,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	c.Routing.BindFlags(fs)
 	c.bindPeerFlags(fs)
 	c.Tier.BindFlags(fs)
+	c.SASL.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
 }
 

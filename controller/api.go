@@ -37,6 +37,7 @@ import (
 //	POST   /v1/objects/prepare           PrepareObjectRequest    -> ObjectResponse | 409 object_rejected
 //	POST   /v1/objects/commit            CommitObjectRequest     -> ObjectResponse | 409 object_rejected
 //	POST   /v1/objects/delete            DeleteObjectsRequest    -> DeleteObjectsResponse | 409 object_rejected
+//	POST   /v1/scram                     ScramRequest            -> ScramResponse (results per user)
 //	GET    /v1/metadata?after=V&wait=D   long poll               -> ViewJSON | 204 (no change in D)
 //	GET    /v1/metadata?consistent=1     leader, after a barrier -> ViewJSON
 //	GET    /v1/status                                            -> Status
@@ -64,6 +65,7 @@ func (c *Controller) routes() http.Handler {
 	mux.HandleFunc("POST /v1/objects/prepare", writeAs[PrepareObjectRequest](c, c.handlePrepareObject))
 	mux.HandleFunc("POST /v1/objects/commit", writeAs[CommitObjectRequest](c, c.handleCommitObject))
 	mux.HandleFunc("POST /v1/objects/delete", writeAs[DeleteObjectsRequest](c, c.handleDeleteObjects))
+	mux.HandleFunc("POST /v1/scram", writeAs[ScramRequest](c, c.handleAlterScram))
 	mux.HandleFunc("GET /v1/metadata", c.handleMetadata)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Status()) })
 	// The balancer's state lives on the leader: a follower forwards, like a write.

@@ -325,6 +325,7 @@ func (c *Client) publish(vj *ViewJSON) bool {
 		id = self
 	}
 	c.view = metadata.NewViewWithObjects(vj.Version, vj.ClusterID, id, vj.Brokers, vj.Topics, vj.Objects)
+	c.view.Scram = vj.Scram
 	c.viewVersion.Store(vj.Version)
 	close(c.changed)
 	c.changed = make(chan struct{})

@@ -31,6 +31,9 @@ type State struct {
 	// partitions (metadata.Partition.Objects). Manifests grow with objects × partitions:
 	// compaction and a sparse index are planned (ARCHITECTURE.md).
 	Objects map[uint64]metadata.Object `json:"objects,omitempty"`
+	// Scram holds the users' SCRAM credentials (cmd_scram.go); copy-on-write like
+	// Objects. Absent from snapshots without credentials.
+	Scram metadata.ScramUsers `json:"scram,omitempty"`
 }
 
 // UnmarshalJSON decodes a State. The "objects" field was reserved (and never written)
@@ -111,7 +114,9 @@ func (s *State) view() *metadata.View {
 	for k, v := range s.Topics {
 		topics[k] = v
 	}
-	return metadata.NewViewWithObjects(s.Version, s.ClusterID, -1, brokers, topics, s.Objects)
+	v := metadata.NewViewWithObjects(s.Version, s.ClusterID, -1, brokers, topics, s.Objects)
+	v.Scram = s.Scram
+	return v
 }
 
 // cloneTopic returns a deep copy of t that a command may modify before storing it. The

@@ -14,10 +14,13 @@ type ViewJSON struct {
 	// Objects: the prepared and committed objects, by ID (a JSON object keyed by the
 	// decimal ID).
 	Objects map[uint64]metadata.Object `json:"objects,omitempty"`
+	// Scram: the users' SCRAM credentials (salts and keys, never passwords), which
+	// brokers check SASL logins against.
+	Scram metadata.ScramUsers `json:"scram,omitempty"`
 }
 
 func viewToWire(v *metadata.View) ViewJSON {
-	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics, Objects: v.Objects}
+	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics, Objects: v.Objects, Scram: v.Scram}
 }
 
 // RegisterRequest is the body of POST /v1/brokers/register. Incarnation identifies the

@@ -65,6 +65,8 @@ type localState struct {
 	// Objects holds the prepared and committed objects by ID. Copy-on-write (a change
 	// stores a new map), so Views and rollback copies share it.
 	Objects map[uint64]Object `json:"objects,omitempty"`
+	// Scram holds the SCRAM credentials (local_scram.go); copy-on-write like Objects.
+	Scram ScramUsers `json:"scram,omitempty"`
 }
 
 // localEpoch is the registration epoch of LocalStore's only broker.
@@ -152,6 +154,7 @@ func (s *LocalStore) publish() {
 	self := s.cfg.Self
 	self.Epoch = localEpoch
 	s.view = NewViewWithObjects(s.state.Version, s.state.ClusterID, self.ID, []Broker{self}, topics, s.state.Objects)
+	s.view.Scram = s.state.Scram
 	close(s.changed)
 	s.changed = make(chan struct{})
 }

@@ -350,7 +350,10 @@ type View struct {
 	// Objects holds the prepared and committed objects by ID (deleted ones are dropped).
 	// It may be nil (no objects, or a store without object manifests).
 	Objects map[uint64]Object
-	byID    map[TopicID]*Topic
+	// Scram holds the users' SCRAM credentials (scram.go); nil: none. Shared, never
+	// modified: set before the View is published.
+	Scram ScramUsers
+	byID  map[TopicID]*Topic
 }
 
 // TopicByID finds a topic by its UUID.

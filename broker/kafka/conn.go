@@ -40,6 +40,7 @@ type conn struct {
 	// who the client is: Anonymous until TLS client authentication or SASL says otherwise.
 	lis       *Listener
 	principal atomic.Pointer[security.Principal]
+	sasl      saslConn // SASL state (sasl_gate.go): read and written on the reader goroutine only
 
 	// Zone routing (zones.go): the listener's zone, the rack of the client's Fetch
 	// requests, the zone its bytes are counted under, whether it is another broker's.
@@ -159,6 +160,9 @@ func (c *conn) readLoop() error {
 		if err != nil {
 			c.s.metrics.badFrames.Inc()
 			c.s.log.Warn("closing connection: malformed request", "remote", c.nc.RemoteAddr().String(), "err", err)
+			return err
+		}
+		if err := c.saslGate(s.key); err != nil {
 			return err
 		}
 		select {

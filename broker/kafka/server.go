@@ -13,6 +13,7 @@ import (
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/routing"
+	"github.com/weir-io/weir/security/sasl"
 )
 
 // Config is the front end's part of the broker's configuration.
@@ -40,6 +41,10 @@ type Config struct {
 	Zone        string
 	Routing     routing.Config
 	Traffic     *routing.Traffic
+
+	// SASL configures the mechanisms of SASL listeners (Listener.SASL) and KIP-368
+	// session lifetimes (sasl_authenticate.go).
+	SASL sasl.Config
 }
 
 // Deps is what the front end serves from.
@@ -68,6 +73,7 @@ type Server struct {
 	log      *slog.Logger
 	metrics  *metrics
 	now      func() time.Time
+	sasl     *saslServer
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -93,6 +99,7 @@ func NewServer(cfg Config, d Deps) *Server {
 	s := &Server{cfg: cfg, meta: d.Meta, be: d.Backend, groups: d.Groups, internal: d.Internal, log: d.Logger, now: d.Now,
 		metrics: newMetrics(d.Registerer), conns: map[*conn]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.sasl = newSASLServer(cfg.SASL, d.Meta, s.metrics.set)
 	return s
 }
 

@@ -25,6 +25,7 @@ Commands:
   drain      move every partition off a broker (--broker); it stays draining (given nothing) until it registers again
   traffic    bytes crossing zones per zone pair and kind, from the brokers' /metrics (--metrics); monthly cost beside Kafka's
   token      print a new random cluster token (for --cluster-token-file)
+  user       SCRAM users for SASL logins: set, delete, list (weir admin user --help)
 
 Every command but traffic and token takes --controllers (default 127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403,
 what weir dev runs), and, for a cluster with authenticated links, --cluster-token-file (or a client
@@ -43,6 +44,9 @@ func runAdmin(ctx context.Context, args []string) error {
 	if args[0] == "token" {
 		fmt.Println(token.Generate())
 		return nil
+	}
+	if args[0] == "user" { // SCRAM users: admin_users.go
+		return runAdminUser(ctx, args[1:], os.Stdout)
 	}
 	fs := flag.NewFlagSet("weir admin "+args[0], flag.ContinueOnError)
 	controllers := fs.String("controllers", "127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403", "comma-separated controller API addresses")

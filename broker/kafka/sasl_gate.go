@@ -1,0 +1,135 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/internal/metricset"
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/sasl"
+)
+
+// SASL on a listener with Listener.SASL (SASL_PLAINTEXT, SASL_SSL): until the client has
+// authenticated (SaslHandshake v1 naming a mechanism, then SaslAuthenticate exchanges,
+// sasl_handshake.go and sasl_authenticate.go) the only requests served are ApiVersions,
+// SaslHandshake and SaslAuthenticate; any other closes the connection unanswered, as
+// Kafka does ("Unexpected Kafka request ... during SASL handshake"). A failed
+// authentication is answered, then the connection is closed.
+//
+// KIP-368: with a session lifetime, SaslAuthenticate v1+ tells the client how long its
+// authentication lasts; the client re-authenticates on the same connection (a new
+// SaslHandshake and SaslAuthenticate, as the same user) before then, and a connection
+// whose session ran out is closed at its next other request.
+//
+// The state lives in conn.sasl and is touched by the reader goroutine only: the gate
+// runs there before a request is queued, and SaslHandshake and SaslAuthenticate are
+// registered non-blocking, so they run there too, in request order. That is what makes
+// "authenticated" true exactly from the request after a successful SaslAuthenticate.
+//
+// The legacy flow of SaslHandshake v0 (raw SASL tokens without SaslAuthenticate
+// framing, Kafka before 1.0) is not served: a raw token does not parse as an allowed
+// request, so such a client is closed before anything is served. Clients that see
+// SaslAuthenticate in ApiVersions (Kafka 1.0+ clients, librdkafka, franz-go, sarama's
+// default SASLHandshakeV1) use it. SaslHandshake v0 is still in the advertised range:
+// librdkafka refuses SASL with a broker whose range does not include it.
+
+var (
+	errSASLRequired = errors.New("kafka: request before SASL authentication")
+	errSASLExpired  = errors.New("kafka: SASL session expired (KIP-368) without re-authentication")
+)
+
+// saslConn is one connection's SASL state.
+type saslConn struct {
+	session   sasl.Session // between SaslHandshake and the end of its exchange
+	mechanism string       // of session
+	// user is who the connection authenticated as ("" before); a re-authentication must
+	// name the same user.
+	user    string
+	expires time.Time // zero: the session never expires
+}
+
+// saslServer is the server-wide part: the mechanisms, the credential lookup, metrics.
+type saslServer struct {
+	cfg  sasl.Config
+	auth *sasl.Authenticator
+
+	attempts *prometheus.CounterVec // mechanism, result
+	refused  *prometheus.CounterVec // reason
+}
+
+func newSASLServer(cfg sasl.Config, meta metadata.Store, set *metricset.Set) *saslServer {
+	if len(cfg.Mechanisms) == 0 {
+		cfg = sasl.DefaultConfig()
+	}
+	ss := &saslServer{cfg: cfg,
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_broker_sasl_authentications_total",
+			Help: "SASL authentications by mechanism and result: ok, reauthenticated (KIP-368), failed (unknown user or wrong password: not told apart), malformed, unsupported_mechanism (mechanism \"other\"), principal_change (a re-authentication as another user).",
+		}, []string{"mechanism", "result"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_broker_sasl_closed_connections_total",
+			Help: "Connections of SASL listeners closed for a request other than ApiVersions/SaslHandshake/SaslAuthenticate before authentication (unauthenticated) or after the session expired (expired).",
+		}, []string{"reason"}),
+	}
+	set.MustRegister(ss.attempts, ss.refused)
+	ss.auth = sasl.NewAuthenticator(cfg.Mechanisms, func(user, mechanism string) (sasl.Credential, bool) {
+		m, ok := metadata.ParseScramMechanism(mechanism)
+		if !ok || meta == nil {
+			return sasl.Credential{}, false
+		}
+		v := meta.View()
+		if v == nil {
+			return sasl.Credential{}, false
+		}
+		c, ok := v.Scram.Credential(user, m)
+		if !ok {
+			return sasl.Credential{}, false
+		}
+		return sasl.Credential{Iterations: int(c.Iterations), Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey}, true
+	})
+	return ss
+}
+
+// mechanismLabel bounds the label's values to the known mechanisms.
+func (ss *saslServer) mechanismLabel(m string) string {
+	for _, k := range sasl.Mechanisms {
+		if m == k {
+			return m
+		}
+	}
+	return "other"
+}
+
+// saslGate decides whether a request with API key key may be served on this connection
+// now; an error closes the connection without an answer.
+func (c *conn) saslGate(key int16) error {
+	if c.lis == nil || !c.lis.SASL {
+		return nil
+	}
+	switch key {
+	case 18, 17, 36: // ApiVersions, SaslHandshake, SaslAuthenticate
+		return nil
+	case InternalKey:
+		// Other brokers' links prove the cluster token instead (internal.go); without
+		// tokens there is no proof, and a SASL listener serves them nothing.
+		if pa, ok := c.s.internal.(PeerAuthenticator); ok && len(pa.PeerTokens()) > 0 {
+			return nil
+		}
+	}
+	st := &c.sasl
+	reason, err := "", error(nil)
+	switch {
+	case st.user == "":
+		reason, err = "unauthenticated", errSASLRequired
+	case !st.expires.IsZero() && !time.Now().Before(st.expires):
+		reason, err = "expired", errSASLExpired
+	default:
+		return nil
+	}
+	c.s.sasl.refused.WithLabelValues(reason).Inc()
+	c.s.log.Info("closing SASL connection", "remote", c.nc.RemoteAddr().String(), "request", kmsg.NameForKey(key), "reason", reason)
+	return fmt.Errorf("%w: %s", err, kmsg.NameForKey(key))
+}
