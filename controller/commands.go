@@ -31,6 +31,8 @@ const (
 	cmdDeleteObjects       cmdType = 15
 	cmdCompleteRecovery    cmdType = 16
 	cmdDrainBroker         cmdType = 17
+	cmdCreateACLs          cmdType = 19
+	cmdDeleteACLs          cmdType = 20
 )
 
 // command is one replicated change. apply must be deterministic: it may read and change
@@ -60,6 +62,8 @@ var commandDecoders = map[cmdType]func() command{
 	cmdDeleteObjects:       func() command { return &deleteObjectsCmd{} },
 	cmdCompleteRecovery:    func() command { return &completeRecoveryCmd{} },
 	cmdDrainBroker:         func() command { return &drainBrokerCmd{} },
+	cmdCreateACLs:          func() command { return &createACLsCmd{} },
+	cmdDeleteACLs:          func() command { return &deleteACLsCmd{} },
 }
 
 var errBadCommand = errors.New("controller: undecodable command")

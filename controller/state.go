@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
 )
 
 // State is the replicated metadata. Apply changes it copy-on-write: a *metadata.Topic
@@ -31,6 +32,9 @@ type State struct {
 	// partitions (metadata.Partition.Objects). Manifests grow with objects × partitions:
 	// compaction and a sparse index are planned (ARCHITECTURE.md).
 	Objects map[uint64]metadata.Object `json:"objects,omitempty"`
+	// ACLs are the ACL bindings, sorted (cmd_acls.go); copy-on-write like Objects.
+	// Absent from snapshots written before ACLs existed: none.
+	ACLs []acl.Binding `json:"acls,omitempty"`
 }
 
 // UnmarshalJSON decodes a State. The "objects" field was reserved (and never written)
@@ -111,7 +115,9 @@ func (s *State) view() *metadata.View {
 	for k, v := range s.Topics {
 		topics[k] = v
 	}
-	return metadata.NewViewWithObjects(s.Version, s.ClusterID, -1, brokers, topics, s.Objects)
+	v := metadata.NewViewWithObjects(s.Version, s.ClusterID, -1, brokers, topics, s.Objects)
+	v.ACLs = acl.NewSet(s.ACLs)
+	return v
 }
 
 // cloneTopic returns a deep copy of t that a command may modify before storing it. The

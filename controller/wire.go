@@ -1,6 +1,9 @@
 package controller
 
-import "github.com/weir-io/weir/metadata"
+import (
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
+)
 
 // The API's JSON bodies. Topic IDs are JSON arrays of 16 numbers (metadata.TopicID).
 
@@ -14,10 +17,12 @@ type ViewJSON struct {
 	// Objects: the prepared and committed objects, by ID (a JSON object keyed by the
 	// decimal ID).
 	Objects map[uint64]metadata.Object `json:"objects,omitempty"`
+	// ACLs: the ACL bindings (absent: none).
+	ACLs []acl.Binding `json:"acls,omitempty"`
 }
 
 func viewToWire(v *metadata.View) ViewJSON {
-	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics, Objects: v.Objects}
+	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics, Objects: v.Objects, ACLs: v.ACLSet().Bindings()}
 }
 
 // RegisterRequest is the body of POST /v1/brokers/register. Incarnation identifies the

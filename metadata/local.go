@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/weir-io/weir/security/acl"
 )
 
 // LocalConfig configures a LocalStore.
@@ -65,6 +67,8 @@ type localState struct {
 	// Objects holds the prepared and committed objects by ID. Copy-on-write (a change
 	// stores a new map), so Views and rollback copies share it.
 	Objects map[uint64]Object `json:"objects,omitempty"`
+	// ACLs are the ACL bindings (local_acls.go), sorted; copy-on-write.
+	ACLs []acl.Binding `json:"acls,omitempty"`
 }
 
 // localEpoch is the registration epoch of LocalStore's only broker.
@@ -152,6 +156,7 @@ func (s *LocalStore) publish() {
 	self := s.cfg.Self
 	self.Epoch = localEpoch
 	s.view = NewViewWithObjects(s.state.Version, s.state.ClusterID, self.ID, []Broker{self}, topics, s.state.Objects)
+	s.view.ACLs = acl.NewSet(s.state.ACLs)
 	close(s.changed)
 	s.changed = make(chan struct{})
 }

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/weir-io/weir/security/acl"
 )
 
 // Sentinel errors; the broker translates them to Kafka error codes at the protocol edge.
@@ -317,7 +319,9 @@ type View struct {
 	// Objects holds the prepared and committed objects by ID (deleted ones are dropped).
 	// It may be nil (no objects, or a store without object manifests).
 	Objects map[uint64]Object
-	byID    map[TopicID]*Topic
+	// ACLs are the cluster's ACL bindings (acls.go); nil: none. Immutable, indexed.
+	ACLs *acl.Set
+	byID map[TopicID]*Topic
 }
 
 // TopicByID finds a topic by its UUID.
