@@ -13,6 +13,7 @@ import (
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/routing"
+	"github.com/weir-io/weir/security/acl"
 )
 
 // Config is the front end's part of the broker's configuration.
@@ -40,6 +41,9 @@ type Config struct {
 	Zone        string
 	Routing     routing.Config
 	Traffic     *routing.Traffic
+
+	// Authorizer checks every request against the ACLs (authz.go); nil: off.
+	Authorizer *acl.Authorizer
 }
 
 // Deps is what the front end serves from.
