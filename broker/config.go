@@ -17,6 +17,7 @@ import (
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/routing"
+	"github.com/weir-io/weir/security/acl"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -90,6 +91,9 @@ type Config struct {
 	// everything in the WAL. The tier also needs a metadata store with object manifests.
 	Objects objectstore.Store
 	Tier    tier.Config
+
+	// ACL turns on the authorizer (--authorizer acl) and names the super users.
+	ACL acl.Config
 
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -183,6 +187,7 @@ func DefaultConfig() Config {
 		WAL:                    wal.DefaultConfig(""),
 		Group:                  group.DefaultConfig(),
 		Tier:                   tier.DefaultConfig(),
+		ACL:                    acl.DefaultConfig(),
 	}
 }
 
@@ -245,6 +250,9 @@ func (c *Config) Validate() error {
 	if err := c.Tier.Validate(); err != nil {
 		return err
 	}
+	if err := c.ACL.Validate(); err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
 	return c.Group.Validate()
 }
 
@@ -280,6 +288,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.ZoneRouting, "zone-routing", c.ZoneRouting, "route clients of a known zone through brokers of their zone: produce through a same-zone proxy, read from a same-zone replica; only links cross zones (a client's zone: the --zone-listener it connected to, a weir_az=/automq_az=/warpstream_az=/ws_az=/zone= tag in client.id, the rack of its Fetch requests, or --zone-cidrs)")
 	c.Routing.BindFlags(fs)
 	c.Tier.BindFlags(fs)
+	c.ACL.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
 }
 
