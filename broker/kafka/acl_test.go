@@ -41,7 +41,7 @@ type aclEnv struct {
 	dir  string
 }
 
-func startACLServer(t *testing.T) *aclEnv {
+func startACLServer(t *testing.T, mods ...func(*Config)) *aclEnv {
 	t.Helper()
 	dir := t.TempDir()
 	ca, err := tlstest.NewCA(dir)
@@ -74,8 +74,12 @@ func startACLServer(t *testing.T) *aclEnv {
 	gcfg.InitialRebalanceDelay = 0
 	groups := group.New(gcfg, nopOffsets{}, allTopics{})
 	t.Cleanup(groups.Close)
-	s := NewServer(Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1, BrokerConfigs: map[string]string{"broker.id": "0"},
-		Authorizer: acl.NewAuthorizer([]security.Principal{"User:admin"}, false)},
+	cfg := Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1, BrokerConfigs: map[string]string{"broker.id": "0"},
+		Authorizer: acl.NewAuthorizer([]security.Principal{"User:admin"}, false)}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	s := NewServer(cfg,
 		Deps{Meta: meta, Backend: &fakeBackend{meta: meta}, Groups: groups, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	s.ServeListener(ln, Listener{TLS: src.Server()})
 	t.Cleanup(s.Close)
@@ -685,5 +689,50 @@ func TestACLGroupTopics(t *testing.T) {
 	}
 	if !slices.Equal(topics, []string{"t"}) {
 		t.Fatalf("erin's offset fetch lists %v, want [t]", topics)
+	}
+}
+
+// TestACLAutoCreate: Metadata creates a missing topic only for a principal with Create
+// on the cluster or the topic; the others get TOPIC_AUTHORIZATION_FAILED and nothing is
+// created.
+func TestACLAutoCreate(t *testing.T) {
+	e := startACLServer(t, func(c *Config) { c.AutoCreateTopics = true })
+	admin := kadm.NewClient(e.client(t, "admin"))
+	e.grant(t, admin, kadm.NewACLs().Allow("User:carol").Topics("auto-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpDescribe))
+	e.grant(t, admin, kadm.NewACLs().Allow("User:frank").Topics("auto-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpCreate, kadm.OpDescribe))
+	ask := func(user, topic string) int16 {
+		req := kmsg.NewPtrMetadataRequest()
+		req.AllowAutoTopicCreation = true
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = &topic
+		req.Topics = append(req.Topics, mt)
+		return request(t, e.client(t, user), req).(*kmsg.MetadataResponse).Topics[0].ErrorCode
+	}
+	if code := ask("carol", "auto-a"); code != kerr.TopicAuthorizationFailed.Code || e.meta.View().Topics["auto-a"] != nil {
+		t.Errorf("carol (Describe only): code %d, topic created %v", code, e.meta.View().Topics["auto-a"] != nil)
+	}
+	if code := ask("frank", "auto-b"); code != 0 || e.meta.View().Topics["auto-b"] == nil {
+		t.Errorf("frank (Create): code %d, topic created %v", code, e.meta.View().Topics["auto-b"] != nil)
+	}
+}
+
+// TestACLOff: without an authorizer everyone is served and the ACL APIs answer
+// SECURITY_DISABLED, as Kafka does without an authorizer.
+func TestACLOff(t *testing.T) {
+	e := startACLServer(t, func(c *Config) { c.Authorizer = nil })
+	bob := e.client(t, "bob")
+	for _, c := range aclMatrix() {
+		if _, served := apis[c.key]; !served {
+			continue
+		}
+		if c.key < 29 || c.key > 31 {
+			if codes := codesOf(request(t, bob, c.req(e))); slices.ContainsFunc(codes, func(code int16) bool { return slices.Contains(authCodes, code) }) {
+				t.Errorf("%s with the authorizer off: %v", c.name, codes)
+			}
+			continue
+		}
+		if codes := codesOf(request(t, bob, c.req(e))); !slices.Contains(codes, kerr.SecurityDisabled.Code) {
+			t.Errorf("%s with the authorizer off: %v, want SECURITY_DISABLED", c.name, codes)
+		}
 	}
 }
