@@ -147,6 +147,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		Routing:           cfg.Routing,
 		Traffic:           cfg.Traffic,
 		SASL:              cfg.SASL,
+		Authorizer:        cfg.ACL.New(),
 	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Internal: peerServer{b}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/routing"
+	"github.com/weir-io/weir/security/acl"
 	"github.com/weir-io/weir/security/sasl"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/wal"
@@ -109,6 +110,9 @@ type Config struct {
 	Tier    tier.Config
 	// SASL: the mechanisms SASL listeners accept and the KIP-368 session lifetime.
 	SASL sasl.Config
+
+	// ACL turns on the authorizer (--authorizer acl) and names the super users.
+	ACL acl.Config
 
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -213,6 +217,7 @@ func DefaultConfig() Config {
 		Group:                  group.DefaultConfig(),
 		Tier:                   tier.DefaultConfig(),
 		SASL:                   sasl.DefaultConfig(),
+		ACL:                    acl.DefaultConfig(),
 	}
 }
 
@@ -281,6 +286,9 @@ func (c *Config) Validate() error {
 	if err := c.Tier.Validate(); err != nil {
 		return err
 	}
+	if err := c.ACL.Validate(); err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
 	return c.Group.Validate()
 }
 
@@ -319,6 +327,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	c.bindPeerFlags(fs)
 	c.Tier.BindFlags(fs)
 	c.SASL.BindFlags(fs)
+	c.ACL.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
 }
 

@@ -38,6 +38,9 @@ import (
 //	POST   /v1/objects/commit            CommitObjectRequest     -> ObjectResponse | 409 object_rejected
 //	POST   /v1/objects/delete            DeleteObjectsRequest    -> DeleteObjectsResponse | 409 object_rejected
 //	POST   /v1/scram                     ScramRequest            -> ScramResponse (results per user)
+//	POST   /v1/acls                      CreateACLsRequest       -> VersionResponse | 400 acl_rejected
+//	POST   /v1/acls/delete               DeleteACLsRequest       -> DeleteACLsResponse | 400 acl_rejected
+//	GET    /v1/acls                      (local state)           -> ACLsResponse
 //	GET    /v1/metadata?after=V&wait=D   long poll               -> ViewJSON | 204 (no change in D)
 //	GET    /v1/metadata?consistent=1     leader, after a barrier -> ViewJSON
 //	GET    /v1/status                                            -> Status
@@ -66,6 +69,7 @@ func (c *Controller) routes() http.Handler {
 	mux.HandleFunc("POST /v1/objects/commit", writeAs[CommitObjectRequest](c, c.handleCommitObject))
 	mux.HandleFunc("POST /v1/objects/delete", writeAs[DeleteObjectsRequest](c, c.handleDeleteObjects))
 	mux.HandleFunc("POST /v1/scram", writeAs[ScramRequest](c, c.handleAlterScram))
+	c.aclRoutes(mux)
 	mux.HandleFunc("GET /v1/metadata", c.handleMetadata)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Status()) })
 	// The balancer's state lives on the leader: a follower forwards, like a write.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
 	"github.com/weir-io/weir/security/tlsconf"
 )
 
@@ -326,6 +327,7 @@ func (c *Client) publish(vj *ViewJSON) bool {
 	}
 	c.view = metadata.NewViewWithObjects(vj.Version, vj.ClusterID, id, vj.Brokers, vj.Topics, vj.Objects)
 	c.view.Scram = vj.Scram
+	c.view.ACLs = acl.NewSet(vj.ACLs)
 	c.viewVersion.Store(vj.Version)
 	close(c.changed)
 	c.changed = make(chan struct{})

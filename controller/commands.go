@@ -33,6 +33,8 @@ const (
 	cmdDrainBroker         cmdType = 17
 
 	cmdAlterScramCredentials cmdType = 18
+	cmdCreateACLs            cmdType = 19
+	cmdDeleteACLs            cmdType = 20
 )
 
 // command is one replicated change. apply must be deterministic: it may read and change
@@ -64,6 +66,8 @@ var commandDecoders = map[cmdType]func() command{
 	cmdDrainBroker:         func() command { return &drainBrokerCmd{} },
 
 	cmdAlterScramCredentials: func() command { return &alterScramCmd{} },
+	cmdCreateACLs:            func() command { return &createACLsCmd{} },
+	cmdDeleteACLs:            func() command { return &deleteACLsCmd{} },
 }
 
 var errBadCommand = errors.New("controller: undecodable command")

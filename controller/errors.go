@@ -54,6 +54,7 @@ var errorCodes = []struct {
 	{"move_refused", metadata.ErrMoveRefused, http.StatusConflict},
 	{"recovery_refused", metadata.ErrRecoveryRefused, http.StatusConflict},
 	{"duplicate_broker", metadata.ErrDuplicateBroker, http.StatusConflict},
+	{"acl_rejected", metadata.ErrACLRejected, http.StatusBadRequest},
 	{"not_leader", ErrNotLeader, http.StatusServiceUnavailable},
 	{"unavailable", ErrUnavailable, http.StatusServiceUnavailable},
 	{"bad_request", ErrBadRequest, http.StatusBadRequest},

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
 )
 
 // State is the replicated metadata. Apply changes it copy-on-write: a *metadata.Topic
@@ -34,6 +35,9 @@ type State struct {
 	// Scram holds the users' SCRAM credentials (cmd_scram.go); copy-on-write like
 	// Objects. Absent from snapshots without credentials.
 	Scram metadata.ScramUsers `json:"scram,omitempty"`
+	// ACLs are the ACL bindings, sorted (cmd_acls.go); copy-on-write like Objects.
+	// Absent from snapshots written before ACLs existed: none.
+	ACLs []acl.Binding `json:"acls,omitempty"`
 }
 
 // UnmarshalJSON decodes a State. The "objects" field was reserved (and never written)
@@ -116,6 +120,7 @@ func (s *State) view() *metadata.View {
 	}
 	v := metadata.NewViewWithObjects(s.Version, s.ClusterID, -1, brokers, topics, s.Objects)
 	v.Scram = s.Scram
+	v.ACLs = acl.NewSet(s.ACLs)
 	return v
 }
 

@@ -1,6 +1,9 @@
 package controller
 
-import "github.com/weir-io/weir/metadata"
+import (
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
+)
 
 // The API's JSON bodies. Topic IDs are JSON arrays of 16 numbers (metadata.TopicID).
 
@@ -17,10 +20,12 @@ type ViewJSON struct {
 	// Scram: the users' SCRAM credentials (salts and keys, never passwords), which
 	// brokers check SASL logins against.
 	Scram metadata.ScramUsers `json:"scram,omitempty"`
+	// ACLs: the ACL bindings (absent: none).
+	ACLs []acl.Binding `json:"acls,omitempty"`
 }
 
 func viewToWire(v *metadata.View) ViewJSON {
-	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics, Objects: v.Objects, Scram: v.Scram}
+	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics, Objects: v.Objects, Scram: v.Scram, ACLs: v.ACLSet().Bindings()}
 }
 
 // RegisterRequest is the body of POST /v1/brokers/register. Incarnation identifies the

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/weir-io/weir/security/acl"
 )
 
 // LocalConfig configures a LocalStore.
@@ -67,6 +69,8 @@ type localState struct {
 	Objects map[uint64]Object `json:"objects,omitempty"`
 	// Scram holds the SCRAM credentials (local_scram.go); copy-on-write like Objects.
 	Scram ScramUsers `json:"scram,omitempty"`
+	// ACLs are the ACL bindings (local_acls.go), sorted; copy-on-write.
+	ACLs []acl.Binding `json:"acls,omitempty"`
 }
 
 // localEpoch is the registration epoch of LocalStore's only broker.
@@ -155,6 +159,7 @@ func (s *LocalStore) publish() {
 	self.Epoch = localEpoch
 	s.view = NewViewWithObjects(s.state.Version, s.state.ClusterID, self.ID, []Broker{self}, topics, s.state.Objects)
 	s.view.Scram = s.state.Scram
+	s.view.ACLs = acl.NewSet(s.state.ACLs)
 	close(s.changed)
 	s.changed = make(chan struct{})
 }

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/weir-io/weir/security/acl"
 )
 
 // Sentinel errors; the broker translates them to Kafka error codes at the protocol edge.
@@ -353,7 +355,9 @@ type View struct {
 	// Scram holds the users' SCRAM credentials (scram.go); nil: none. Shared, never
 	// modified: set before the View is published.
 	Scram ScramUsers
-	byID  map[TopicID]*Topic
+	// ACLs are the cluster's ACL bindings (acls.go); nil: none. Immutable, indexed.
+	ACLs *acl.Set
+	byID map[TopicID]*Topic
 }
 
 // TopicByID finds a topic by its UUID.

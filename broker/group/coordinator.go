@@ -143,6 +143,10 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, respond func
 		respond(errorResponse(req, kerr.CoordinatorNotAvailable.Code))
 		return
 	}
+	req, respond, ok = authorize(ctx, req, respond) // authz.go
+	if !ok {
+		return
+	}
 	if code := c.ownershipCode(req); code != 0 {
 		respond(errorResponse(req, code))
 		return

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"fmt"
+	"github.com/weir-io/weir/security/acl"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,9 +23,6 @@ func init() {
 func handleAlterUserScram(s *Server, c *conn, sl *slot, req kmsg.Request) {
 	r := req.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
-	// ACL hook: the authorizer checks ALTER on the CLUSTER resource for c.Principal()
-	// here (CLUSTER_AUTHORIZATION_FAILED for every user); for now any authenticated
-	// principal may alter.
 	var alts []metadata.ScramAlteration
 	// Deletions first, then upsertions: the order in which Kafka's controller reads them
 	// (which decides whose alteration counts as the duplicate).
@@ -55,6 +53,11 @@ func handleAlterUserScram(s *Server, c *conn, sl *slot, req kmsg.Request) {
 			resp.Results = append(resp.Results, res)
 		}
 		sl.respond(resp)
+	}
+	// Alter on the cluster, as Kafka asks (with the authorizer off: anyone).
+	if !allowedCluster(s.withSession(c.ctx, c), acl.OpAlter) {
+		answerAll(kerr.ClusterAuthorizationFailed)
+		return
 	}
 	store, ok := s.meta.(metadata.ScramStore)
 	if !ok {

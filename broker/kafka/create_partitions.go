@@ -9,7 +9,9 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -21,6 +23,11 @@ func (s *Server) handleCreatePartitions(ctx context.Context, req *kmsg.CreatePar
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
+		if !allowedTopic(ctx, acl.OpAlter, rt.Topic) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if err := s.meta.CreatePartitions(ctx, rt.Topic, rt.Count, req.ValidateOnly); err != nil {
 			st.ErrorCode = kafkaCode(err)
 			st.ErrorMessage = errMessage(err)

@@ -39,6 +39,11 @@ func (s *Server) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsR
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if !allowedCreate(ctx, rt.Topic) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		spec := metadata.TopicSpec{Name: rt.Topic, Partitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor, Configs: map[string]string{}}
 		if len(rt.ReplicaAssignment) > 0 {
 			if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -24,10 +25,16 @@ func (s *Server) handleDeleteRecords(ctx context.Context, req *kmsg.DeleteRecord
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
 		t := view.Topics[rt.Topic]
+		deletable := allowedTopic(ctx, acl.OpDelete, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
+			if !deletable {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			w, err := s.be.Writer(t, rp.Partition, "")
 			if err != nil {
 				sp.ErrorCode = kafkaCode(err)

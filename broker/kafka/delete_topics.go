@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -52,6 +53,11 @@ func (s *Server) handleDeleteTopics(ctx context.Context, req *kmsg.DeleteTopicsR
 			}
 		default:
 			st.ErrorCode = kerr.InvalidRequest.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if !allowedTopic(ctx, acl.OpDelete, name) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -22,6 +23,10 @@ func (s *Server) handleDescribeCluster(ctx context.Context, req *kmsg.DescribeCl
 	resp.EndpointType = req.EndpointType
 	if req.Version >= 1 && req.EndpointType != 1 {
 		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		return resp
+	}
+	if !allowedCluster(ctx, acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return resp
 	}
 	view := s.meta.View()

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
 )
 
 const (
@@ -39,6 +40,10 @@ func (s *Server) handleDescribeConfigs(ctx context.Context, req *kmsg.DescribeCo
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		switch rr.ResourceType {
 		case resourceTopic:
+			if !allowedTopic(ctx, acl.OpDescribeConfigs, rr.ResourceName) {
+				sr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				break
+			}
 			t := view.Topics[rr.ResourceName]
 			if t == nil {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -46,6 +51,10 @@ func (s *Server) handleDescribeConfigs(ctx context.Context, req *kmsg.DescribeCo
 			}
 			sr.Configs = describeTopicConfigs(t, rr.ConfigNames, req.IncludeDocumentation)
 		case resourceBroker:
+			if !allowedCluster(ctx, acl.OpDescribeConfigs) {
+				sr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				break
+			}
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.cfg.NodeID)) {
 				sr.ErrorCode = kerr.InvalidRequest.Code
 				msg := "unknown broker " + rr.ResourceName

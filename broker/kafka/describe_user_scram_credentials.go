@@ -3,6 +3,7 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/security/acl"
 )
 
 // DescribeUserScramCredentials (key 50), version 0: the mechanisms and iteration counts
@@ -16,9 +17,12 @@ func init() {
 func handleDescribeUserScram(s *Server, c *conn, sl *slot, req kmsg.Request) {
 	r := req.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	// ACL hook: the authorizer checks DESCRIBE on the CLUSTER resource for c.Principal()
-	// here (CLUSTER_AUTHORIZATION_FAILED in resp.ErrorCode); for now any authenticated
-	// principal may describe.
+	// Describe on the cluster, as Kafka asks (with the authorizer off: anyone).
+	if !allowedCluster(s.withSession(c.ctx, c), acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		sl.respond(resp)
+		return
+	}
 	users := s.meta.View().Scram
 	names := make([]string, 0, len(r.Users))
 	for _, u := range r.Users {

@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -52,15 +53,21 @@ func (s *Server) handleElectLeaders(ctx context.Context, req *kmsg.ElectLeadersR
 	if req.Version == 0 {
 		typ = electPreferred
 	}
-	if typ != electPreferred && typ != electUnclean {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		msg := fmt.Sprintf("unknown election type %d", typ)
+	code, msg := int16(0), ""
+	switch {
+	case !allowedCluster(ctx, acl.OpAlter):
+		code, msg = kerr.ClusterAuthorizationFailed.Code, "ElectLeaders needs Alter on the cluster"
+	case typ != electPreferred && typ != electUnclean:
+		code, msg = kerr.InvalidRequest.Code, fmt.Sprintf("unknown election type %d", typ)
+	}
+	if code != 0 {
+		resp.ErrorCode = code
 		for _, rt := range req.Topics {
 			st := kmsg.NewElectLeadersResponseTopic()
 			st.Topic = rt.Topic
 			for _, i := range rt.Partitions {
 				sp := kmsg.NewElectLeadersResponseTopicPartition()
-				sp.Partition, sp.ErrorCode, sp.ErrorMessage = i, kerr.InvalidRequest.Code, &msg
+				sp.Partition, sp.ErrorCode, sp.ErrorMessage = i, code, &msg
 				st.Partitions = append(st.Partitions, sp)
 			}
 			resp.Topics = append(resp.Topics, st)

@@ -8,6 +8,7 @@ import (
 	"github.com/weir-io/weir/broker/tier"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -63,6 +64,8 @@ func kafkaCode(err error) int16 {
 		// A reassignment the controller refused for a reason the handler's View did not
 		// show yet (the message says which): the assignment cannot be applied as asked.
 		return kerr.InvalidReplicaAssignment.Code
+	case errors.Is(err, metadata.ErrACLRejected), errors.Is(err, acl.ErrInvalid):
+		return kerr.InvalidRequest.Code
 	case errors.Is(err, metadata.ErrNotController):
 		return kerr.NotController.Code
 	case errors.Is(err, wal.ErrNoSpace), errors.Is(err, wal.ErrIO), errors.Is(err, wal.ErrFailed), errors.Is(err, wal.ErrClosed),

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/routing"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -51,6 +52,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 	zone := s.clientZone(c, sl.clientID, view)
 	// A consumer of another zone is pointed at its zone's read replica (KIP-392).
 	redirect := zone != "" && zone != s.cfg.Zone && req.ReplicaID < 0 && req.Version >= 11
+	ss := s.session(c) // nil: no authorizer
 	var targets []fetchTarget
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -60,6 +62,11 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 		} else {
 			t = view.Topics[rt.Topic]
 		}
+		name := rt.Topic
+		if t != nil {
+			name = t.Name
+		}
+		readable := ss.Allowed(acl.OpRead, acl.ResourceTopic, name)
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		st.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
@@ -73,10 +80,16 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 			// MessageSetSize -1") and never sees the partition's error code, so it keeps
 			// fetching from a broker that answers NOT_LEADER instead of refreshing.
 			out.RecordBatches = []byte{}
+			if t == nil && req.Version >= 13 {
+				out.ErrorCode = kerr.UnknownTopicID.Code
+				continue
+			}
+			if !readable {
+				out.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			r, err := s.be.Reader(t, rp.Partition, -1, zone) // the epoch is checked by each read
 			switch {
-			case t == nil && req.Version >= 13:
-				out.ErrorCode = kerr.UnknownTopicID.Code
 			case err != nil:
 				out.ErrorCode = kafkaCode(err)
 			case redirect && s.preferReplica(view, zone, t, rp.Partition, r, out):

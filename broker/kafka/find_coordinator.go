@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -27,7 +28,14 @@ func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 			return metadata.Broker{ID: -1, Port: -1}, code, &msg
 		}
 		if req.CoordinatorType != 0 {
+			if !acl.Allowed(ctx, acl.OpDescribe, acl.ResourceTransactionalID, key) {
+				return fail(kerr.TransactionalIDAuthorizationFailed.Code, "Describe on the transactional id is not allowed")
+			}
 			return fail(kerr.CoordinatorNotAvailable.Code, "Weir does not support transactions")
+		}
+		// Before the coordinator is looked up: that may create __consumer_offsets.
+		if !acl.Allowed(ctx, acl.OpDescribe, acl.ResourceGroup, key) {
+			return fail(kerr.GroupAuthorizationFailed.Code, "Describe on the group is not allowed")
 		}
 		if key == "" {
 			return fail(kerr.InvalidGroupID.Code, "group id must not be empty")

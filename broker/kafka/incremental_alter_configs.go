@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -27,6 +28,10 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, req *kmsg.In
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		switch rr.ResourceType {
 		case resourceTopic:
+			if !allowedTopic(ctx, acl.OpAlterConfigs, rr.ResourceName) {
+				sr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				break
+			}
 			ops := make([]metadata.ConfigOp, 0, len(rr.Configs))
 			for _, c := range rr.Configs {
 				op := metadata.ConfigOp{Key: c.Name, Op: metadata.ConfigOpType(c.Op)}
@@ -40,6 +45,10 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, req *kmsg.In
 				sr.ErrorMessage = errMessage(err)
 			}
 		case resourceBroker:
+			if !allowedCluster(ctx, acl.OpAlterConfigs) {
+				sr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				break
+			}
 			sr.ErrorCode = kerr.InvalidRequest.Code
 			msg := "broker configs are static in Weir: set them with weir broker flags"
 			sr.ErrorMessage = &msg

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -24,6 +25,12 @@ func (s *Server) handleInitProducerID(ctx context.Context, req *kmsg.InitProduce
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp
+	}
+	// An idempotent producer needs IdempotentWrite on the cluster or Write on some topic
+	// (KIP-679).
+	if !allowedCluster(ctx, acl.OpIdempotentWrite) && !acl.FromContext(ctx).AllowedAny(acl.OpWrite, acl.ResourceTopic) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return resp
 	}
 	if req.ProducerID >= 0 && req.ProducerEpoch >= 0 && req.ProducerEpoch < math.MaxInt16-1 {

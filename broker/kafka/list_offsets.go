@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -27,10 +28,16 @@ func (s *Server) handleListOffsets(ctx context.Context, req *kmsg.ListOffsetsReq
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		t := view.Topics[rt.Topic]
+		describable := allowedTopic(ctx, acl.OpDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
+			if !describable {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			r, err := s.be.Reader(t, rp.Partition, rp.CurrentLeaderEpoch, zoneFrom(ctx))
 			if err != nil {
 				sp.ErrorCode = kafkaCode(err)

@@ -16,8 +16,10 @@ import (
 	"context"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -26,6 +28,10 @@ func init() {
 
 func (s *Server) handleListPartitionReassignments(ctx context.Context, req *kmsg.ListPartitionReassignmentsRequest) *kmsg.ListPartitionReassignmentsResponse {
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	if !allowedCluster(ctx, acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
 	view := s.meta.View()
 	add := func(t *metadata.Topic, indexes []int32) {
 		st := kmsg.NewListPartitionReassignmentsResponseTopic()

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/routing"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -31,15 +32,34 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	var topics []*metadata.Topic
 	if all {
+		// Topics the client may not describe are left out, as if they did not exist.
 		for _, t := range view.Topics {
-			topics = append(topics, t)
+			if allowedTopic(ctx, acl.OpDescribe, t.Name) {
+				topics = append(topics, t)
+			}
 		}
+	}
+	denied := func(mt kmsg.MetadataResponseTopic) {
+		mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		resp.Topics = append(resp.Topics, mt)
 	}
 	for _, rt := range req.Topics {
 		var t *metadata.Topic
 		switch {
 		case rt.Topic != nil:
+			if !allowedTopic(ctx, acl.OpDescribe, *rt.Topic) {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = rt.Topic
+				denied(mt)
+				continue
+			}
 			t = view.Topics[*rt.Topic]
+			if t == nil && allowAuto && metadata.ValidTopicName(*rt.Topic) == nil && !allowedCreate(ctx, *rt.Topic) {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = rt.Topic
+				denied(mt)
+				continue
+			}
 			if t == nil && allowAuto && metadata.ValidTopicName(*rt.Topic) == nil {
 				_, err := s.meta.CreateTopic(ctx, metadata.TopicSpec{Name: *rt.Topic, Partitions: s.cfg.DefaultPartitions, ReplicationFactor: -1}, false)
 				if err == nil || errors.Is(err, metadata.ErrTopicExists) {
@@ -59,6 +79,12 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 			}
 		default:
 			t = view.TopicByID(rt.TopicID)
+			if t != nil && !allowedTopic(ctx, acl.OpDescribe, t.Name) {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = rt.TopicID
+				denied(mt)
+				continue
+			}
 			if t == nil {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.TopicID = rt.TopicID

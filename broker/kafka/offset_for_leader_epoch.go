@@ -11,7 +11,9 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -25,12 +27,15 @@ func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, req *kmsg.Offse
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
 		t := view.Topics[rt.Topic]
+		describable := allowedTopic(ctx, acl.OpDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			r, err := s.be.Reader(t, rp.Partition, rp.CurrentLeaderEpoch, zoneFrom(ctx))
-			if err != nil {
+			if !describable {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if err != nil {
 				sp.ErrorCode = kafkaCode(err)
 			} else {
 				sp.LeaderEpoch, sp.EndOffset = r.EndOffsetForEpoch(rp.LeaderEpoch)

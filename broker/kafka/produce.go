@@ -29,6 +29,7 @@ import (
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/routing"
+	"github.com/weir-io/weir/security/acl"
 )
 
 func init() {
@@ -55,6 +56,7 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 	}
 	view := s.meta.View()
 	zone := s.clientZone(c, sl.clientID, view)
+	ss := s.session(c) // nil: no authorizer
 
 	// Each partition's answer is written by its own append callback (distinct elements);
 	// the last callback's pending.Add orders those writes before the response is sent.
@@ -84,8 +86,13 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 	}
 
 	for _, rt := range req.Topics {
+		// Write on the topic covers idempotent batches too (KIP-679): no cluster
+		// IdempotentWrite is needed. Checked before existence, so a denied client
+		// cannot probe for topic names.
+		writable := ss.Allowed(acl.OpWrite, acl.ResourceTopic, rt.Topic)
 		t := view.Topics[rt.Topic]
-		if t == nil && s.cfg.AutoCreateTopics && metadata.ValidTopicName(rt.Topic) == nil {
+		if t == nil && writable && s.cfg.AutoCreateTopics && metadata.ValidTopicName(rt.Topic) == nil &&
+			(ss.Allowed(acl.OpCreate, acl.ResourceCluster, acl.ClusterName) || ss.Allowed(acl.OpCreate, acl.ResourceTopic, rt.Topic)) {
 			t = s.autoCreate(c, rt.Topic)
 			if t != nil {
 				// Make sure the broker has the partitions before appending.
@@ -103,6 +110,10 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 			out.Partition = rp.Partition
 			if c.tc != nil {
 				c.tc.Records(routing.In, len(rp.Records))
+			}
+			if !writable {
+				fail(out, errTopicAuthorization, false)
+				continue
 			}
 			w, err := s.be.Writer(t, rp.Partition, zone)
 			if err == nil && walErr != nil {

@@ -49,7 +49,7 @@ func register(a api) {
 // answer adapts a handler that computes its response synchronously.
 func answer[R kmsg.Request, P kmsg.Response](fn func(s *Server, ctx context.Context, req R) P) handler {
 	return func(s *Server, c *conn, sl *slot, req kmsg.Request) {
-		ctx := withZone(withListenerName(c.ctx, c.lis.Name), s.clientZone(c, sl.clientID, s.meta.View()))
+		ctx := withZone(withListenerName(s.withSession(c.ctx, c), c.lis.Name), s.clientZone(c, sl.clientID, s.meta.View()))
 		sl.respond(fn(s, ctx, req.(R)))
 	}
 }
@@ -64,7 +64,7 @@ func init() {
 
 func handleGroup(s *Server, c *conn, sl *slot, req kmsg.Request) {
 	host, _, _ := net.SplitHostPort(c.nc.RemoteAddr().String())
-	s.groups.Handle(group.WithClientInfo(c.ctx, sl.clientID, "/"+host), req, sl.respond)
+	s.groups.Handle(group.WithClientInfo(s.withSession(c.ctx, c), sl.clientID, "/"+host), req, sl.respond)
 }
 
 // dispatch runs the handler of a parsed request (parse only lets registered keys and

@@ -13,6 +13,7 @@ import (
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/routing"
+	"github.com/weir-io/weir/security/acl"
 	"github.com/weir-io/weir/security/sasl"
 )
 
@@ -45,6 +46,8 @@ type Config struct {
 	// SASL configures the mechanisms of SASL listeners (Listener.SASL) and KIP-368
 	// session lifetimes (sasl_authenticate.go).
 	SASL sasl.Config
+	// Authorizer checks every request against the ACLs (authz.go); nil: off.
+	Authorizer *acl.Authorizer
 }
 
 // Deps is what the front end serves from.

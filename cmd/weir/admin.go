@@ -23,6 +23,7 @@ Commands:
   describe   brokers (zone, epoch, state) and partitions (leader, epoch, recovery after a failover, what object storage holds, log chain)
   move       move a partition's leadership to another broker, without copying data
   drain      move every partition off a broker (--broker); it stays draining (given nothing) until it registers again
+  acl        add, list or delete the cluster's ACLs (enforced by brokers run with --authorizer acl)
   traffic    bytes crossing zones per zone pair and kind, from the brokers' /metrics (--metrics); monthly cost beside Kafka's
   token      print a new random cluster token (for --cluster-token-file)
   user       SCRAM users for SASL logins: set, delete, list (weir admin user --help)
@@ -37,6 +38,9 @@ func runAdmin(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" || args[0] == "help" {
 		fmt.Print(adminUsage)
 		return nil
+	}
+	if args[0] == "acl" { // admin_acls.go
+		return runAdminACL(ctx, args[1:], os.Stdout)
 	}
 	if args[0] == "traffic" { // reads the brokers' /metrics, not the controllers
 		return runAdminTraffic(ctx, args[1:], os.Stdout)

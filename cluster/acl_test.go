@@ -1,0 +1,158 @@
+package cluster
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/broker"
+	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/security"
+	"github.com/weir-io/weir/security/acl"
+)
+
+// TestClusterACLs: ACLs live in the Raft controllers' metadata and every broker enforces
+// them. The first ACL is created through the controller API (as weir admin acl does);
+// the rest with kadm over Kafka by the principal that first ACL lets manage ACLs. The
+// clients are plaintext, so their principal is User:ANONYMOUS.
+func TestClusterACLs(t *testing.T) {
+	c := startCluster(t, func(cfg *Config) {
+		inner := cfg.BrokerConfig
+		cfg.BrokerConfig = func(b *broker.Config) {
+			inner(b)
+			b.ACL.Authorizer = "acl"
+			b.ACL.SuperUsers = []security.Principal{"User:admin"}
+		}
+	})
+	ctx := ctxFor(t, 90*time.Second)
+	anon := security.Anonymous
+	ccfg := controller.DefaultClientConfig()
+	ccfg.Controllers = c.APIAddrs()
+	admin, err := controller.NewClient(ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.CreateACLs(ctx, []acl.Binding{{ResourceType: acl.ResourceCluster, ResourceName: acl.ClusterName, PatternType: acl.PatternLiteral,
+		Principal: anon, Host: "*", Operation: acl.OpAll, Permission: acl.Allow}}); err != nil {
+		t.Fatal(err)
+	}
+
+	cl := newClient(t, c)
+	adm := kadm.NewClient(cl)
+	// Before any topic ACL: the cluster ACL lets ANONYMOUS create topics, not use them.
+	if _, err := adm.CreateTopics(ctx, 3, 1, nil, "open", "secret", "hidden"); err != nil {
+		t.Fatal(err)
+	}
+	create := func(b *kadm.ACLBuilder) {
+		t.Helper()
+		res, err := adm.CreateACLs(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("CreateACLs %+v: %v %s", r, r.Err, r.ErrMessage)
+			}
+		}
+	}
+	create(kadm.NewACLs().Allow(string(anon)).Topics("open").Operations(kadm.OpAll))
+	create(kadm.NewACLs().Allow(string(anon)).Topics("secret").Operations(kadm.OpDescribe))
+	create(kadm.NewACLs().Deny(string(anon)).Topics("secret").Operations(kadm.OpWrite))
+	create(kadm.NewACLs().Allow(string(anon)).Topics("secret").Operations(kadm.OpWrite)) // the deny wins
+	create(kadm.NewACLs().Allow(string(anon)).Groups("*").Operations(kadm.OpRead))
+
+	// Every controller's state has the six bindings.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		n := 0
+		for i := 0; i < 3; i++ {
+			if ctl := c.Controller(i); ctl != nil && ctl.View().ACLSet().Len() == 6 {
+				n++
+			}
+		}
+		if n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 controllers have the 6 ACLs", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Each broker, asked directly: Metadata hides "hidden"; a produce to "secret" is
+	// refused before leadership is even looked at; "open" is not refused.
+	for i, addr := range c.KafkaAddrs() {
+		one, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer one.Close()
+		var topics []string
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			resp, err := one.SeedBrokers()[0].Request(ctx, kmsg.NewPtrMetadataRequest())
+			if err != nil {
+				t.Fatal(err)
+			}
+			topics = topics[:0]
+			for _, mt := range resp.(*kmsg.MetadataResponse).Topics {
+				topics = append(topics, *mt.Topic)
+			}
+			slices.Sort(topics)
+			if slices.Equal(topics, []string{"open", "secret"}) || time.Now().After(deadline) {
+				break // a broker's View may trail the one that created the ACLs
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !slices.Equal(topics, []string{"open", "secret"}) {
+			t.Errorf("broker %d: Metadata lists %v, want [open secret]", i+1, topics)
+		}
+		for _, topic := range []string{"open", "secret"} {
+			req := kmsg.NewPtrProduceRequest()
+			req.Acks, req.TimeoutMillis = -1, 5000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Records = []byte{}
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := one.SeedBrokers()[0].Request(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+			if denied := code == kerr.TopicAuthorizationFailed.Code; denied != (topic == "secret") {
+				t.Errorf("broker %d: produce to %s answered %v", i+1, topic, kerr.ErrorForCode(code))
+			}
+		}
+	}
+
+	// A real producer and a group consumer on "open" work with the ACLs on.
+	acked := produceValues(t, cl, "open", 3, 20, "a")
+	got := consumeAll(t, c, "open", len(acked))
+	if len(got) != len(acked) {
+		t.Fatalf("consumed %d of %d", len(got), len(acked))
+	}
+	p := newClient(t, c, kgo.DefaultProduceTopic("secret"), kgo.DisableIdempotentWrite())
+	if err := p.ProduceSync(ctx, kgo.StringRecord("x")).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("produce to secret: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	// Deleting the deny with kadm opens "secret" to writes.
+	del, err := adm.DeleteACLs(ctx, kadm.NewACLs().Deny(string(anon)).DenyHosts().Topics("secret").Operations(kadm.OpWrite))
+	if err != nil || len(del) != 1 || len(del[0].Deleted) != 1 {
+		t.Fatalf("DeleteACLs: %+v %v", del, err)
+	}
+	var perr error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if perr = p.ProduceSync(ctx, kgo.StringRecord("y")).FirstErr(); perr == nil {
+			break
+		}
+	}
+	if perr != nil {
+		t.Fatalf("produce to secret after the deny was deleted: %v", perr)
+	}
+}
