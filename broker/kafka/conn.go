@@ -24,8 +24,22 @@ import (
 // request and hands it to its handler in arrival order (so an idempotent producer's
 // pipelined batches reach the WAL in sequence order), then queues a slot; handlers answer
 // their slot whenever they finish (a produce after its fdatasync, a fetch after its wait),
-// and the writer sends answers strictly in request order, as Kafka requires. The slot queue
-// is bounded: when MaxInFlight answers are pending the reader stops reading the socket.
+// and the writer sends answers strictly in request order, as Kafka requires. At most
+// MaxInFlight requests of a connection are unanswered (conn.inflight, blocking handlers
+// included): then the reader stops reading the socket. A frame's body is read in growing
+// steps as its bytes arrive, each step taken from the broker-wide budget (limits.go) and
+// given back once the response is written or dropped.
+
+const (
+	// readBufSize and writeBufSize are the per-connection buffers: small, because an
+	// idle or hostile connection must cost little (frames and answers larger than them
+	// bypass them anyway).
+	readBufSize  = 16 << 10
+	writeBufSize = 16 << 10
+	// firstBodyStep is the first allocation of a frame body; the following steps double
+	// it, so a frame costs at most twice the bytes it has actually sent (plus this).
+	firstBodyStep = 64 << 10
+)
 
 var errFrameSize = errors.New("kafka: request frame size out of bounds")
 
@@ -35,6 +49,9 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	slots  chan *slot
+	// inflight holds a token per request read and not yet answered (MaxInFlight).
+	inflight chan struct{}
+	ip       string // source address, as counted by the connection limits
 
 	// lis is the listener the connection came in on (its zone, TLS, SASL); principal is
 	// who the client is: Anonymous until TLS client authentication or SASL says otherwise.
@@ -59,11 +76,13 @@ type slot struct {
 	done     chan kmsg.Response // buffered 1; a nil response means "send nothing" (acks=0)
 	raw      []byte             // pre-encoded body, for requests kmsg cannot answer
 	closeIt  bool               // close the connection after this slot
+	held     int64              // request budget bytes, returned once answered
 }
 
 func newConn(s *Server, nc net.Conn, lis *Listener) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
-	c := &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, slots: make(chan *slot, s.cfg.MaxInFlight), lis: lis, listenerZone: lis.Zone}
+	c := &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, slots: make(chan *slot, s.cfg.MaxInFlight), inflight: make(chan struct{}, s.cfg.MaxInFlight),
+		lis: lis, listenerZone: lis.Zone}
 	anon := security.Anonymous
 	c.principal.Store(&anon)
 	if s.cfg.Traffic != nil {
@@ -127,12 +146,20 @@ func (c *conn) serve() {
 	}
 }
 
-func (c *conn) readLoop() error {
+func (c *conn) readLoop() (err error) {
+	defer func() {
+		// Handlers recover their own panics (dispatch); this is for the reading and
+		// parsing around them, which must not take the broker down either.
+		if r := recover(); r != nil {
+			c.s.recovered(c, -1, r)
+			err = errPanic
+		}
+	}()
 	if err := c.tlsHandshake(); err != nil {
 		return err
 	}
 	var size [4]byte
-	r := bufio.NewReaderSize(c.nc, 64<<10)
+	r := bufio.NewReaderSize(c.nc, readBufSize)
 	for {
 		if c.s.cfg.IdleTimeout > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
@@ -145,24 +172,35 @@ func (c *conn) readLoop() error {
 		// allocating so a hostile size cannot exhaust memory.
 		if n < 8 || n > c.s.cfg.MaxRequestBytes {
 			c.s.metrics.badFrames.Inc()
-			c.s.log.Warn("closing connection: request frame size out of bounds", "remote", c.nc.RemoteAddr().String(), "size", n, "max", c.s.cfg.MaxRequestBytes)
+			c.s.lim.badFrameLog.Warn("closing connection: request frame size out of bounds", "remote", c.nc.RemoteAddr().String(), "size", n, "max", c.s.cfg.MaxRequestBytes)
 			return fmt.Errorf("%w: %d", errFrameSize, n)
 		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(r, body); err != nil {
+		body, held, err := c.readBody(r, int(n))
+		if err != nil {
 			return err
 		}
 		s, req, err := c.parse(body)
 		if err != nil {
+			c.s.lim.release(held)
 			c.s.metrics.badFrames.Inc()
-			c.s.log.Warn("closing connection: malformed request", "remote", c.nc.RemoteAddr().String(), "err", err)
+			c.s.lim.badFrameLog.Warn("closing connection: malformed request", "remote", c.nc.RemoteAddr().String(), "err", err)
 			return err
 		}
+		s.held = held
+		// The token is given back by the writer once the answer is written, so this
+		// bounds every request of the connection, those on blocking handlers included.
 		select {
-		case c.slots <- s:
-		case <-c.ctx.Done():
-			return c.ctx.Err()
+		case c.inflight <- struct{}{}:
+		default:
+			c.s.lim.inFlightWaits.Inc()
+			select {
+			case c.inflight <- struct{}{}:
+			case <-c.ctx.Done():
+				c.s.lim.release(held)
+				return c.ctx.Err()
+			}
 		}
+		c.slots <- s // never blocks: the queue has room for every token
 		if s.closeIt {
 			return nil
 		}
@@ -170,6 +208,49 @@ func (c *conn) readLoop() error {
 			c.s.dispatch(c, s, req)
 		}
 	}
+}
+
+var errPanic = errors.New("kafka: panic while serving the connection")
+
+// readBody reads a frame body of n bytes. Memory is taken only for bytes the client has
+// started sending (a client announcing 100 MiB and sending nothing costs nothing), in
+// steps doubling from firstBodyStep, each step taken from the request budget before it is
+// allocated: when the budget is used up the reader waits (backpressure). It returns the
+// budget bytes held for the body; on error it has given them back.
+func (c *conn) readBody(r *bufio.Reader, n int) (body []byte, held int64, err error) {
+	defer func() {
+		if err != nil {
+			c.s.lim.release(held)
+			body, held = nil, 0
+		}
+	}()
+	got := 0
+	for got < n {
+		if got == len(body) {
+			if _, err = r.Peek(1); err != nil {
+				return
+			}
+			next := min(n, max(firstBodyStep, 2*len(body)))
+			if err = c.s.lim.take(c.ctx, int64(next-len(body)), got > 0); err != nil {
+				if errors.Is(err, errBudgetTimeout) {
+					c.s.log.Warn("closing connection: its partly read request got no budget in time (--queued-max-request-bytes)",
+						"remote", c.nc.RemoteAddr().String(), "size", n, "read", got, "wait", c.s.lim.cfg.BudgetWait)
+				}
+				return
+			}
+			held += int64(next - len(body))
+			grown := make([]byte, next)
+			copy(grown, body[:got])
+			body = grown
+		}
+		var k int
+		k, err = io.ReadFull(r, body[got:])
+		got += k
+		if err != nil {
+			return
+		}
+	}
+	return body, held, nil
 }
 
 // reqHeader is the part of a request header the broker uses.
@@ -249,60 +330,82 @@ func (c *conn) parse(body []byte) (*slot, kmsg.Request, error) {
 func (s *slot) respond(resp kmsg.Response) { s.done <- resp }
 
 func (c *conn) writeLoop() {
-	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var w *bufio.Writer // made with the first answer: a connection that never gets one costs less
 	var buf []byte
 	broken := false
 	for s := range c.slots {
-		var resp kmsg.Response
-		if s.raw == nil {
-			select {
-			case resp = <-s.done:
-			case <-c.ctx.Done():
-				broken = true
+		if !broken {
+			if w == nil {
+				w = bufio.NewWriterSize(c.nc, writeBufSize)
 			}
+			broken = c.writeSlot(w, s, &buf)
 		}
-		if broken {
-			continue // drain so the reader never blocks on a full queue
-		}
-		c.s.metrics.observe(s.key, time.Since(s.start), resp)
-		if resp == nil && s.raw == nil {
-			if s.closeIt {
-				c.nc.Close()
-				broken = true
-			}
-			continue // acks=0 produce
-		}
-		if need := encodedSizeHint(resp); cap(buf) < need {
-			buf = make([]byte, 0, need) // one allocation, not a doubling series of copies
-		}
-		buf = append(buf[:0], 0, 0, 0, 0)
-		buf = binary.BigEndian.AppendUint32(buf, uint32(s.corr))
-		if s.raw != nil {
-			buf = append(buf, s.raw...)
-		} else {
-			if s.flex {
-				buf = append(buf, 0)
-			}
-			buf = resp.AppendTo(buf)
-		}
-		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		_, err := w.Write(buf)
-		if err == nil && (len(c.slots) == 0 || s.closeIt) {
-			err = w.Flush()
-		}
-		if err != nil || s.closeIt {
-			c.nc.Close()
-			c.cancel()
-			broken = true
-		}
-		if cap(buf) > 1<<20 {
-			buf = nil // don't pin a huge fetch answer for the connection's lifetime
-		}
+		// Answered, or dropped with the connection: the request's bytes (produce batches
+		// are sub-slices of them, alive until the WAL write is done, which precedes the
+		// answer) and its pipelining token are free again.
+		c.s.lim.release(s.held)
+		<-c.inflight
 	}
-	if !broken {
+	if !broken && w != nil {
 		w.Flush()
 	}
+}
+
+// writeSlot waits for a slot's answer and writes it; it reports whether the connection
+// is broken (then the remaining slots are only drained, so the reader never blocks).
+func (c *conn) writeSlot(w *bufio.Writer, s *slot, buf *[]byte) (broken bool) {
+	defer func() {
+		// Encoding a response a handler built wrongly panics here, on the writer.
+		if r := recover(); r != nil {
+			c.s.recovered(c, s.key, r)
+			broken = true
+		}
+	}()
+	var resp kmsg.Response
+	if s.raw == nil {
+		select {
+		case resp = <-s.done:
+		case <-c.ctx.Done():
+			return true
+		}
+	}
+	c.s.metrics.observe(s.key, time.Since(s.start), resp)
+	if resp == nil && s.raw == nil {
+		if s.closeIt {
+			c.nc.Close()
+			return true
+		}
+		return false // acks=0 produce
+	}
+	if need := encodedSizeHint(resp); cap(*buf) < need {
+		*buf = make([]byte, 0, need) // one allocation, not a doubling series of copies
+	}
+	b := append((*buf)[:0], 0, 0, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(s.corr))
+	if s.raw != nil {
+		b = append(b, s.raw...)
+	} else {
+		if s.flex {
+			b = append(b, 0)
+		}
+		b = resp.AppendTo(b)
+	}
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	*buf = b
+	c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	_, err := w.Write(b)
+	if err == nil && (len(c.slots) == 0 || s.closeIt) {
+		err = w.Flush()
+	}
+	if cap(*buf) > 1<<20 {
+		*buf = nil // don't pin a huge fetch answer for the connection's lifetime
+	}
+	if err != nil || s.closeIt {
+		c.nc.Close()
+		c.cancel()
+		return true
+	}
+	return false
 }
 
 // encodedSizeHint estimates the encoded size of a response whose size is dominated by
