@@ -51,6 +51,8 @@ type conn struct {
 	slots  chan *slot
 	// inflight holds a token per request read and not yet answered (MaxInFlight).
 	inflight chan struct{}
+	// fetchTok is held by the connection's one fetch whose answer is not yet written.
+	fetchTok chan struct{}
 	ip       string // source address, as counted by the connection limits
 
 	// lis is the listener the connection came in on (its zone, TLS, SASL); principal is
@@ -77,12 +79,13 @@ type slot struct {
 	raw      []byte             // pre-encoded body, for requests kmsg cannot answer
 	closeIt  bool               // close the connection after this slot
 	held     int64              // request budget bytes, returned once answered
+	fetchTok bool               // holds the connection's fetch token (conn.fetchTok)
 }
 
 func newConn(s *Server, nc net.Conn, lis *Listener) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
 	c := &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, slots: make(chan *slot, s.cfg.MaxInFlight), inflight: make(chan struct{}, s.cfg.MaxInFlight),
-		lis: lis, listenerZone: lis.Zone}
+		fetchTok: make(chan struct{}, 1), lis: lis, listenerZone: lis.Zone}
 	anon := security.Anonymous
 	c.principal.Store(&anon)
 	if s.cfg.Traffic != nil {
@@ -200,6 +203,11 @@ func (c *conn) readLoop() (err error) {
 				return c.ctx.Err()
 			}
 		}
+		if req != nil && req.Key() == 1 && !c.oneFetch(s) {
+			<-c.inflight
+			c.s.lim.release(held)
+			return c.ctx.Err()
+		}
 		c.slots <- s // never blocks: the queue has room for every token
 		if s.closeIt {
 			return nil
@@ -211,6 +219,28 @@ func (c *conn) readLoop() (err error) {
 }
 
 var errPanic = errors.New("kafka: panic while serving the connection")
+
+// oneFetch waits until the connection's previous fetch answer has been written. A fetch
+// answer is up to --fetch-max-bytes of records in memory until it is written, so a client
+// that pipelines fetches and never reads could otherwise make the broker hold
+// MaxInFlight of them; clients send one fetch per connection at a time anyway. Taken in
+// request order on the reader before the slot is queued (fetch handlers run on
+// goroutines of their own: a later fetch taking it first would wait forever for the
+// writer, which waits for the earlier).
+func (c *conn) oneFetch(s *slot) bool {
+	select {
+	case c.fetchTok <- struct{}{}:
+	default:
+		c.s.lim.inFlightWaits.Inc()
+		select {
+		case c.fetchTok <- struct{}{}:
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+	s.fetchTok = true
+	return true
+}
 
 // readBody reads a frame body of n bytes. Memory is taken only for bytes the client has
 // started sending (a client announcing 100 MiB and sending nothing costs nothing), in
@@ -344,6 +374,9 @@ func (c *conn) writeLoop() {
 		// are sub-slices of them, alive until the WAL write is done, which precedes the
 		// answer) and its pipelining token are free again.
 		c.s.lim.release(s.held)
+		if s.fetchTok {
+			<-c.fetchTok
+		}
 		<-c.inflight
 	}
 	if !broken && w != nil {

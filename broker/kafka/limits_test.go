@@ -387,6 +387,7 @@ func TestConnectionLimits(t *testing.T) {
 type sizedBackend struct {
 	*fakeBackend
 	maxAsked atomic.Int64
+	reads    atomic.Int32
 }
 
 func (b *sizedBackend) Reader(t *metadata.Topic, index int32, epoch int32, zone string) (Reader, error) {
@@ -403,6 +404,7 @@ type sizedPart struct {
 }
 
 func (p sizedPart) Read(ctx context.Context, offset int64, maxBytes int, first bool, epoch int32) ([]byte, int64, int64, error) {
+	p.b.reads.Add(1)
 	for {
 		m := p.b.maxAsked.Load()
 		if int64(maxBytes) <= m || p.b.maxAsked.CompareAndSwap(m, int64(maxBytes)) {
@@ -452,6 +454,39 @@ func TestFetchSizesClamped(t *testing.T) {
 	}
 	if n := metricValue(s.lim.fetchClamped); n != 1 {
 		t.Fatalf("%v clamped fetches counted", n)
+	}
+}
+
+// A client that pipelines fetches and never reads makes the broker hold one unwritten
+// fetch answer per connection (plus what the socket buffers took), not one per
+// pipelined request; once it reads, every answer comes, in order.
+func TestPipelinedFetchesHoldOneAnswer(t *testing.T) {
+	be := &sizedBackend{fakeBackend: &fakeBackend{}}
+	s := startLimited(t, Config{MaxInFlight: 64, Limits: Limits{FetchMaxBytes: 4 << 20}}, be)
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.MaxBytes = 1<<31 - 1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1<<31 - 1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	rc := dialRaw(t, s)
+	const n = 30
+	for i := int32(1); i <= n; i++ {
+		rc.send(i, req)
+	}
+	waitFor(t, "the reader to hold back a fetch", func() bool { return metricValue(s.lim.inFlightWaits) >= 1 })
+	time.Sleep(200 * time.Millisecond) // room for any further reads to show
+	t.Logf("%d answers computed", be.reads.Load())
+	if r := be.reads.Load(); r > 8 {
+		t.Fatalf("%d fetch answers of 4 MiB computed for a client that reads none", r)
+	}
+	for i := int32(1); i <= n; i++ {
+		if corr, _, err := rc.recv(20 * time.Second); err != nil || corr != i {
+			t.Fatalf("answer %d: corr %d, err %v", i, corr, err)
+		}
 	}
 }
 
