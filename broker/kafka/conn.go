@@ -36,9 +36,12 @@ const (
 	// bypass them anyway).
 	readBufSize  = 16 << 10
 	writeBufSize = 16 << 10
-	// firstBodyStep is the first allocation of a frame body; the following steps double
-	// it, so a frame costs at most twice the bytes it has actually sent (plus this).
-	firstBodyStep = 64 << 10
+	// A frame body is read in chunks: the first as large as what is already buffered
+	// (at least minBodyChunk), each next one twice the previous, up to maxBodyChunk. So
+	// a frame costs about the bytes its client has actually sent: a slow writer holds a
+	// few KiB, and a stalled frame holds no copies, only its chunks.
+	minBodyChunk = 4 << 10
+	maxBodyChunk = 1 << 20
 )
 
 var errFrameSize = errors.New("kafka: request frame size out of bounds")
@@ -79,6 +82,7 @@ type slot struct {
 	raw      []byte             // pre-encoded body, for requests kmsg cannot answer
 	closeIt  bool               // close the connection after this slot
 	held     int64              // request budget bytes, returned once answered
+	pool     *budget            // where held came from
 	fetchTok bool               // holds the connection's fetch token (conn.fetchTok)
 }
 
@@ -184,12 +188,12 @@ func (c *conn) readLoop() (err error) {
 		}
 		s, req, err := c.parse(body)
 		if err != nil {
-			c.s.lim.release(held)
+			c.s.lim.release(c.s.lim.pool(int(n)), held)
 			c.s.metrics.badFrames.Inc()
 			c.s.lim.badFrameLog.Warn("closing connection: malformed request", "remote", c.nc.RemoteAddr().String(), "err", err)
 			return err
 		}
-		s.held = held
+		s.held, s.pool = held, c.s.lim.pool(int(n))
 		// The token is given back by the writer once the answer is written, so this
 		// bounds every request of the connection, those on blocking handlers included.
 		select {
@@ -199,13 +203,13 @@ func (c *conn) readLoop() (err error) {
 			select {
 			case c.inflight <- struct{}{}:
 			case <-c.ctx.Done():
-				c.s.lim.release(held)
+				c.s.lim.release(s.pool, held)
 				return c.ctx.Err()
 			}
 		}
 		if req != nil && req.Key() == 1 && !c.oneFetch(s) {
 			<-c.inflight
-			c.s.lim.release(held)
+			c.s.lim.release(s.pool, held)
 			return c.ctx.Err()
 		}
 		c.slots <- s // never blocks: the queue has room for every token
@@ -243,42 +247,49 @@ func (c *conn) oneFetch(s *slot) bool {
 }
 
 // readBody reads a frame body of n bytes. Memory is taken only for bytes the client has
-// started sending (a client announcing 100 MiB and sending nothing costs nothing), in
-// steps doubling from firstBodyStep, each step taken from the request budget before it is
-// allocated: when the budget is used up the reader waits (backpressure). It returns the
+// started sending (a client announcing 100 MiB and sending nothing costs nothing), one
+// chunk at a time, each taken from the request budget before it is allocated: when the
+// budget is used up the reader waits (backpressure). A body of several chunks is copied
+// into one buffer once complete (requests are decoded from one slice). It returns the
 // budget bytes held for the body; on error it has given them back.
 func (c *conn) readBody(r *bufio.Reader, n int) (body []byte, held int64, err error) {
+	pool := c.s.lim.pool(n)
 	defer func() {
 		if err != nil {
-			c.s.lim.release(held)
+			c.s.lim.release(pool, held)
 			body, held = nil, 0
 		}
 	}()
-	got := 0
+	var chunks [][]byte
+	got, size := 0, 0
 	for got < n {
-		if got == len(body) {
-			if _, err = r.Peek(1); err != nil {
-				return
-			}
-			next := min(n, max(firstBodyStep, 2*len(body)))
-			if err = c.s.lim.take(c.ctx, int64(next-len(body)), got > 0); err != nil {
-				if errors.Is(err, errBudgetTimeout) {
-					c.s.log.Warn("closing connection: its partly read request got no budget in time (--queued-max-request-bytes)",
-						"remote", c.nc.RemoteAddr().String(), "size", n, "read", got, "wait", c.s.lim.cfg.BudgetWait)
-				}
-				return
-			}
-			held += int64(next - len(body))
-			grown := make([]byte, next)
-			copy(grown, body[:got])
-			body = grown
+		if _, err = r.Peek(1); err != nil {
+			return
 		}
+		size = min(n-got, max(minBodyChunk, r.Buffered(), min(2*size, maxBodyChunk)))
+		if err = c.s.lim.take(c.ctx, pool, int64(size), got > 0); err != nil {
+			if errors.Is(err, errBudgetTimeout) {
+				c.s.lim.budgetLog.Warn("closing connection: its partly read request got no budget in time (--queued-max-request-bytes)",
+					"remote", c.nc.RemoteAddr().String(), "size", n, "read", got, "wait", c.s.lim.cfg.BudgetWait)
+			}
+			return
+		}
+		held += int64(size)
+		chunk := make([]byte, size)
+		chunks = append(chunks, chunk)
 		var k int
-		k, err = io.ReadFull(r, body[got:])
+		k, err = io.ReadFull(r, chunk)
 		got += k
 		if err != nil {
 			return
 		}
+	}
+	if len(chunks) == 1 {
+		return chunks[0], held, nil
+	}
+	body = make([]byte, 0, n)
+	for _, ch := range chunks {
+		body = append(body, ch...)
 	}
 	return body, held, nil
 }
@@ -373,7 +384,7 @@ func (c *conn) writeLoop() {
 		// Answered, or dropped with the connection: the request's bytes (produce batches
 		// are sub-slices of them, alive until the WAL write is done, which precedes the
 		// answer) and its pipelining token are free again.
-		c.s.lim.release(s.held)
+		c.s.lim.release(s.pool, s.held)
 		if s.fetchTok {
 			<-c.fetchTok
 		}

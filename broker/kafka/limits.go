@@ -17,7 +17,7 @@ package kafka
 // Exported series (besides those of metrics.go):
 //
 //	weir_broker_request_bytes_in_flight          gauge, budget bytes held by requests
-//	weir_broker_request_bytes_budget             gauge, the budget (0: unlimited)
+//	weir_broker_request_bytes_budget             gauge, the budget with the small requests' pool (0: unlimited)
 //	weir_broker_request_budget_waits_total       reads that waited for budget
 //	weir_broker_request_budget_timeouts_total    connections closed: a partly read frame got no budget in time
 //	weir_broker_connections_refused_total{reason} max_connections or max_connections_per_ip
@@ -128,10 +128,12 @@ type limiter struct {
 	cfg    Limits
 	log    *slog.Logger
 	budget *budget // nil: unlimited
+	small  *budget // frames up to smallFrame: a pool of their own (nil with budget)
 	conns  connCounter
 
 	refusedLog  rateLog
 	badFrameLog rateLog
+	budgetLog   rateLog
 
 	budgetWaits    prometheus.Counter
 	budgetTimeouts prometheus.Counter
@@ -152,6 +154,7 @@ func newLimiter(cfg Limits, set *metricset.Set, log *slog.Logger) *limiter {
 		conns:       connCounter{max: cfg.MaxConnections, maxPerIP: cfg.MaxConnectionsPerIP, perIP: map[string]int{}},
 		refusedLog:  rateLog{log: log, every: 10 * time.Second},
 		badFrameLog: rateLog{log: log, every: 10 * time.Second},
+		budgetLog:   rateLog{log: log, every: 10 * time.Second},
 		budgetWaits: prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_request_budget_waits_total",
 			Help: "Reads of request bytes that waited for the broker-wide budget (--queued-max-request-bytes) to free up."}),
 		budgetTimeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_request_budget_timeouts_total",
@@ -168,10 +171,13 @@ func newLimiter(cfg Limits, set *metricset.Set, log *slog.Logger) *limiter {
 	inFlight := prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_broker_request_bytes_in_flight",
 		Help: "Request bytes read and not yet answered, taken from --queued-max-request-bytes."})
 	size := prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_broker_request_bytes_budget",
-		Help: "The broker-wide budget of request bytes in flight (0: unlimited)."})
+		Help: "The broker-wide budget of request bytes in flight: --queued-max-request-bytes plus the pool of requests up to 64 KiB (0: unlimited)."})
 	if cfg.QueuedMaxRequestBytes > 0 {
-		l.budget = newBudget(cfg.QueuedMaxRequestBytes, inFlight)
-		size.Set(float64(cfg.QueuedMaxRequestBytes))
+		smallSize := max(cfg.QueuedMaxRequestBytes/8, 1<<20)
+		g := &sumGauge{g: inFlight}
+		l.budget = newBudget(cfg.QueuedMaxRequestBytes, g.part(0))
+		l.small = newBudget(smallSize, g.part(1))
+		size.Set(float64(cfg.QueuedMaxRequestBytes + smallSize))
 	}
 	set.MustRegister(inFlight, size, l.budgetWaits, l.budgetTimeouts, l.refused, l.inFlightWaits, l.fetchClamped, l.panics)
 	return l
@@ -180,13 +186,27 @@ func newLimiter(cfg Limits, set *metricset.Set, log *slog.Logger) *limiter {
 // errBudgetTimeout closes a connection whose partly read frame got no budget in time.
 var errBudgetTimeout = errors.New("kafka: no request budget for a partly read request")
 
-// take takes n bytes of budget for a frame being read; partial says the connection
+// smallFrame: frames up to this size (Metadata, ApiVersions, commits, fetches, small
+// produces) take their bytes from a pool of their own, an eighth of the budget (at least
+// 1 MiB) on top of it, so clients holding the main budget with large requests (stalled
+// half-way, or just many) cannot hold up everyone's small ones.
+const smallFrame = 64 << 10
+
+// pool is the budget a frame of n bytes takes from.
+func (l *limiter) pool(n int) *budget {
+	if n <= smallFrame {
+		return l.small
+	}
+	return l.budget
+}
+
+// take takes n bytes from pool b for a frame being read; partial says the connection
 // already holds part of the frame, which bounds the wait (see budget).
-func (l *limiter) take(ctx context.Context, n int64, partial bool) error {
-	if l.budget == nil || n <= 0 {
+func (l *limiter) take(ctx context.Context, b *budget, n int64, partial bool) error {
+	if b == nil || n <= 0 {
 		return nil
 	}
-	if l.budget.tryAcquire(n) {
+	if b.tryAcquire(n) {
 		return nil
 	}
 	l.budgetWaits.Inc()
@@ -194,17 +214,46 @@ func (l *limiter) take(ctx context.Context, n int64, partial bool) error {
 	if partial {
 		wait = l.cfg.BudgetWait
 	}
-	err := l.budget.acquire(ctx, n, wait)
+	err := b.acquire(ctx, n, wait)
 	if errors.Is(err, errBudgetTimeout) {
 		l.budgetTimeouts.Inc()
 	}
 	return err
 }
 
-func (l *limiter) release(n int64) {
-	if l.budget != nil && n > 0 {
-		l.budget.release(n)
+func (l *limiter) release(b *budget, n int64) {
+	if b != nil && n > 0 {
+		b.release(n)
 	}
+}
+
+// inUse is the bytes held in both pools.
+func (l *limiter) inUse() int64 {
+	if l.budget == nil {
+		return 0
+	}
+	return l.budget.inUse() + l.small.inUse()
+}
+
+// sumGauge shows the sum of several parts (the pools) as one gauge.
+type sumGauge struct {
+	mu    sync.Mutex
+	g     prometheus.Gauge
+	parts [2]float64
+}
+
+type gaugePart struct {
+	s *sumGauge
+	i int
+}
+
+func (s *sumGauge) part(i int) gaugePart { return gaugePart{s, i} }
+
+func (p gaugePart) Set(v float64) {
+	p.s.mu.Lock()
+	p.s.parts[p.i] = v
+	p.s.g.Set(p.s.parts[0] + p.s.parts[1])
+	p.s.mu.Unlock()
 }
 
 // budget is a FIFO weighted semaphore of request bytes. FIFO so that a frame's next
@@ -221,7 +270,7 @@ type budget struct {
 	size    int64
 	used    int64
 	waiters list.List // *budgetWaiter, oldest first
-	gauge   prometheus.Gauge
+	gauge   interface{ Set(float64) }
 }
 
 type budgetWaiter struct {
@@ -229,7 +278,7 @@ type budgetWaiter struct {
 	ready chan struct{} // closed when granted
 }
 
-func newBudget(size int64, gauge prometheus.Gauge) *budget {
+func newBudget(size int64, gauge interface{ Set(float64) }) *budget {
 	return &budget{size: size, gauge: gauge}
 }
 

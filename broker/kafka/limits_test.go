@@ -203,7 +203,7 @@ func isClosed(nc net.Conn) bool {
 }
 
 // Clients announcing large frames cost memory only for the bytes they send: 20
-// connections announcing 16 MiB each and sending one byte hold one first step each
+// connections announcing 16 MiB each and sending one byte hold one first chunk each
 // (budget and heap), not 320 MiB.
 func TestAnnouncedFramesCostOnlyWhatArrives(t *testing.T) {
 	const conns, announced = 20, 16 << 20
@@ -218,7 +218,7 @@ func TestAnnouncedFramesCostOnlyWhatArrives(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "every connection's first step", func() bool { return s.lim.budget.inUse() == conns*firstBodyStep })
+	waitFor(t, "every connection's first chunk", func() bool { return s.lim.budget.inUse() == conns*minBodyChunk })
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 64<<20 {
@@ -260,7 +260,7 @@ func TestBudgetBackpressure(t *testing.T) {
 			t.Fatalf("blocked request %d: corr %d, err %v", i, corr, err)
 		}
 	}
-	waitFor(t, "the budget to be given back", func() bool { return s.lim.budget.inUse() == 0 })
+	waitFor(t, "the budget to be given back", func() bool { return s.lim.inUse() == 0 })
 }
 
 // Two large frames racing for a budget that holds only one: each holds half of the
@@ -271,7 +271,8 @@ func TestHalfReadFramesCannotDeadlock(t *testing.T) {
 	const size = 900 << 10
 	conns := []net.Conn{dialFrom(t, s, ""), dialFrom(t, s, "")}
 	frames := [][]byte{testFrame(keyTestEcho, 1, size), testFrame(keyTestEcho, 2, size)}
-	// Both send 600 KiB: each would hold 512 KiB (steps 64, 128, 256, 512) and want more.
+	// Both send 600 KiB: each holds about that much (chunks doubling up to 1 MiB) and
+	// wants more.
 	for i, nc := range conns {
 		if _, err := nc.Write(frames[i][:600<<10]); err != nil {
 			t.Fatal(err)
@@ -303,7 +304,33 @@ func TestHalfReadFramesCannotDeadlock(t *testing.T) {
 	if answered == 1 && metricValue(s.lim.budgetTimeouts) != 1 {
 		t.Fatalf("one connection closed, %v budget timeouts counted", metricValue(s.lim.budgetTimeouts))
 	}
-	waitFor(t, "the budget to be given back", func() bool { return s.lim.budget.inUse() == 0 })
+	waitFor(t, "the budget to be given back", func() bool { return s.lim.inUse() == 0 })
+}
+
+// Small requests have a pool of their own: a large request holding the whole budget
+// (stalled: its client stopped sending) does not hold up a small one.
+func TestSmallRequestsNotHeldByLargeOnes(t *testing.T) {
+	s := startLimited(t, Config{MaxRequestBytes: 1 << 20, Limits: Limits{QueuedMaxRequestBytes: 1 << 20, BudgetWait: time.Minute}}, nil)
+	big := dialFrom(t, s, "")
+	frame := testFrame(keyTestEcho, 1, 1<<20-14)
+	if _, err := big.Write(frame[:len(frame)-1]); err != nil { // all but the last byte
+		t.Fatal(err)
+	}
+	waitFor(t, "the large request to hold the budget", func() bool { return s.lim.budget.inUse() >= 1<<20-64<<10 })
+	small := dialFrom(t, s, "")
+	if _, err := small.Write(testFrame(keyTestEcho, 2, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if corr, _, err := (&rawConn{t: t, nc: small}).recv(20 * time.Second); err != nil || corr != 2 {
+		t.Fatalf("small request behind a stalled large one: corr %d, err %v", corr, err)
+	}
+	if _, err := big.Write(frame[len(frame)-1:]); err != nil {
+		t.Fatal(err)
+	}
+	if corr, _, err := (&rawConn{t: t, nc: big}).recv(20 * time.Second); err != nil || corr != 1 {
+		t.Fatalf("the large request once complete: corr %d, err %v", corr, err)
+	}
+	waitFor(t, "the budget to be given back", func() bool { return s.lim.inUse() == 0 })
 }
 
 // The pipelining limit holds for blocking handlers: with MaxInFlight 4 and ten requests
