@@ -106,6 +106,7 @@ func (l *Limits) BindFlags(fs *flag.FlagSet) {
 		"broker-wide budget of request bytes read and not yet answered (Kafka's queued.max.request.bytes): "+
 			"a request's bytes count from the moment they arrive until its response is written; when the budget is used up "+
 			"the broker stops reading sockets until responses free some (clients see latency, not errors). "+
+			"Requests up to 64 KiB have a pool of their own on top, an eighth of this (at least 1 MiB), so large ones cannot hold them up. "+
 			"Must be >= --max-request-bytes; 0: unlimited")
 	fs.DurationVar(&l.BudgetWait, "request-budget-wait", l.BudgetWait,
 		"how long a connection with a partly read request may wait for --queued-max-request-bytes budget before it is closed and its budget returned "+
