@@ -36,10 +36,9 @@ const (
 	// bypass them anyway).
 	readBufSize  = 16 << 10
 	writeBufSize = 16 << 10
-	// A frame body is read in chunks: the first as large as what is already buffered
-	// (at least minBodyChunk), each next one twice the previous, up to maxBodyChunk. So
-	// a frame costs about the bytes its client has actually sent: a slow writer holds a
-	// few KiB, and a stalled frame holds no copies, only its chunks.
+	// The first quarter of a frame body is read in chunks (readBody): the first as large
+	// as what is already buffered (at least minBodyChunk), each next one twice the
+	// previous, up to maxBodyChunk. A slow writer holds a few KiB.
 	minBodyChunk = 4 << 10
 	maxBodyChunk = 1 << 20
 )
@@ -247,11 +246,14 @@ func (c *conn) oneFetch(s *slot) bool {
 }
 
 // readBody reads a frame body of n bytes. Memory is taken only for bytes the client has
-// started sending (a client announcing 100 MiB and sending nothing costs nothing), one
-// chunk at a time, each taken from the request budget before it is allocated: when the
-// budget is used up the reader waits (backpressure). A body of several chunks is copied
-// into one buffer once complete (requests are decoded from one slice). It returns the
-// budget bytes held for the body; on error it has given them back.
+// started sending (a client announcing 100 MiB and sending nothing costs nothing), each
+// piece taken from the request budget before it is allocated: when the budget is used up
+// the reader waits (backpressure). The first quarter of a frame is read in chunks as its
+// bytes arrive; then (or as soon as the rest is already buffered) the whole body is
+// allocated once, the chunks copied in and the rest read in place. So a frame holds at most
+// four times what its client has sent (plus a 4 KiB chunk), and a large frame costs one
+// extra copy of a quarter of it. It returns the budget bytes held for the body; on error it
+// has given them back.
 func (c *conn) readBody(r *bufio.Reader, n int) (body []byte, held int64, err error) {
 	pool := c.s.lim.pool(n)
 	defer func() {
@@ -260,21 +262,44 @@ func (c *conn) readBody(r *bufio.Reader, n int) (body []byte, held int64, err er
 			body, held = nil, 0
 		}
 	}()
+	take := func(k int, partial bool) error {
+		err := c.s.lim.take(c.ctx, pool, int64(k), partial)
+		if errors.Is(err, errBudgetTimeout) {
+			c.s.lim.budgetLog.Warn("closing connection: its partly read request got no budget in time (--queued-max-request-bytes)",
+				"remote", c.nc.RemoteAddr().String(), "size", n, "wait", c.s.lim.cfg.BudgetWait)
+		}
+		if err == nil {
+			held += int64(k)
+		}
+		return err
+	}
 	var chunks [][]byte
+	quarter := (n + 3) / 4
 	got, size := 0, 0
-	for got < n {
-		if _, err = r.Peek(1); err != nil {
-			return
-		}
-		size = min(n-got, max(minBodyChunk, r.Buffered(), min(2*size, maxBodyChunk)))
-		if err = c.s.lim.take(c.ctx, pool, int64(size), got > 0); err != nil {
-			if errors.Is(err, errBudgetTimeout) {
-				c.s.lim.budgetLog.Warn("closing connection: its partly read request got no budget in time (--queued-max-request-bytes)",
-					"remote", c.nc.RemoteAddr().String(), "size", n, "read", got, "wait", c.s.lim.cfg.BudgetWait)
+	for {
+		// Wait for the first byte before taking anything; later chunks follow bytes that
+		// are flowing, each at most twice the one before.
+		if got == 0 {
+			if _, err = r.Peek(1); err != nil {
+				return
 			}
+		}
+		if got >= quarter || r.Buffered() >= n-got {
+			if err = take(n-got, got > 0); err != nil {
+				return
+			}
+			body = make([]byte, n)
+			off := 0
+			for _, ch := range chunks {
+				off += copy(body[off:], ch)
+			}
+			_, err = io.ReadFull(r, body[got:])
+			return body, held, err
+		}
+		size = min(quarter-got, max(minBodyChunk, r.Buffered(), min(2*size, maxBodyChunk)))
+		if err = take(size, got > 0); err != nil {
 			return
 		}
-		held += int64(size)
 		chunk := make([]byte, size)
 		chunks = append(chunks, chunk)
 		var k int
@@ -284,14 +309,6 @@ func (c *conn) readBody(r *bufio.Reader, n int) (body []byte, held int64, err er
 			return
 		}
 	}
-	if len(chunks) == 1 {
-		return chunks[0], held, nil
-	}
-	body = make([]byte, 0, n)
-	for _, ch := range chunks {
-		body = append(body, ch...)
-	}
-	return body, held, nil
 }
 
 // reqHeader is the part of a request header the broker uses.
