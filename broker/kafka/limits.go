@@ -21,7 +21,7 @@ package kafka
 //	weir_broker_request_budget_waits_total       reads that waited for budget
 //	weir_broker_request_budget_timeouts_total    connections closed: a partly read frame got no budget in time
 //	weir_broker_connections_refused_total{reason} max_connections or max_connections_per_ip
-//	weir_broker_in_flight_waits_total            reads held back by the per-connection pipelining limit
+//	weir_broker_in_flight_waits_total            reads held back by the pipelining limit or a pipelined fetch
 //	weir_broker_fetch_clamped_total              fetches whose sizes were cut to fetch.max.bytes
 //	weir_broker_handler_panics_total{api}        panics recovered in request handlers
 
@@ -163,7 +163,7 @@ func newLimiter(cfg Limits, set *metricset.Set, log *slog.Logger) *limiter {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_connections_refused_total",
 			Help: "Connections closed at accept, by the limit they were over (max_connections, max_connections_per_ip)."}, []string{"reason"}),
 		inFlightWaits: prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_in_flight_waits_total",
-			Help: "Times a connection's reads paused because --max-in-flight-requests-per-connection requests were unanswered."}),
+			Help: "Times a connection's reads paused because --max-in-flight-requests-per-connection requests were unanswered, or a pipelined fetch waited for the previous fetch answer to be written."}),
 		fetchClamped: prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_fetch_clamped_total",
 			Help: "Fetch requests whose max bytes or partition max bytes were cut to --fetch-max-bytes."}),
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_handler_panics_total",
