@@ -55,6 +55,9 @@ type conn struct {
 	inflight chan struct{}
 	// fetchTok is held by the connection's one fetch whose answer is not yet written.
 	fetchTok chan struct{}
+	// mutedUntil (unix nanoseconds): a client over its quota has its next request held
+	// until then (quota.go).
+	mutedUntil atomic.Int64
 	ip       string // source address, as counted by the connection limits
 
 	// lis is the listener the connection came in on (its zone, TLS, SASL); principal is
@@ -83,6 +86,7 @@ type slot struct {
 	held     int64              // request budget bytes, returned once answered
 	pool     *budget            // where held came from
 	fetchTok bool               // holds the connection's fetch token (conn.fetchTok)
+	size     int                // request frame bytes (quotas)
 }
 
 func newConn(s *Server, nc net.Conn, lis *Listener) *conn {
@@ -192,7 +196,11 @@ func (c *conn) readLoop() (err error) {
 			c.s.lim.badFrameLog.Warn("closing connection: malformed request", "remote", c.nc.RemoteAddr().String(), "err", err)
 			return err
 		}
-		s.held, s.pool = held, c.s.lim.pool(int(n))
+		s.held, s.pool, s.size = held, c.s.lim.pool(int(n)), int(n)
+		if err := c.waitMuted(); err != nil {
+			c.s.lim.release(s.pool, held)
+			return err
+		}
 		// The token is given back by the writer once the answer is written, so this
 		// bounds every request of the connection, those on blocking handlers included.
 		select {
@@ -222,6 +230,33 @@ func (c *conn) readLoop() (err error) {
 }
 
 var errPanic = errors.New("kafka: panic while serving the connection")
+
+// waitMuted holds the request just read while the client is throttled by its quota.
+func (c *conn) waitMuted() error {
+	d := time.Until(time.Unix(0, c.mutedUntil.Load()))
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-c.ctx.Done():
+		return c.ctx.Err()
+	}
+}
+
+// mute holds the connection's next request for d (quota throttling).
+func (c *conn) mute(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := c.mutedUntil.Load()
+		if cur >= until || c.mutedUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
 
 // oneFetch waits until the connection's previous fetch answer has been written. A fetch
 // answer is up to --fetch-max-bytes of records in memory until it is written, so a client
@@ -428,6 +463,11 @@ func (c *conn) writeSlot(w *bufio.Writer, s *slot, buf *[]byte) (broken bool) {
 		case resp = <-s.done:
 		case <-c.ctx.Done():
 			return true
+		}
+	}
+	if s.raw == nil {
+		if d := c.s.lim.q.throttle(s, s.size, resp); d > 0 {
+			c.mute(d)
 		}
 	}
 	c.s.metrics.observe(s.key, time.Since(s.start), resp)

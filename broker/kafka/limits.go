@@ -12,7 +12,8 @@ package kafka
 //     max.connections.per.ip): refused at accept, counted, logged at a bounded rate;
 //   - fetch sizes (fetch.max.bytes), clamped in handleFetch;
 //   - pipelined requests per connection (Config.MaxInFlight, conn.inflight);
-//   - a panicking handler closes its connection and is counted; the broker stays up.
+//   - a panicking handler closes its connection and is counted; the broker stays up;
+//   - produced and fetched bytes per second per client id (quota.go), off by default.
 //
 // Exported series (besides those of metrics.go):
 //
@@ -24,6 +25,8 @@ package kafka
 //	weir_broker_in_flight_waits_total            reads held back by the pipelining limit or a pipelined fetch
 //	weir_broker_fetch_clamped_total              fetches whose sizes were cut to fetch.max.bytes
 //	weir_broker_handler_panics_total{api}        panics recovered in request handlers
+//	weir_broker_quota_throttled_requests_total{kind}, weir_broker_quota_throttle_seconds_total{kind}
+//	                                             client quotas (quota.go), kind produce or fetch
 
 import (
 	"container/list"
@@ -59,6 +62,10 @@ type Limits struct {
 	// FetchMaxBytes bounds the record bytes of one fetch answer and of each of its
 	// partitions (fetch.max.bytes), whatever the request asks for.
 	FetchMaxBytes int32
+	// ProducerByteRate and ConsumerByteRate are every client id's quota of produced and
+	// fetched bytes per second (Kafka's producer_byte_rate, consumer_byte_rate); 0: none
+	// (quota.go).
+	ProducerByteRate, ConsumerByteRate int64
 }
 
 const (
@@ -84,7 +91,7 @@ func DefaultLimits() Limits {
 // Validate checks the limits against the largest request frame accepted.
 func (l *Limits) Validate(maxRequestBytes int32) error {
 	switch {
-	case l.QueuedMaxRequestBytes < 0 || l.MaxConnections < 0 || l.MaxConnectionsPerIP < 0:
+	case l.QueuedMaxRequestBytes < 0 || l.MaxConnections < 0 || l.MaxConnectionsPerIP < 0 || l.ProducerByteRate < 0 || l.ConsumerByteRate < 0:
 		return errors.New("limits must be >= 0 (0: unlimited)")
 	case l.QueuedMaxRequestBytes > 0 && l.QueuedMaxRequestBytes < int64(maxRequestBytes):
 		// A frame larger than the whole budget could never be read.
@@ -115,6 +122,11 @@ func (l *Limits) BindFlags(fs *flag.FlagSet) {
 		"most open Kafka connections (clients and other brokers); more are closed at accept and counted in weir_broker_connections_refused_total (max.connections; 0: unlimited)")
 	fs.IntVar(&l.MaxConnectionsPerIP, "max-connections-per-ip", l.MaxConnectionsPerIP,
 		"most open Kafka connections from one source IP address; more are closed at accept (max.connections.per.ip; 0: unlimited)")
+	fs.Int64Var(&l.ProducerByteRate, "producer-byte-rate", l.ProducerByteRate,
+		"quota of produced bytes per second of every client id (Kafka's producer_byte_rate): a client over it gets throttle_time_ms in its answers "+
+			"and its connection's next request is held as long (0: no quota)")
+	fs.Int64Var(&l.ConsumerByteRate, "consumer-byte-rate", l.ConsumerByteRate,
+		"quota of fetched record bytes per second of every client id (Kafka's consumer_byte_rate), enforced like --producer-byte-rate (0: no quota)")
 	fs.Func("fetch-max-bytes", fmt.Sprintf("most record bytes in one fetch answer and in each of its partitions, whatever the client asks for; "+
 		"the first batch is still sent whole if larger, as in Kafka (fetch.max.bytes, default %d)", l.FetchMaxBytes), func(s string) error {
 		var n int32
@@ -131,6 +143,7 @@ type limiter struct {
 	budget *budget // nil: unlimited
 	small  *budget // frames up to smallFrame: a pool of their own (nil with budget)
 	conns  connCounter
+	q      *quotas
 
 	refusedLog  rateLog
 	badFrameLog rateLog
@@ -180,7 +193,8 @@ func newLimiter(cfg Limits, set *metricset.Set, log *slog.Logger) *limiter {
 		l.small = newBudget(smallSize, g.part(1))
 		size.Set(float64(cfg.QueuedMaxRequestBytes + smallSize))
 	}
-	set.MustRegister(inFlight, size, l.budgetWaits, l.budgetTimeouts, l.refused, l.inFlightWaits, l.fetchClamped, l.panics)
+	l.q = newQuotas(cfg, time.Now)
+	set.MustRegister(inFlight, size, l.budgetWaits, l.budgetTimeouts, l.refused, l.inFlightWaits, l.fetchClamped, l.panics, l.q.throttled, l.q.throttleTime)
 	return l
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -596,5 +597,39 @@ func TestBudgetFIFOAndTimeout(t *testing.T) {
 	}
 	if b.inUse() != 90 {
 		t.Fatalf("in use %d", b.inUse())
+	}
+}
+
+// A client id's bucket holds one second of its quota; beyond it the client owes, and
+// the throttle is the time to pay it back (capped); buckets of idle clients are dropped
+// when the map is full, and past the bound new clients share one.
+func TestQuotaBuckets(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := newQuota(1000, func() time.Time { return now })
+	if d := q.record("a", 1000); d != 0 {
+		t.Fatalf("within the first second's worth: throttle %v", d)
+	}
+	if d := q.record("a", 500); d != 500*time.Millisecond {
+		t.Fatalf("500 bytes over at 1000 B/s: throttle %v, want 500ms", d)
+	}
+	if d := q.record("b", 1000); d != 0 {
+		t.Fatalf("another client id pays for the first: throttle %v", d)
+	}
+	now = now.Add(500 * time.Millisecond)
+	if d := q.record("a", 1); d != time.Millisecond {
+		t.Fatalf("after paying back: throttle %v, want 1ms", d)
+	}
+	if d := q.record("z", 1e9); d != maxThrottle {
+		t.Fatalf("a huge debt: throttle %v, want the cap %v", d, maxThrottle)
+	}
+	now = now.Add(time.Hour)
+	for i := 0; i < maxQuotaClients+10; i++ {
+		q.record(strconv.Itoa(i), 2000) // each over: none is idle
+	}
+	if n := len(q.clients); n > maxQuotaClients+1 {
+		t.Fatalf("%d buckets kept (bound %d)", n, maxQuotaClients)
+	}
+	if _, ok := q.clients["a"]; ok {
+		t.Fatal("an idle client's bucket survived the sweep")
 	}
 }
