@@ -234,25 +234,28 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 		if err != nil {
 			t.Fatalf("slow writer %d: %v", i, err)
 		}
-		keep(nc)
 		msg := frame(1, meta)
 		big := i >= slowSmall
 		if big {
+			keep(nc)
 			msg = append(slices.Clone(announce), make([]byte, 1<<20)...)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := 0; j < len(msg) && attack.Err() == nil; j++ {
+			if !big {
+				defer nc.Close() // once answered (or not): the end of the attack does not cut it short
+			}
+			for j := 0; j < len(msg) && (!big || attack.Err() == nil); j++ {
 				if _, err := nc.Write(msg[j : j+1]); err != nil {
 					return
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			if big || attack.Err() != nil {
+			if big {
 				return
 			}
-			nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+			nc.SetReadDeadline(time.Now().Add(30 * time.Second))
 			if _, err := readFrame(nc, 1<<20); err == nil {
 				slowAnswered.Add(1)
 			}
@@ -474,6 +477,7 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 		t.Errorf("%d of %d slow writers' requests were answered", n, slowSmall)
 	}
 
+	t.Logf("attack over; reading back")
 	// Every acked record is read back, once the consumer catches up.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -497,11 +501,13 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 	// With the attackers gone, their budget comes back (what is left is the consumer's
 	// long poll): nothing leaks.
 	var m map[string]float64
+	returned := time.Now()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if m, err = p.scrape(); err != nil {
 			t.Fatal(err)
 		}
 		if sum(m, "weir_broker_request_bytes_in_flight") < 64<<10 {
+			t.Logf("budget back within %v of the read-back", time.Since(returned).Round(time.Millisecond))
 			break
 		}
 		if time.Now().After(deadline) {
