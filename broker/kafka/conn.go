@@ -58,7 +58,6 @@ type conn struct {
 	// mutedUntil (unix nanoseconds): a client over its quota has its next request held
 	// until then (quota.go).
 	mutedUntil atomic.Int64
-	ip         string // source address, as counted by the connection limits
 
 	// lis is the listener the connection came in on (its zone, TLS, SASL); principal is
 	// who the client is: Anonymous until TLS client authentication or SASL says otherwise.

@@ -189,7 +189,6 @@ func (s *Server) acceptLoop(ln net.Listener, lis *Listener) {
 			continue
 		}
 		c := newConn(s, nc, lis)
-		c.ip = ip
 		s.connsMu.Lock()
 		if s.ctx.Err() != nil {
 			s.connsMu.Unlock()
