@@ -139,6 +139,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		MaxRequestBytes:   cfg.MaxRequestBytes,
 		MaxInFlight:       cfg.MaxInFlight,
 		IdleTimeout:       cfg.IdleTimeout,
+		Limits:            cfg.Limits,
 		AutoCreateTopics:  cfg.AutoCreateTopics,
 		DefaultPartitions: cfg.DefaultPartitions,
 		BrokerConfigs:     cfg.staticConfigs(),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/weir-io/weir/broker/group"
+	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/tier"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
@@ -71,6 +72,9 @@ type Config struct {
 	MaxInFlight int
 	// IdleTimeout closes connections that send nothing (connections.max.idle.ms).
 	IdleTimeout time.Duration
+	// Limits bound what clients can make the broker hold: request bytes in flight,
+	// connections overall and per address, fetch sizes (broker/kafka/limits.go).
+	Limits kafka.Limits
 
 	// AcceptWALLoss is an operator's decision to serve partitions whose WALs lost data
 	// (a corrupt record in the middle of a WAL, a segment deleted by hand): the WAL's
@@ -210,6 +214,7 @@ func DefaultConfig() Config {
 		TailCacheBytes:         256 << 20,
 		MaxInFlight:            256,
 		IdleTimeout:            10 * time.Minute,
+		Limits:                 kafka.DefaultLimits(),
 		ZoneRouting:            true,
 		Routing:                routing.DefaultConfig(),
 		LinkGrace:              30 * time.Second,
@@ -271,6 +276,9 @@ func (c *Config) Validate() error {
 	if c.MaxInFlight < 1 {
 		return fmt.Errorf("broker: max in-flight must be >= 1")
 	}
+	if err := c.Limits.Validate(c.MaxRequestBytes); err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
 	if c.OffsetsTopicPartitions < 1 {
 		return fmt.Errorf("broker: offsets topic partitions must be >= 1")
 	}
@@ -313,6 +321,9 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		c.MaxRequestBytes = int32(n)
 		return err
 	})
+	fs.IntVar(&c.MaxInFlight, "max-in-flight-requests-per-connection", c.MaxInFlight,
+		"most requests of one connection read and not yet answered; then the broker stops reading it until an answer is sent (slow handlers and long polls included)")
+	c.Limits.BindFlags(fs)
 	fs.BoolVar(&c.AutoCreateTopics, "auto-create-topics", c.AutoCreateTopics, "create unknown topics on produce/metadata (auto.create.topics.enable)")
 	fs.Func("default-partitions", "partitions of auto-created topics (num.partitions, default 1)", func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 32)
@@ -340,6 +351,10 @@ func (c *Config) staticConfigs() map[string]string {
 		"num.partitions":             strconv.Itoa(int(c.DefaultPartitions)),
 		"auto.create.topics.enable":  strconv.FormatBool(c.AutoCreateTopics),
 		"socket.request.max.bytes":   strconv.Itoa(int(c.MaxRequestBytes)),
+		"queued.max.request.bytes":   strconv.FormatInt(c.Limits.QueuedMaxRequestBytes, 10),
+		"max.connections":            strconv.Itoa(c.Limits.MaxConnections),
+		"max.connections.per.ip":     strconv.Itoa(c.Limits.MaxConnectionsPerIP),
+		"fetch.max.bytes":            strconv.Itoa(int(c.Limits.FetchMaxBytes)),
 		"message.max.bytes":          strconv.Itoa(metadata.DefaultMaxMessageBytes),
 		"default.replication.factor": "1",
 		"min.insync.replicas":        "1",

@@ -24,8 +24,24 @@ import (
 // request and hands it to its handler in arrival order (so an idempotent producer's
 // pipelined batches reach the WAL in sequence order), then queues a slot; handlers answer
 // their slot whenever they finish (a produce after its fdatasync, a fetch after its wait),
-// and the writer sends answers strictly in request order, as Kafka requires. The slot queue
-// is bounded: when MaxInFlight answers are pending the reader stops reading the socket.
+// and the writer sends answers strictly in request order, as Kafka requires. At most
+// MaxInFlight requests of a connection are unanswered (conn.inflight, blocking handlers
+// included): then the reader stops reading the socket. A frame's body is read in growing
+// steps as its bytes arrive, each step taken from the broker-wide budget (limits.go) and
+// given back once the response is written or dropped.
+
+const (
+	// readBufSize and writeBufSize are the per-connection buffers: small, because an
+	// idle or hostile connection must cost little (frames and answers larger than them
+	// bypass them anyway).
+	readBufSize  = 16 << 10
+	writeBufSize = 16 << 10
+	// The first quarter of a frame body is read in chunks (readBody): the first as large
+	// as what is already buffered (at least minBodyChunk), each next one twice the
+	// previous, up to maxBodyChunk. A slow writer holds a few KiB.
+	minBodyChunk = 4 << 10
+	maxBodyChunk = 1 << 20
+)
 
 var errFrameSize = errors.New("kafka: request frame size out of bounds")
 
@@ -35,6 +51,13 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	slots  chan *slot
+	// inflight holds a token per request read and not yet answered (MaxInFlight).
+	inflight chan struct{}
+	// fetchTok is held by the connection's one fetch whose answer is not yet written.
+	fetchTok chan struct{}
+	// mutedUntil (unix nanoseconds): a client over its quota has its next request held
+	// until then (quota.go).
+	mutedUntil atomic.Int64
 
 	// lis is the listener the connection came in on (its zone, TLS, SASL); principal is
 	// who the client is: Anonymous until TLS client authentication or SASL says otherwise.
@@ -63,11 +86,16 @@ type slot struct {
 	done     chan kmsg.Response // buffered 1; a nil response means "send nothing" (acks=0)
 	raw      []byte             // pre-encoded body, for requests kmsg cannot answer
 	closeIt  bool               // close the connection after this slot
+	held     int64              // request budget bytes, returned once answered
+	pool     *budget            // where held came from
+	fetchTok bool               // holds the connection's fetch token (conn.fetchTok)
+	size     int                // request frame bytes (quotas)
 }
 
 func newConn(s *Server, nc net.Conn, lis *Listener) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
-	c := &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, slots: make(chan *slot, s.cfg.MaxInFlight), lis: lis, listenerZone: lis.Zone}
+	c := &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, slots: make(chan *slot, s.cfg.MaxInFlight), inflight: make(chan struct{}, s.cfg.MaxInFlight),
+		fetchTok: make(chan struct{}, 1), lis: lis, listenerZone: lis.Zone}
 	anon := security.Anonymous
 	c.principal.Store(&anon)
 	if s.cfg.Traffic != nil {
@@ -131,12 +159,20 @@ func (c *conn) serve() {
 	}
 }
 
-func (c *conn) readLoop() error {
+func (c *conn) readLoop() (err error) {
+	defer func() {
+		// Handlers recover their own panics (dispatch); this is for the reading and
+		// parsing around them, which must not take the broker down either.
+		if r := recover(); r != nil {
+			c.s.recovered(c, -1, r)
+			err = errPanic
+		}
+	}()
 	if err := c.tlsHandshake(); err != nil {
 		return err
 	}
 	var size [4]byte
-	r := bufio.NewReaderSize(c.nc, 64<<10)
+	r := bufio.NewReaderSize(c.nc, readBufSize)
 	for {
 		if c.s.cfg.IdleTimeout > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
@@ -149,32 +185,170 @@ func (c *conn) readLoop() error {
 		// allocating so a hostile size cannot exhaust memory.
 		if n < 8 || n > c.s.cfg.MaxRequestBytes {
 			c.s.metrics.badFrames.Inc()
-			c.s.log.Warn("closing connection: request frame size out of bounds", "remote", c.nc.RemoteAddr().String(), "size", n, "max", c.s.cfg.MaxRequestBytes)
+			c.s.lim.badFrameLog.Warn("closing connection: request frame size out of bounds", "remote", c.nc.RemoteAddr().String(), "size", n, "max", c.s.cfg.MaxRequestBytes)
 			return fmt.Errorf("%w: %d", errFrameSize, n)
 		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(r, body); err != nil {
+		body, held, err := c.readBody(r, int(n))
+		if err != nil {
 			return err
 		}
 		s, req, err := c.parse(body)
 		if err != nil {
+			c.s.lim.release(c.s.lim.pool(int(n)), held)
 			c.s.metrics.badFrames.Inc()
-			c.s.log.Warn("closing connection: malformed request", "remote", c.nc.RemoteAddr().String(), "err", err)
+			c.s.lim.badFrameLog.Warn("closing connection: malformed request", "remote", c.nc.RemoteAddr().String(), "err", err)
 			return err
 		}
 		if err := c.saslGate(s.key); err != nil {
+			c.s.lim.release(c.s.lim.pool(int(n)), held)
 			return err
 		}
+		s.held, s.pool, s.size = held, c.s.lim.pool(int(n)), int(n)
+		if err := c.waitMuted(); err != nil {
+			c.s.lim.release(s.pool, held)
+			return err
+		}
+		// The token is given back by the writer once the answer is written, so this
+		// bounds every request of the connection, those on blocking handlers included.
 		select {
-		case c.slots <- s:
-		case <-c.ctx.Done():
+		case c.inflight <- struct{}{}:
+		default:
+			c.s.lim.inFlightWaits.Inc()
+			select {
+			case c.inflight <- struct{}{}:
+			case <-c.ctx.Done():
+				c.s.lim.release(s.pool, held)
+				return c.ctx.Err()
+			}
+		}
+		if req != nil && req.Key() == 1 && !c.oneFetch(s) {
+			<-c.inflight
+			c.s.lim.release(s.pool, held)
 			return c.ctx.Err()
 		}
+		c.slots <- s // never blocks: the queue has room for every token
 		if s.closeIt {
 			return nil
 		}
 		if req != nil {
 			c.s.dispatch(c, s, req)
+		}
+	}
+}
+
+var errPanic = errors.New("kafka: panic while serving the connection")
+
+// waitMuted holds the request just read while the client is throttled by its quota.
+func (c *conn) waitMuted() error {
+	d := time.Until(time.Unix(0, c.mutedUntil.Load()))
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-c.ctx.Done():
+		return c.ctx.Err()
+	}
+}
+
+// mute holds the connection's next request for d (quota throttling).
+func (c *conn) mute(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := c.mutedUntil.Load()
+		if cur >= until || c.mutedUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// oneFetch waits until the connection's previous fetch answer has been written. A fetch
+// answer is up to --fetch-max-bytes of records in memory until it is written, so a client
+// that pipelines fetches and never reads could otherwise make the broker hold
+// MaxInFlight of them; clients send one fetch per connection at a time anyway. Taken in
+// request order on the reader before the slot is queued (fetch handlers run on
+// goroutines of their own: a later fetch taking it first would wait forever for the
+// writer, which waits for the earlier).
+func (c *conn) oneFetch(s *slot) bool {
+	select {
+	case c.fetchTok <- struct{}{}:
+	default:
+		c.s.lim.inFlightWaits.Inc()
+		select {
+		case c.fetchTok <- struct{}{}:
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+	s.fetchTok = true
+	return true
+}
+
+// readBody reads a frame body of n bytes. Memory is taken only for bytes the client has
+// started sending (a client announcing 100 MiB and sending nothing costs nothing), each
+// piece taken from the request budget before it is allocated: when the budget is used up
+// the reader waits (backpressure). The first quarter of a frame is read in chunks as its
+// bytes arrive; then (or as soon as the rest is already buffered) the whole body is
+// allocated once, the chunks copied in and the rest read in place. So a frame holds at most
+// four times what its client has sent (plus a 4 KiB chunk), and a large frame costs one
+// extra copy of a quarter of it. It returns the budget bytes held for the body; on error it
+// has given them back.
+func (c *conn) readBody(r *bufio.Reader, n int) (body []byte, held int64, err error) {
+	pool := c.s.lim.pool(n)
+	defer func() {
+		if err != nil {
+			c.s.lim.release(pool, held)
+			body, held = nil, 0
+		}
+	}()
+	take := func(k int, partial bool) error {
+		err := c.s.lim.take(c.ctx, pool, int64(k), partial)
+		if errors.Is(err, errBudgetTimeout) {
+			c.s.lim.budgetLog.Warn("closing connection: its partly read request got no budget in time (--queued-max-request-bytes)",
+				"remote", c.nc.RemoteAddr().String(), "size", n, "wait", c.s.lim.cfg.BudgetWait)
+		}
+		if err == nil {
+			held += int64(k)
+		}
+		return err
+	}
+	var chunks [][]byte
+	quarter := (n + 3) / 4
+	got, size := 0, 0
+	for {
+		// Wait for the first byte before taking anything; later chunks follow bytes that
+		// are flowing, each at most twice the one before.
+		if got == 0 {
+			if _, err = r.Peek(1); err != nil {
+				return
+			}
+		}
+		if got >= quarter || r.Buffered() >= n-got {
+			if err = take(n-got, got > 0); err != nil {
+				return
+			}
+			body = make([]byte, n)
+			off := 0
+			for _, ch := range chunks {
+				off += copy(body[off:], ch)
+			}
+			_, err = io.ReadFull(r, body[got:])
+			return body, held, err
+		}
+		size = min(quarter-got, max(minBodyChunk, r.Buffered(), min(2*size, maxBodyChunk)))
+		if err = take(size, got > 0); err != nil {
+			return
+		}
+		chunk := make([]byte, size)
+		chunks = append(chunks, chunk)
+		var k int
+		k, err = io.ReadFull(r, chunk)
+		got += k
+		if err != nil {
+			return
 		}
 	}
 }
@@ -256,60 +430,90 @@ func (c *conn) parse(body []byte) (*slot, kmsg.Request, error) {
 func (s *slot) respond(resp kmsg.Response) { s.done <- resp }
 
 func (c *conn) writeLoop() {
-	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var w *bufio.Writer // made with the first answer: a connection that never gets one costs less
 	var buf []byte
 	broken := false
 	for s := range c.slots {
-		var resp kmsg.Response
-		if s.raw == nil {
-			select {
-			case resp = <-s.done:
-			case <-c.ctx.Done():
-				broken = true
+		if !broken {
+			if w == nil {
+				w = bufio.NewWriterSize(c.nc, writeBufSize)
 			}
+			broken = c.writeSlot(w, s, &buf)
 		}
-		if broken {
-			continue // drain so the reader never blocks on a full queue
+		// Answered, or dropped with the connection: the request's bytes (produce batches
+		// are sub-slices of them, alive until the WAL write is done, which precedes the
+		// answer) and its pipelining token are free again.
+		c.s.lim.release(s.pool, s.held)
+		if s.fetchTok {
+			<-c.fetchTok
 		}
-		c.s.metrics.observe(s.key, time.Since(s.start), resp)
-		if resp == nil && s.raw == nil {
-			if s.closeIt {
-				c.nc.Close()
-				broken = true
-			}
-			continue // acks=0 produce
-		}
-		if need := encodedSizeHint(resp); cap(buf) < need {
-			buf = make([]byte, 0, need) // one allocation, not a doubling series of copies
-		}
-		buf = append(buf[:0], 0, 0, 0, 0)
-		buf = binary.BigEndian.AppendUint32(buf, uint32(s.corr))
-		if s.raw != nil {
-			buf = append(buf, s.raw...)
-		} else {
-			if s.flex {
-				buf = append(buf, 0)
-			}
-			buf = resp.AppendTo(buf)
-		}
-		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		_, err := w.Write(buf)
-		if err == nil && (len(c.slots) == 0 || s.closeIt) {
-			err = w.Flush()
-		}
-		if err != nil || s.closeIt {
-			c.nc.Close()
-			c.cancel()
-			broken = true
-		}
-		if cap(buf) > 1<<20 {
-			buf = nil // don't pin a huge fetch answer for the connection's lifetime
-		}
+		<-c.inflight
 	}
-	if !broken {
+	if !broken && w != nil {
 		w.Flush()
 	}
+}
+
+// writeSlot waits for a slot's answer and writes it; it reports whether the connection
+// is broken (then the remaining slots are only drained, so the reader never blocks).
+func (c *conn) writeSlot(w *bufio.Writer, s *slot, buf *[]byte) (broken bool) {
+	defer func() {
+		// Encoding a response a handler built wrongly panics here, on the writer.
+		if r := recover(); r != nil {
+			c.s.recovered(c, s.key, r)
+			broken = true
+		}
+	}()
+	var resp kmsg.Response
+	if s.raw == nil {
+		select {
+		case resp = <-s.done:
+		case <-c.ctx.Done():
+			return true
+		}
+	}
+	if s.raw == nil {
+		if d := c.s.lim.q.throttle(s, s.size, resp); d > 0 {
+			c.mute(d)
+		}
+	}
+	c.s.metrics.observe(s.key, time.Since(s.start), resp)
+	if resp == nil && s.raw == nil {
+		if s.closeIt {
+			c.nc.Close()
+			return true
+		}
+		return false // acks=0 produce
+	}
+	if need := encodedSizeHint(resp); cap(*buf) < need {
+		*buf = make([]byte, 0, need) // one allocation, not a doubling series of copies
+	}
+	b := append((*buf)[:0], 0, 0, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(s.corr))
+	if s.raw != nil {
+		b = append(b, s.raw...)
+	} else {
+		if s.flex {
+			b = append(b, 0)
+		}
+		b = resp.AppendTo(b)
+	}
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	*buf = b
+	c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	_, err := w.Write(b)
+	if err == nil && (len(c.slots) == 0 || s.closeIt) {
+		err = w.Flush()
+	}
+	if cap(*buf) > 1<<20 {
+		*buf = nil // don't pin a huge fetch answer for the connection's lifetime
+	}
+	if err != nil || s.closeIt {
+		c.nc.Close()
+		c.cancel()
+		return true
+	}
+	return false
 }
 
 // encodedSizeHint estimates the encoded size of a response whose size is dominated by

@@ -101,10 +101,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 		resp.Topics = append(resp.Topics, st)
 	}
 
-	maxBytes := int(req.MaxBytes)
-	if maxBytes <= 0 {
-		maxBytes = 52428800 // fetch.max.bytes default; v<3 has no field
-	}
+	maxBytes := s.clampFetch(req)
 	// Register for wake-ups before the first read so an append between the read and the
 	// wait cannot be missed.
 	wake := make(chan struct{}, 1)
@@ -144,6 +141,31 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 			return
 		}
 	}
+}
+
+// clampFetch cuts the fetch's sizes to --fetch-max-bytes (a client asking for 2 GiB gets
+// at most the limit, and nothing is sized from the request's numbers) and returns the
+// answer's byte limit.
+func (s *Server) clampFetch(req *kmsg.FetchRequest) int {
+	limit := s.lim.cfg.FetchMaxBytes
+	clamped := false
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = min(52428800, limit) // the clients' fetch.max.bytes default
+	} else if maxBytes > limit {
+		maxBytes, clamped = limit, true
+	}
+	for i := range req.Topics {
+		for j := range req.Topics[i].Partitions {
+			if p := &req.Topics[i].Partitions[j]; p.PartitionMaxBytes > limit {
+				p.PartitionMaxBytes, clamped = limit, true
+			}
+		}
+	}
+	if clamped {
+		s.lim.fetchClamped.Inc()
+	}
+	return int(maxBytes)
 }
 
 // fillFetch (re)computes every target's answer; it reports the record bytes found and

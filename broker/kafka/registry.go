@@ -72,14 +72,27 @@ func handleGroup(s *Server, c *conn, sl *slot, req kmsg.Request) {
 func (s *Server) dispatch(c *conn, sl *slot, req kmsg.Request) {
 	a := apis[req.Key()]
 	if !a.blocking {
-		a.handle(s, c, sl, req)
+		s.runHandler(a, c, sl, req)
 		return
 	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		a.handle(s, c, sl, req)
+		s.runHandler(a, c, sl, req)
 	}()
+}
+
+// runHandler runs a handler; a panic in it closes the connection (whose writer then
+// stops waiting for the slot) and is counted and logged, and the broker goes on. The
+// group coordinator's handlers are covered up to their return; answers it sends later
+// from its own goroutines only call sl.respond.
+func (s *Server) runHandler(a api, c *conn, sl *slot, req kmsg.Request) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.recovered(c, a.key, r)
+		}
+	}()
+	a.handle(s, c, sl, req)
 }
 
 // apiVersionsResponse lists the registry in key order.

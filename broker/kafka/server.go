@@ -23,8 +23,9 @@ type Config struct {
 	// MaxRequestBytes bounds one request frame; larger frames close the connection
 	// before anything is allocated for them (Kafka: socket.request.max.bytes).
 	MaxRequestBytes int32
-	// MaxInFlight bounds pipelined requests per connection before the broker stops
-	// reading it.
+	// MaxInFlight bounds requests of a connection read and not yet answered (blocking
+	// handlers' included) before the broker stops reading it
+	// (max.in.flight.requests.per.connection on the client's side).
 	MaxInFlight int
 	// IdleTimeout closes connections that send nothing (connections.max.idle.ms).
 	IdleTimeout time.Duration
@@ -48,6 +49,8 @@ type Config struct {
 	SASL sasl.Config
 	// Authorizer checks every request against the ACLs (authz.go); nil: off.
 	Authorizer *acl.Authorizer
+	// Limits bound what clients can make the broker hold (limits.go).
+	Limits Limits
 }
 
 // Deps is what the front end serves from.
@@ -75,6 +78,7 @@ type Server struct {
 	zones    zoneViews
 	log      *slog.Logger
 	metrics  *metrics
+	lim      *limiter
 	now      func() time.Time
 	sasl     *saslServer
 
@@ -99,8 +103,12 @@ func NewServer(cfg Config, d Deps) *Server {
 	if cfg.MaxInFlight < 1 {
 		cfg.MaxInFlight = 1
 	}
+	if b := cfg.Limits.QueuedMaxRequestBytes; b > 0 && int64(cfg.MaxRequestBytes) > b {
+		cfg.MaxRequestBytes = int32(b) // a larger frame could never get its budget
+	}
 	s := &Server{cfg: cfg, meta: d.Meta, be: d.Backend, groups: d.Groups, internal: d.Internal, log: d.Logger, now: d.Now,
 		metrics: newMetrics(d.Registerer), conns: map[*conn]struct{}{}}
+	s.lim = newLimiter(cfg.Limits, s.metrics.set, d.Logger)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sasl = newSASLServer(cfg.SASL, d.Meta, s.metrics.set)
 	return s
@@ -179,11 +187,22 @@ func (s *Server) acceptLoop(ln net.Listener, lis *Listener) {
 			continue
 		}
 		delay = 0
+		// Over a connection limit: closed before anything is allocated for it. A flood
+		// of them is counted in full but logged at a bounded rate.
+		ip := remoteIP(nc)
+		if reason := s.lim.conns.admit(ip); reason != "" {
+			nc.Close()
+			s.lim.refused.WithLabelValues(reason).Inc()
+			s.lim.refusedLog.Warn("connection refused: over a connection limit", "reason", reason, "remote", ip,
+				"max_connections", s.lim.cfg.MaxConnections, "max_connections_per_ip", s.lim.cfg.MaxConnectionsPerIP)
+			continue
+		}
 		c := newConn(s, nc, lis)
 		s.connsMu.Lock()
 		if s.ctx.Err() != nil {
 			s.connsMu.Unlock()
 			nc.Close()
+			s.lim.conns.leave(ip)
 			return
 		}
 		s.conns[c] = struct{}{}
@@ -195,6 +214,7 @@ func (s *Server) acceptLoop(ln net.Listener, lis *Listener) {
 			s.connsMu.Lock()
 			delete(s.conns, c)
 			s.connsMu.Unlock()
+			s.lim.conns.leave(ip)
 		}()
 	}
 }
