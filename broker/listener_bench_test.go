@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/weir-io/weir/security/sasl"
 	"os"
 	"strings"
 	"testing"
@@ -55,7 +56,7 @@ func TestBenchOverTLS(t *testing.T) {
 // TestListenerProtocolThroughput measures produce throughput and ack latency of one
 // broker through listeners of each security protocol, back to back in one run:
 //
-//	WEIR_LISTENER_BENCH=PLAINTEXT,SSL go test -run TestListenerProtocolThroughput -v -timeout 30m ./broker
+//	WEIR_LISTENER_BENCH=PLAINTEXT,SSL,SASL_SSL go test -run TestListenerProtocolThroughput -v -timeout 30m ./broker
 //
 // The first protocol is the main listener's, every other one a named listener of its
 // own. Each protocol gets two `weir bench produce` runs: unlimited (closed loop: the
@@ -64,8 +65,8 @@ func TestBenchOverTLS(t *testing.T) {
 // WEIR_LISTENER_BENCH_RATE the fixed rate (records/s); WEIR_LISTENER_BENCH_ROUNDS
 // repeats the whole list (interleaved, so drift of the machine spreads over every
 // protocol). SASL_PLAINTEXT and SASL_SSL clients use WEIR_LISTENER_BENCH_SASL=MECHANISM:user
-// (password in $WEIR_SASL_PASSWORD); their credentials must exist on the broker (SCRAM
-// users are created by whoever merges SASL).
+// (default SCRAM-SHA-256:bench; password $WEIR_SASL_PASSWORD, default bench-password),
+// created on the broker before the runs.
 func TestListenerProtocolThroughput(t *testing.T) {
 	list := os.Getenv("WEIR_LISTENER_BENCH")
 	if list == "" {
@@ -83,6 +84,12 @@ func TestListenerProtocolThroughput(t *testing.T) {
 	rounds := 1
 	fmt.Sscan(os.Getenv("WEIR_LISTENER_BENCH_ROUNDS"), &rounds)
 	mech, user, _ := strings.Cut(os.Getenv("WEIR_LISTENER_BENCH_SASL"), ":")
+	if mech == "" {
+		mech, user = "SCRAM-SHA-256", "bench"
+	}
+	if os.Getenv("WEIR_SASL_PASSWORD") == "" {
+		t.Setenv("WEIR_SASL_PASSWORD", "bench-password")
+	}
 
 	pki := newTestPKI(t)
 	tb := startBroker(t, t.TempDir(), func(c *Config) {
@@ -92,6 +99,19 @@ func TestListenerProtocolThroughput(t *testing.T) {
 		}
 		c.TLS = tlsconf.Files{CertFile: pki.server.CertFile, KeyFile: pki.server.KeyFile}
 	})
+	// The SASL user exists on the broker (its local metadata store), with both SCRAM
+	// mechanisms (PLAIN checks against them).
+	for _, m := range []metadata.ScramMechanism{metadata.ScramSHA256, metadata.ScramSHA512} {
+		c, err := sasl.NewCredential(m.String(), os.Getenv("WEIR_SASL_PASSWORD"), 8192)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := tb.meta.AlterScram(context.Background(), []metadata.ScramAlteration{{User: user, Mechanism: m,
+			Credential: metadata.ScramCredential{Mechanism: m, Iterations: 8192, Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey}}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("creating the SASL user: %v %v", res, err)
+		}
+	}
 	addr := func(p string) string {
 		if p == protos[0] {
 			return tb.addr()
