@@ -125,4 +125,3 @@ func TestSuiteConfigValidate(t *testing.T) {
 		t.Fatalf("skips: %v", err)
 	}
 }
-
