@@ -469,12 +469,12 @@ func (s *suite) scale(ctx context.Context) {
 	s.step("partition scaling: %s", cmd)
 	outp, err := s.shell(ctx, cmd)
 	if err != nil {
-		s.add(notRun(name, fmt.Sprintf("run by `%s`: not available here yet (%v); the row is wired when that command exists", s.cfg.ScaleCmd, err)))
+		s.add(notRun(name, fmt.Sprintf("run by `%s`: not available here yet (%v); the row is wired when that command exists", strings.ReplaceAll(s.cfg.ScaleCmd, "{weir}", "weir"), err)))
 		return
 	}
 	s.res.Outputs[stepScale] = outp
 	fmt.Fprintf(s.out, "%s\n", strings.TrimSpace(outp))
-	s.add(notRun(name, fmt.Sprintf("run by `%s`: its output is above (and under outputs.scale in --json); target ≤ 1.2× the 100-partition p99", s.cfg.ScaleCmd)))
+	s.add(notRun(name, fmt.Sprintf("run by `%s`: its output is above (and under outputs.scale in --json); target ≤ 1.2× the 100-partition p99", strings.ReplaceAll(s.cfg.ScaleCmd, "{weir}", "weir"))))
 }
 
 func (s *suite) e2e(ctx context.Context) error {
