@@ -456,7 +456,11 @@ func (s *suite) fixedRate(ctx context.Context, b *brokerProc) error {
 	s.add(row("produce ack p99.9 (client)", p.Latency.P999, "ms", "client ack p99", p.Latency.P99, &t3))
 	est, lo, hi := h1.sub(h0).quantile(0.99)
 	br := row("broker Produce request p99 (own histogram)", est, "ms", "raw fdatasync p99 @"+size, raw.Latency.P99, &t2)
-	br.Note = fmt.Sprintf("interpolated in its histogram bucket %s–%s ms, %d requests", ms(lo), ms(hi), int64(h1.sub(h0).total()))
+	kind := "classic (power-of-two)"
+	if h1.native {
+		kind = "native"
+	}
+	br.Note = fmt.Sprintf("interpolated in its %s histogram bucket %s–%s ms, %d requests", kind, ms(lo), ms(hi), int64(h1.sub(h0).total()))
 	s.add(br)
 	return nil
 }

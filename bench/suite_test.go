@@ -16,11 +16,19 @@ import (
 
 // TestHistogramQuantile: the broker's p99 comes from two scrapes of its histogram; the
 // difference leaves out what was observed before, and the estimate lies in the right
-// bucket.
+// bucket: a power-of-two classic one, or a narrow native one when the histogram has them.
 func TestHistogramQuantile(t *testing.T) {
+	t.Run("classic", func(t *testing.T) { testHistogramQuantile(t, false) })
+	t.Run("native", func(t *testing.T) { testHistogramQuantile(t, true) })
+}
+
+func testHistogramQuantile(t *testing.T, native bool) {
 	reg := prometheus.NewRegistry()
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "weir_broker_request_duration_seconds",
-		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}, []string{"api"})
+	opts := prometheus.HistogramOpts{Name: "weir_broker_request_duration_seconds", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}
+	if native {
+		opts.NativeHistogramBucketFactor, opts.NativeHistogramMaxBucketNumber = 1.1, 256
+	}
+	h := prometheus.NewHistogramVec(opts, []string{"api"})
 	reg.MustRegister(h)
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
@@ -48,9 +56,15 @@ func TestHistogramQuantile(t *testing.T) {
 	if d.total() != 1000 {
 		t.Fatalf("difference holds %v observations, want 1000", d.total())
 	}
+	if after.native != native {
+		t.Fatalf("native buckets read: %v, want %v", after.native, native)
+	}
 	est, lo, hi := d.quantile(0.99)
-	if lo != 3.2 || hi != 6.4 || est < lo || est > hi {
+	switch {
+	case !native && (lo != 3.2 || hi != 6.4 || est < lo || est > hi):
 		t.Errorf("p99 = %v in [%v, %v], want within the 3.2–6.4 ms bucket", est, lo, hi)
+	case native && (lo > 5 || hi < 5 || hi/lo > 1.1):
+		t.Errorf("p99 = %v in [%v, %v], want a bucket at most 10 %% wide around 5 ms", est, lo, hi)
 	}
 	if est, _, _ := d.quantile(0.5); est < 0.4 || est > 0.8 {
 		t.Errorf("p50 = %v, want within 0.4–0.8 ms", est)

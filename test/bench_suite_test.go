@@ -10,7 +10,8 @@ import (
 
 // `weir bench suite` orchestrates the other bench modes against processes it starts;
 // this keeps it working end to end in a short run: every row it measured has a value and
-// its limit, the broker's own Produce p99 was read from the broker's histogram, the
+// its limit, the broker's own Produce p99 was read from the broker's histogram (its
+// native buckets), the
 // end-to-end row came from the 3+3 process cluster, and the rows other commands measure
 // say which command (here: a scale command that does not exist) instead of a number.
 func TestBenchSuiteCommand(t *testing.T) {
@@ -55,6 +56,9 @@ func TestBenchSuiteCommand(t *testing.T) {
 			}
 		case row.Value <= 0 || row.Limit <= 0 || row.Ratio <= 0:
 			t.Errorf("row without a measurement: %+v", row)
+		case strings.HasPrefix(row.Name, "broker Produce") && !strings.Contains(row.Note, "native"):
+			// The broker's request histogram has native (narrow) buckets for this.
+			t.Errorf("broker p99 not from native buckets: %+v", row)
 		}
 		seen[strings.Fields(row.Name)[0]+" "+strings.Fields(row.Name)[1]] = true
 	}
