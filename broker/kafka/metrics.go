@@ -13,7 +13,7 @@ import (
 //
 // Exported series (all prefixed weir_broker_):
 //
-//	request_duration_seconds{api}  histogram, read of a request to its response sent
+//	request_duration_seconds{api}  histogram, read of a request to its response sent (native buckets too)
 //	requests_total{api}            counter, requests answered (acks=0 produces too)
 //	request_errors_total{api,error} counter, non-zero ErrorCode fields in responses
 //	connections                    gauge, open client connections
