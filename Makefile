@@ -7,7 +7,7 @@ PKGS    := ./...
 # packages running side by side steal ports and CPU from each other.
 TESTFLAGS ?= -count=1 -timeout 25m -p 1
 
-.PHONY: run build test vet fuzz bench clean
+.PHONY: run build test vet fuzz bench bench-quick clean
 
 run: build ## run a local Weir on the embedded defaults (data under ./data, Kafka on 127.0.0.1:9092)
 	./$(BIN) dev
@@ -33,8 +33,12 @@ fuzz: ## a short run of every fuzz target
 	$(GO) test ./broker/peer/ -run '^$$' -fuzz FuzzAuth -fuzztime 20s
 	$(GO) test ./security/sasl/ -run '^$$' -fuzz FuzzScram -fuzztime 20s
 
-bench: build ## produce throughput and ack latency on one broker beside the disk's limit
-	$(GO) test ./test/ -run '^$$' -bench BenchmarkProduce -benchtime 1x -v
+# BENCHFLAGS: e.g. --json, --keep, --skip cold, -v (weir bench suite --help).
+bench: build ## the performance suite: one table of figures beside their limits (~6 min)
+	./$(BIN) bench suite $(BENCHFLAGS)
+
+bench-quick: build ## the same suite with short runs (~2 min, noisier)
+	./$(BIN) bench suite --quick $(BENCHFLAGS)
 
 clean:
 	rm -rf bin data

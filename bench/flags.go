@@ -30,6 +30,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	case "failover":
 		return runFailover(ctx, args[1:], stdout, stderr)
+	case "suite":
+		return runSuite(ctx, args[1:], stdout, stderr)
 	}
 	cfg, err := parseArgs(args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -235,7 +237,7 @@ func usageOf(fs *flag.FlagSet, synopsis, desc string) {
 }
 
 func printUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: weir bench <produce|consume|e2e|disk|failover> [flags]
+	fmt.Fprint(w, `Usage: weir bench <produce|consume|e2e|disk|failover|suite> [flags]
 
 Benchmarks a Kafka-compatible broker (normally Weir) and its WAL disk.
   produce   produce records, report throughput and ack latency
@@ -244,6 +246,9 @@ Benchmarks a Kafka-compatible broker (normally Weir) and its WAL disk.
   disk      measure sequential write+fdatasync limits of a directory
   failover  run a cluster of processes, SIGKILL a broker, time how long its partitions
             stay unwritable (weir bench failover --help)
+  suite     run the performance suite (standalone produce beside the disk's limit,
+            throughput per core, end to end on 3+3, scaling, cold reads) and print one
+            table of ratios and targets (weir bench suite --help; make bench)
 
 Every subcommand prints a progress line every --interval and a summary at the end;
 --json prints the results as one JSON object instead, --plot draws them to a PNG.

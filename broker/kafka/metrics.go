@@ -13,7 +13,7 @@ import (
 //
 // Exported series (all prefixed weir_broker_):
 //
-//	request_duration_seconds{api}  histogram, read of a request to its response sent
+//	request_duration_seconds{api}  histogram, read of a request to its response sent (native buckets too)
 //	requests_total{api}            counter, requests answered (acks=0 produces too)
 //	request_errors_total{api,error} counter, non-zero ErrorCode fields in responses
 //	connections                    gauge, open client connections
@@ -40,6 +40,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name:    "weir_broker_request_duration_seconds",
 			Help:    "Time from reading a request to sending its response, by API.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
+			// Native buckets beside the classic ones (protobuf scrapes only; weir bench
+			// suite reads them): about 9 % wide, so that a p99 at 1.1× the disk's
+			// fdatasync can be told from 2×. 50 µs .. 1000 s needs under 200 of them.
+			NativeHistogramBucketFactor:    1.1,
+			NativeHistogramMaxBucketNumber: 256,
 		}, []string{"api"}),
 		requestsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "weir_broker_requests_total",

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -20,17 +22,21 @@ import (
 // metrics, a logger, a registry, and the /metrics, /healthz and /readyz server.
 type process struct {
 	logLevel, metricsAddr *string
+	pprof                 *bool
 	log                   *slog.Logger
 	reg                   *prometheus.Registry
 	ready                 atomic.Bool
 	stop                  func()
 }
 
-// newProcess binds --log-level and --metrics on fs with the given defaults.
+// newProcess binds --log-level, --metrics and --pprof on fs with the given defaults.
 func newProcess(fs *flag.FlagSet, logLevel, metricsAddr, metricsHelp string) *process {
 	return &process{
 		logLevel:    fs.String("log-level", logLevel, "debug, info, warn or error"),
 		metricsAddr: fs.String("metrics", metricsAddr, metricsHelp),
+		pprof: fs.Bool("pprof", false, "also serve Go's profiles under /debug/pprof/ on the --metrics listener (CPU, heap, allocs, "+
+			"goroutine, block and mutex (sampled, on with this flag), trace; e.g. go tool pprof http://ADDR/debug/pprof/profile?seconds=30). Off by default: "+
+			"profiles show code paths and memory, so expose the listener only where that is acceptable"),
 	}
 }
 
@@ -46,7 +52,16 @@ func (p *process) parse(fs *flag.FlagSet, args []string) (ok bool, err error) {
 		return false, err
 	}
 	p.reg = newRegistry()
-	if p.stop, err = serveMetrics(*p.metricsAddr, p.reg, &p.ready); err != nil {
+	if *p.pprof && *p.metricsAddr == "" {
+		return false, errors.New("--pprof needs --metrics: the profiles are served on the metrics listener")
+	}
+	if *p.pprof {
+		// Without these the block and mutex profiles stay empty. Sampled: one in 100
+		// contended mutex events, blocking events from 10µs on in proportion.
+		runtime.SetMutexProfileFraction(100)
+		runtime.SetBlockProfileRate(10_000)
+	}
+	if p.stop, err = serveMetrics(*p.metricsAddr, p.reg, &p.ready, *p.pprof); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -59,13 +74,23 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// serveMetrics serves /metrics, /healthz (the process is up) and /readyz (ready reports
-// true) on addr; an empty addr serves nothing. The returned function stops the server.
-func serveMetrics(addr string, reg *prometheus.Registry, ready *atomic.Bool) (func(), error) {
+// serveMetrics serves /metrics, /healthz (the process is up), /readyz (ready reports
+// true) and, with profiles, /debug/pprof/ on addr; an empty addr serves nothing. The
+// returned function stops the server.
+func serveMetrics(addr string, reg *prometheus.Registry, ready *atomic.Bool, profiles bool) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
 	mux := http.NewServeMux()
+	if profiles {
+		// On our own mux, not http.DefaultServeMux: importing net/http/pprof registers
+		// there, and nothing else in the process may expose profiles by accident.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -79,6 +104,7 @@ func serveMetrics(addr string, reg *prometheus.Registry, ready *atomic.Bool) (fu
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener: %w", err)
 	}
+	// No WriteTimeout: a CPU profile or trace streams for as long as asked (?seconds=N).
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return func() { srv.Close() }, nil
