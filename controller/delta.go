@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -103,15 +104,13 @@ func (h *stepHistory) record(old, cur *metadata.View, acls []acl.Binding) {
 			st.topics[name] = topicStep{full: true}
 			continue
 		}
-		var parts []int32
+		parts := []int32{} // not nil: the topic changed (its configs, if nothing else)
 		for i := range t.Partitions {
 			if !t.Partitions[i].Equal(&o.Partitions[i]) {
 				parts = append(parts, int32(i))
 			}
 		}
-		if len(parts) > 0 {
-			st.topics[name] = topicStep{parts: parts}
-		}
+		st.topics[name] = topicStep{parts: parts}
 	}
 	for name := range old.Topics {
 		if _, ok := cur.Topics[name]; !ok {
@@ -188,8 +187,8 @@ func (h *stepHistory) since(after, to uint64) (viewStep, bool) {
 	return out, true
 }
 
-// TopicPartsJSON is a delta's change to a topic that kept its ID, partition count and
-// configs' shape: its configs and the changed partitions (by Index).
+// TopicPartsJSON is a delta's change to a topic that kept its name, ID and partition
+// count: its configs and the changed partitions, each with its position (At).
 type TopicPartsJSON struct {
 	ID         metadata.TopicID     `json:"id"`
 	Count      int                  `json:"count"`
@@ -277,6 +276,9 @@ func applyDelta(base *metadata.View, vj *ViewJSON, controllerID int32) (*metadat
 		o := topics[name]
 		if o == nil || o.ID != tp.ID || len(o.Partitions) != tp.Count {
 			return nil, fmt.Errorf("%w: topic %q does not match the base", errStaleDelta, name)
+		}
+		if len(tp.Partitions) == 0 && maps.Equal(o.Configs, tp.Configs) {
+			continue // nothing a View shows changed: keep the topic (brokers skip it)
 		}
 		t := &metadata.Topic{Name: name, ID: tp.ID, Configs: tp.Configs, Partitions: slices.Clone(o.Partitions)}
 		if len(tp.At) != len(tp.Partitions) {
