@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,7 +32,9 @@ import (
 //	go test -run '^$' -bench BenchmarkScale -benchtime 1x ./cluster
 //
 // Env: WEIR_SCALE_SIZES (default 100,10000), WEIR_SCALE_RATE (records/s, default
-// 10000), WEIR_SCALE_DURATION (default 10s), WEIR_SCALE_CHANGES (default 20).
+// 10000), WEIR_SCALE_DURATION (default 10s), WEIR_SCALE_CHANGES (default 20),
+// WEIR_SCALE_HEAPPROFILE (write a heap profile to PATH.<partitions> after each topic is
+// created).
 func BenchmarkScale(b *testing.B) {
 	sizes := envInts(b, "WEIR_SCALE_SIZES", "100,10000")
 	rate := envStr("WEIR_SCALE_RATE", "10000")
@@ -80,6 +83,14 @@ func scaleRun(b *testing.B, c *Cluster, admin *controller.Client, n int, rate, d
 	waitBrokersAt(b, ctx, c, admin.View().Version)
 	time.Sleep(2 * time.Second) // partitions loaded, first heartbeats and load reports
 	row.bytesPerPartition = float64(heapAfterGC()-heap0) / float64(n)
+	if path := os.Getenv("WEIR_SCALE_HEAPPROFILE"); path != "" { // where the bytes are
+		f, err := os.Create(fmt.Sprintf("%s.%d", path, n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		pprof.WriteHeapProfile(f)
+		f.Close()
+	}
 
 	var out, progress bytes.Buffer
 	args := []string{"produce", "--bootstrap", c.Bootstrap(), "--topic", topic, "--rate", rate, "--duration", dur,
