@@ -27,7 +27,12 @@ import (
 // partitions; a delta is proportional to the change.
 
 // maxSteps bounds the step history: a watcher further behind gets a full View.
-const maxSteps = 1024
+// maxStepParts bounds the partition indices it holds (an object commit may touch every
+// partition): beyond it the oldest steps go.
+const (
+	maxSteps     = 1024
+	maxStepParts = 1 << 20
+)
 
 // topicStep is what one or more versions changed in one topic: everything (created,
 // deleted, recreated, partitions added, configs) or some partitions.
@@ -41,6 +46,7 @@ type viewStep struct {
 	version uint64
 	topics  map[string]topicStep // deleted topics included (absent from the new View)
 	objects []uint64             // changed, added and deleted object IDs
+	nparts  int                  // partition indices in topics
 	scram   bool
 	acls    bool
 }
@@ -50,6 +56,7 @@ type viewStep struct {
 type stepHistory struct {
 	mu    sync.Mutex
 	steps []viewStep // ascending, consecutive versions
+	parts int        // partition indices held by steps
 	// acls is the State's ACL slice at the last step: copy-on-write, so a different
 	// backing array means the ACLs changed (View.ACLs is rebuilt on every publish).
 	acls []acl.Binding
@@ -81,7 +88,7 @@ func (h *stepHistory) delta(after uint64, cur *metadata.View) []byte {
 // reset forgets the history (a snapshot restore replaced the whole state).
 func (h *stepHistory) reset(acls []acl.Binding) {
 	h.mu.Lock()
-	h.steps = nil
+	h.steps, h.parts = nil, 0
 	h.acls = acls
 	h.mu.Unlock()
 	h.cacheMu.Lock()
@@ -110,7 +117,12 @@ func (h *stepHistory) record(old, cur *metadata.View, acls []acl.Binding) {
 				parts = append(parts, int32(i))
 			}
 		}
+		if len(parts) > len(t.Partitions)/2 {
+			st.topics[name] = topicStep{full: true} // as small as the parts, and simpler
+			continue
+		}
 		st.topics[name] = topicStep{parts: parts}
+		st.nparts += len(parts)
 	}
 	for name := range old.Topics {
 		if _, ok := cur.Topics[name]; !ok {
@@ -135,12 +147,18 @@ func (h *stepHistory) record(old, cur *metadata.View, acls []acl.Binding) {
 	st.acls = unsafe.SliceData(h.acls) != unsafe.SliceData(acls) || len(h.acls) != len(acls)
 	h.acls = acls
 	if n := len(h.steps); n > 0 && h.steps[n-1].version+1 != st.version {
-		h.steps = nil // not consecutive (cannot happen: Version++ per publish); start over
-	}
-	if len(h.steps) == maxSteps {
-		h.steps = slices.Delete(h.steps, 0, maxSteps/4)
+		h.steps, h.parts = nil, 0 // not consecutive (cannot happen: Version++ per publish)
 	}
 	h.steps = append(h.steps, st)
+	h.parts += st.nparts
+	drop := 0
+	for len(h.steps)-drop > maxSteps || (h.parts > maxStepParts && drop < len(h.steps)-1) {
+		h.parts -= h.steps[drop].nparts
+		drop++
+	}
+	if drop > 0 {
+		h.steps = slices.Delete(h.steps, 0, drop)
+	}
 }
 
 func mapID(m any) uintptr {

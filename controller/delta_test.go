@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"testing"
 
 	"github.com/weir-io/weir/metadata"
@@ -175,5 +176,74 @@ func TestDeltaRefusals(t *testing.T) {
 	f.steps.reset(nil) // as after a snapshot restore
 	if b := f.steps.delta(2, cur); b != nil {
 		t.Fatal("a delta from before the history")
+	}
+}
+
+// TestClientWatchDeltas: against real controllers, a client's watch installs deltas
+// (not full Views) after its first View, and its View ends equal to the controllers'
+// full View after creates, partition changes, config changes, ACLs and a delete; a
+// client that does not ask for deltas (an older one) still gets full Views.
+func TestClientWatchDeltas(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	tc.waitLeader()
+	tc.broker(1, "a")
+	cl := tc.client(-1, nil)
+	w := tc.client(-1, nil)
+	ctx := ctxT(t)
+	spec := metadata.TopicSpec{Name: "big", Partitions: 50, ReplicationFactor: -1}
+	big, err := cl.CreateTopic(ctx, spec, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateTopic(ctx, metadata.TopicSpec{Name: "small", Partitions: 2, ReplicationFactor: -1}, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := cl.SetLogStartOffset(ctx, big.ID, int32(i*7), int64(10+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.AlterTopicConfigs(ctx, "big", []metadata.ConfigOp{{Key: "retention.ms", Op: metadata.OpSet, Value: "7200000"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.CreateACLs(ctx, []acl.Binding{binding(security.User("bob"), "big", acl.OpRead)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.DeleteTopic(ctx, "small"); err != nil {
+		t.Fatal(err)
+	}
+	want := cl.View().Version
+	w.waitVersion(ctx, want)
+	var full *metadata.View
+	for _, c := range tc.ctrls { // the one w watches may be a little behind cl's
+		if c.fsm.View().Version == want {
+			full = c.fsm.View()
+		}
+	}
+	if full == nil || w.View().Version != want {
+		t.Fatalf("watcher at %d, want %d", w.View().Version, want)
+	}
+	if g, f := wireJSON(t, w.View()), wireJSON(t, full); !bytes.Equal(g, f) {
+		t.Fatalf("watcher's View\n%s\ncontroller's\n%s", g, f)
+	}
+	if d, f := w.deltas.Load(), w.fulls.Load(); d == 0 || f != 1 {
+		t.Fatalf("watcher installed %d deltas and %d full Views; want deltas after the first", d, f)
+	}
+	if tp := w.View().Topics["big"]; tp != big && tp.Partitions[7].LogStartOffset != 11 {
+		t.Fatalf("big/7 = %+v", tp.Partitions[7])
+	}
+
+	// An older client's long poll (no delta=1) gets the full View.
+	resp, err := http.Get("http://" + tc.peers[0].APIAddr + "/v1/metadata?after=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var vj ViewJSON
+	if err := json.NewDecoder(resp.Body).Decode(&vj); err != nil {
+		t.Fatal(err)
+	}
+	if vj.DeltaFrom != 0 || vj.Topics["big"] == nil || len(vj.Topics["big"].Partitions) != 50 {
+		t.Fatalf("full View answer: delta_from %d, topics %v", vj.DeltaFrom, vj.Topics)
 	}
 }
