@@ -33,6 +33,8 @@ import (
 //
 // Env: WEIR_SCALE_SIZES (default 100,10000), WEIR_SCALE_RATE (records/s, default
 // 10000), WEIR_SCALE_DURATION (default 10s), WEIR_SCALE_CHANGES (default 20),
+// WEIR_SCALE_INTERVAL (print the bench's progress lines at this interval),
+// WEIR_SCALE_CPUPROFILE (a CPU profile of each produce phase to PATH.<partitions>),
 // WEIR_SCALE_HEAPPROFILE (write a heap profile to PATH.<partitions> after each topic is
 // created).
 func BenchmarkScale(b *testing.B) {
@@ -94,9 +96,24 @@ func scaleRun(b *testing.B, c *Cluster, admin *controller.Client, n int, rate, d
 
 	var out, progress bytes.Buffer
 	args := []string{"produce", "--bootstrap", c.Bootstrap(), "--topic", topic, "--rate", rate, "--duration", dur,
-		"--warmup", "3s", "--record-size", "256", "--producers", "2", "--json", "--interval", "1h"}
-	if err := bench.Main(ctx, args, &out, &progress); err != nil {
+		"--warmup", "3s", "--record-size", "256", "--producers", "2", "--json", "--interval", envStr("WEIR_SCALE_INTERVAL", "1h")}
+	if path := os.Getenv("WEIR_SCALE_CPUPROFILE"); path != "" { // the produce phase only
+		f, err := os.Create(fmt.Sprintf("%s.%d", path, n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer f.Close()
+	}
+	err = bench.Main(ctx, args, &out, &progress)
+	if os.Getenv("WEIR_SCALE_CPUPROFILE") != "" {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
 		b.Fatalf("weir bench %v: %v\n%s", args, err, progress.String())
+	}
+	if os.Getenv("WEIR_SCALE_INTERVAL") != "" {
+		fmt.Fprint(os.Stderr, progress.String())
 	}
 	var res bench.Result
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Produce == nil || res.Produce.Latency == nil {
