@@ -35,8 +35,9 @@ import (
 // 10000), WEIR_SCALE_DURATION (default 10s), WEIR_SCALE_CHANGES (default 20),
 // WEIR_SCALE_INTERVAL (print the bench's progress lines at this interval),
 // WEIR_SCALE_CPUPROFILE (a CPU profile of each produce phase to PATH.<partitions>),
-// WEIR_SCALE_HEAPPROFILE (write a heap profile to PATH.<partitions> after each topic is
-// created).
+// WEIR_SCALE_STACKS (a goroutine dump each second of the produce phase to
+// PATH.<partitions>.<second>), WEIR_SCALE_HEAPPROFILE (a heap profile after each topic
+// is created to PATH.<partitions>).
 func BenchmarkScale(b *testing.B) {
 	sizes := envInts(b, "WEIR_SCALE_SIZES", "100,10000")
 	rate := envStr("WEIR_SCALE_RATE", "10000")
@@ -104,6 +105,22 @@ func scaleRun(b *testing.B, c *Cluster, admin *controller.Client, n int, rate, d
 		}
 		pprof.StartCPUProfile(f)
 		defer f.Close()
+	}
+	if path := os.Getenv("WEIR_SCALE_STACKS"); path != "" { // goroutines each second
+		sctx, scancel := context.WithCancel(ctx)
+		defer scancel()
+		go func() {
+			for i := 0; sctx.Err() == nil; i++ {
+				if f, err := os.Create(fmt.Sprintf("%s.%d.%02d", path, n, i)); err == nil {
+					pprof.Lookup("goroutine").WriteTo(f, 1)
+					f.Close()
+				}
+				select {
+				case <-sctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		}()
 	}
 	err = bench.Main(ctx, args, &out, &progress)
 	if os.Getenv("WEIR_SCALE_CPUPROFILE") != "" {
