@@ -33,7 +33,9 @@ import (
 //
 // Env: WEIR_SCALE_SIZES (default 100,10000), WEIR_SCALE_RATE (records/s, default
 // 10000), WEIR_SCALE_DURATION (default 10s), WEIR_SCALE_CHANGES (default 20),
-// WEIR_SCALE_INTERVAL (print the bench's progress lines at this interval),
+// WEIR_SCALE_BALANCE (default false: the controllers' balancer off, since a move of one
+// of 100 partitions alone puts a hand-off stall into the p99; true: on, as in `weir
+// dev`; "moves" counts leadership changes during the produce phase), WEIR_SCALE_INTERVAL (print the bench's progress lines at this interval),
 // WEIR_SCALE_CPUPROFILE (a CPU profile of each produce phase to PATH.<partitions>),
 // WEIR_SCALE_STACKS (a goroutine dump each second of the produce phase to
 // PATH.<partitions>.<second>), WEIR_SCALE_HEAPPROFILE (a heap profile after each topic
@@ -44,9 +46,11 @@ func BenchmarkScale(b *testing.B) {
 	dur := envStr("WEIR_SCALE_DURATION", "10s")
 	changes := envInts(b, "WEIR_SCALE_CHANGES", "20")[0]
 	for range b.N {
+		balance := envStr("WEIR_SCALE_BALANCE", "false") == "true"
 		c, err := Start(Config{
 			Dir: b.TempDir(), Controllers: 3, Brokers: 3, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			BrokerConfig: func(bc *broker.Config) { bc.OffsetsTopicPartitions = 6 },
+			BrokerConfig:     func(bc *broker.Config) { bc.OffsetsTopicPartitions = 6 },
+			ControllerConfig: func(cc *controller.Config) { cc.Balance = balance },
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -70,6 +74,20 @@ type scaleRow struct {
 	bytesPerPartition float64
 	p50, p99, p999    float64
 	propP50, propMax  time.Duration
+	// moves: leadership changes of the topic's partitions during the produce phase (the
+	// balancer's moves; each stalls its partition's appends for a hand-off)
+	moves int64
+}
+
+// epochs sums the leader epochs of topic's partitions.
+func epochs(v *metadata.View, topic string) int64 {
+	var n int64
+	if t := v.Topics[topic]; t != nil {
+		for _, p := range t.Partitions {
+			n += int64(p.LeaderEpoch)
+		}
+	}
+	return n
 }
 
 func scaleRun(b *testing.B, c *Cluster, admin *controller.Client, n int, rate, dur string, changes int) scaleRow {
@@ -95,6 +113,7 @@ func scaleRun(b *testing.B, c *Cluster, admin *controller.Client, n int, rate, d
 		f.Close()
 	}
 
+	epochs0 := epochs(admin.View(), topic)
 	var out, progress bytes.Buffer
 	args := []string{"produce", "--bootstrap", c.Bootstrap(), "--topic", topic, "--rate", rate, "--duration", dur,
 		"--warmup", "3s", "--record-size", "256", "--producers", "2", "--json", "--interval", envStr("WEIR_SCALE_INTERVAL", "1h")}
@@ -136,6 +155,7 @@ func scaleRun(b *testing.B, c *Cluster, admin *controller.Client, n int, rate, d
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Produce == nil || res.Produce.Latency == nil {
 		b.Fatalf("weir bench: %v\n%s", err, out.String())
 	}
+	row.moves = epochs(admin.View(), topic) - epochs0
 	l := res.Produce.Latency
 	row.p50, row.p99, row.p999 = l.P50, l.P99, l.P999
 
@@ -190,9 +210,9 @@ func heapAfterGC() int64 {
 func printScale(b *testing.B, rows []scaleRow, rate string) {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\nscale: 3 controllers + 3 brokers in one process, %s rec/s of 256 B, 2 producers\n", rate)
-	fmt.Fprintf(&sb, "%-11s %14s %9s %9s %9s %12s %12s\n", "partitions", "heap B/part", "p50 ms", "p99 ms", "p99.9 ms", "prop p50", "prop max")
+	fmt.Fprintf(&sb, "%-11s %14s %9s %9s %9s %6s %12s %12s\n", "partitions", "heap B/part", "p50 ms", "p99 ms", "p99.9 ms", "moves", "prop p50", "prop max")
 	for _, r := range rows {
-		fmt.Fprintf(&sb, "%-11d %14.0f %9.2f %9.2f %9.2f %12s %12s\n", r.partitions, r.bytesPerPartition, r.p50, r.p99, r.p999,
+		fmt.Fprintf(&sb, "%-11d %14.0f %9.2f %9.2f %9.2f %6d %12s %12s\n", r.partitions, r.bytesPerPartition, r.p50, r.p99, r.p999, r.moves,
 			r.propP50.Round(10*time.Microsecond), r.propMax.Round(10*time.Microsecond))
 	}
 	if len(rows) >= 2 {
