@@ -58,6 +58,8 @@ type Broker struct {
 	// starting: Start is loading every partition itself (guarded by the partition
 	// set's lock through syncPartitions).
 	starting bool
+	// synced is what syncPartitions applied last (guarded like starting).
+	synced viewSync
 
 	proxy    *proxy      // zone routing: links to other brokers (proxy.go)
 	replicas *replicaSet // zone routing: partitions read here for this zone (replica.go)

@@ -37,45 +37,110 @@ func (b *Broker) leaseOK() bool {
 	return true
 }
 
+// viewSync is what syncPartitions applied last: it diffs the next view against it, so
+// applying a view costs O(changed partitions), not O(all): topics are shared between
+// views when unchanged (the controller client's deltas keep their pointers), and
+// partitions are compared field by field (metadata.Partition.Equal).
+type viewSync struct {
+	view *metadata.View
+	// waiting are partitions to apply again although their metadata did not change: a
+	// move that found them still loading (Apply starts the hand-off once they are ready).
+	waiting map[partKey]bool
+}
+
+type partKey struct {
+	id    metadata.TopicID
+	index int32
+}
+
 // syncPartitions applies a metadata view: creates partitions this broker now leads (and
 // starts loading them), starts hand-offs for partitions moving away, and drops partitions
-// it no longer leads.
+// it no longer leads. Only what changed since the last view applied is looked at.
 func (b *Broker) syncPartitions(v *metadata.View) {
 	self := b.cfg.NodeID
 	var toLoad []*partlog.Partition
 	var toHandoff []handoffJob
 	b.parts.Update(func(tx partlog.SetTx) {
-		seen := make(map[metadata.TopicID]bool, len(v.Topics))
-		for _, t := range v.Topics {
-			seen[t.ID] = true
-			for _, mp := range t.Partitions {
-				p := tx.Get(t.ID, mp.Index)
-				if mp.Leader != self {
-					if p != nil {
-						b.drop(tx, p)
-					}
+		prev := b.synced.view
+		if prev != nil && v.Version < prev.Version {
+			return // a newer view was applied already (Refresh racing the watch)
+		}
+		if b.synced.waiting == nil {
+			b.synced.waiting = map[partKey]bool{}
+		}
+		apply := func(t *metadata.Topic, mp metadata.Partition) {
+			p := tx.Get(t.ID, mp.Index)
+			if mp.Leader != self {
+				if p != nil {
+					b.drop(tx, p)
+				}
+				return
+			}
+			if p == nil {
+				p = partlog.New(t.Name, t.ID, mp.Index, mp.LeaderEpoch, mp.LogStartOffset)
+				p.UseOwn(b.wal, partlog.SourceID{Broker: b.cfg.NodeID, Epoch: b.epoch})
+				tx.Put(p)
+				if !b.starting {
+					toLoad = append(toLoad, p)
+				}
+			}
+			if p.Apply(mp, v, b.tier != nil) {
+				toHandoff = append(toHandoff, handoffJob{p, mp.MoveGen})
+			}
+			k := partKey{t.ID, mp.Index}
+			if st := p.State(); mp.Moving && st != partlog.Closing {
+				b.synced.waiting[k] = true
+			} else {
+				delete(b.synced.waiting, k)
+			}
+		}
+		waiting := b.synced.waiting
+		b.synced.waiting = map[partKey]bool{}
+		for name, t := range v.Topics {
+			var o *metadata.Topic
+			if prev != nil {
+				o = prev.Topics[name]
+			}
+			if o == t {
+				continue
+			}
+			for i, mp := range t.Partitions {
+				if o != nil && o.ID == t.ID && i < len(o.Partitions) && mp.Equal(&o.Partitions[i]) && !waiting[partKey{t.ID, mp.Index}] {
 					continue
 				}
-				if p == nil {
-					p = partlog.New(t.Name, t.ID, mp.Index, mp.LeaderEpoch, mp.LogStartOffset)
-					p.UseOwn(b.wal, partlog.SourceID{Broker: b.cfg.NodeID, Epoch: b.epoch})
-					tx.Put(p)
-					if !b.starting {
-						toLoad = append(toLoad, p)
+				apply(t, mp)
+			}
+		}
+		for k := range waiting { // those of unchanged topics: the loop above skipped them
+			t := v.TopicByID(k.id)
+			if t != nil && prev != nil && prev.Topics[t.Name] == t && int(k.index) < len(t.Partitions) {
+				apply(t, t.Partitions[k.index])
+			}
+		}
+		// Topics gone (or replaced by one of the same name and another ID): drop what
+		// this broker still has of them. Without a previous view: anything the set holds
+		// of a topic not in v.
+		if prev == nil {
+			tx.Topics(func(id metadata.TopicID, ps map[int32]*partlog.Partition) {
+				if v.TopicByID(id) == nil {
+					for _, p := range ps {
+						b.drop(tx, p)
 					}
 				}
-				if p.Apply(mp, v, b.tier != nil) {
-					toHandoff = append(toHandoff, handoffJob{p, mp.MoveGen})
+			})
+		} else {
+			for _, o := range prev.Topics {
+				if v.TopicByID(o.ID) != nil {
+					continue
+				}
+				for i := range o.Partitions {
+					if p := tx.Get(o.ID, o.Partitions[i].Index); p != nil {
+						b.drop(tx, p)
+					}
 				}
 			}
 		}
-		tx.Topics(func(id metadata.TopicID, ps map[int32]*partlog.Partition) {
-			if !seen[id] {
-				for _, p := range ps {
-					b.drop(tx, p)
-				}
-			}
-		})
+		b.synced.view = v
 	})
 	var toRecover []*partlog.Partition
 	for _, p := range toLoad {

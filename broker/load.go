@@ -41,9 +41,12 @@ func (b *Broker) LoadReport() []metadata.PartitionLoad {
 	seen := map[partlog.Key]bool{}
 	var out []metadata.PartitionLoad
 	for _, p := range b.parts.All() {
+		n := p.AppendedBytes()
+		if n == 0 {
+			continue // never written here: no rate, and no entry (idle partitions cost nothing)
+		}
 		k := p.Key()
 		seen[k] = true
-		n := p.AppendedBytes()
 		prev, ok := t.last[k]
 		s := loadSample{bytes: n, at: now}
 		if ok {

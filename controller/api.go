@@ -41,7 +41,7 @@ import (
 //	POST   /v1/acls                      CreateACLsRequest       -> VersionResponse | 400 acl_rejected
 //	POST   /v1/acls/delete               DeleteACLsRequest       -> DeleteACLsResponse | 400 acl_rejected
 //	GET    /v1/acls                      (local state)           -> ACLsResponse
-//	GET    /v1/metadata?after=V&wait=D   long poll               -> ViewJSON | 204 (no change in D)
+//	GET    /v1/metadata?after=V&wait=D[&delta=1]   long poll   -> ViewJSON (a delta from V with delta=1, delta.go) | 204 (no change in D)
 //	GET    /v1/metadata?consistent=1     leader, after a barrier -> ViewJSON
 //	GET    /v1/status                                            -> Status
 //	GET    /v1/balancer                  leader                  -> BalancerStatus

@@ -12,7 +12,9 @@ import (
 // answer at once). Served from this controller's state machine, which may lag the
 // leader by a few entries. With consistent=1 it is served by the leader after a Raft
 // barrier, so it reflects every write acknowledged before it (a broker uses it once at
-// start-up, before replaying its WAL).
+// start-up, before replaying its WAL). With after=V and delta=1 the answer is a delta
+// from V when this controller's step history reaches back to V (delta.go), else the
+// full View; clients that do not ask always get the full View.
 func (c *Controller) handleMetadata(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if b, _ := strconv.ParseBool(q.Get("consistent")); b {
@@ -33,6 +35,7 @@ func (c *Controller) handleMetadata(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	wantDelta, _ := strconv.ParseBool(q.Get("delta"))
 	var wait time.Duration
 	if s := q.Get("wait"); s != "" {
 		var err error
@@ -47,6 +50,12 @@ func (c *Controller) handleMetadata(w http.ResponseWriter, r *http.Request) {
 		changed := c.fsm.Changed() // before reading the view: no change slips between
 		p := c.fsm.published()
 		if !hasAfter || p.view.Version > after {
+			if wantDelta && after > 0 {
+				if b := c.fsm.steps.delta(after, p.view); b != nil {
+					writeBody(w, p.view.Version, b)
+					return
+				}
+			}
 			writeView(w, p)
 			return
 		}
@@ -92,9 +101,11 @@ func (c *Controller) serveConsistent(w http.ResponseWriter) {
 	writeView(w, c.fsm.published())
 }
 
-func writeView(w http.ResponseWriter, p *published) {
+func writeView(w http.ResponseWriter, p *published) { writeBody(w, p.view.Version, p.json()) }
+
+func writeBody(w http.ResponseWriter, version uint64, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Weir-Version", strconv.FormatUint(p.view.Version, 10))
+	w.Header().Set("X-Weir-Version", strconv.FormatUint(version, 10))
 	w.WriteHeader(http.StatusOK)
-	w.Write(p.json())
+	w.Write(body)
 }

@@ -197,6 +197,9 @@ type Client struct {
 
 	// viewVersion is view.Version, for LeaseValid without taking mu.
 	viewVersion atomic.Uint64
+	// deltas and fulls count the Views the watch installed from deltas and from full
+	// Views (tests, the scale benchmark).
+	deltas, fulls atomic.Int64
 
 	// leaseClock reads the clock leases are measured on (newLeaseClock: CLOCK_BOOTTIME
 	// on Linux); tests replace it.
@@ -316,22 +319,39 @@ func (c *Client) Changed() <-chan struct{} {
 // publish installs a newer View (older or equal versions are ignored: every replica
 // reaches the same version with the same state).
 func (c *Client) publish(vj *ViewJSON) bool {
+	ok, _ := c.publishView(vj)
+	return ok
+}
+
+// publishView is publish; a delta (vj.DeltaFrom set) that does not fit the current View
+// is refused with errStaleDelta.
+func (c *Client) publishView(vj *ViewJSON) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view != nil && vj.Version <= c.view.Version {
-		return false
+		return false, nil
 	}
 	id := vj.ControllerID
 	if self := c.selfID.Load(); self >= 0 {
 		id = self
 	}
-	c.view = metadata.NewViewWithObjects(vj.Version, vj.ClusterID, id, vj.Brokers, vj.Topics, vj.Objects)
-	c.view.Scram = vj.Scram
-	c.view.ACLs = acl.NewSet(vj.ACLs)
+	if vj.DeltaFrom != 0 {
+		v, err := applyDelta(c.view, vj, id)
+		if err != nil {
+			return false, err
+		}
+		c.view = v
+		c.deltas.Add(1)
+	} else {
+		c.view = metadata.NewViewWithObjects(vj.Version, vj.ClusterID, id, vj.Brokers, vj.Topics, vj.Objects)
+		c.view.Scram = vj.Scram
+		c.view.ACLs = acl.NewSet(vj.ACLs)
+		c.fulls.Add(1)
+	}
 	c.viewVersion.Store(vj.Version)
 	close(c.changed)
 	c.changed = make(chan struct{})
-	return true
+	return true, nil
 }
 
 // attempt sends one request to one controller; it returns the status and body.
@@ -501,6 +521,7 @@ func (c *Client) watchLoop(idx int) {
 	defer c.wg.Done()
 	n := len(c.cfg.Controllers)
 	backoff := 50 * time.Millisecond
+	full := false // the next poll asks for a full View (a delta did not fit)
 	for c.ctx.Err() == nil {
 		if next := c.watchNext.Swap(-1); next >= 0 {
 			idx = int(next) % n
@@ -511,6 +532,10 @@ func (c *Client) watchLoop(idx int) {
 		after := c.view.Version
 		c.mu.Unlock()
 		path := fmt.Sprintf("/v1/metadata?after=%d&wait=%s", after, c.cfg.WatchWait)
+		if !full && after > 0 {
+			path += "&delta=1"
+		}
+		full = false
 		vj, err := c.fetchView(pctx, c.cfg.Controllers[idx], path, c.cfg.WatchWait+c.cfg.RequestTimeout)
 		kicked := pctx.Err() != nil
 		cancel()
@@ -533,7 +558,10 @@ func (c *Client) watchLoop(idx int) {
 		}
 		backoff = 50 * time.Millisecond
 		if vj != nil {
-			c.publish(vj)
+			if _, err := c.publishView(vj); err != nil {
+				c.log.Debug("metadata delta refused; fetching the full view", "err", err)
+				full = true
+			}
 		}
 	}
 }

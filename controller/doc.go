@@ -158,6 +158,19 @@
 // (ranges still in a manifest below the log start: committed below it, or restored
 // from a snapshot written before log starts trimmed manifests).
 //
+// Metadata watch (api_metadata.go, delta.go): GET /v1/metadata?after=V&wait=D is a long
+// poll answered with ViewJSON once the version exceeds V. With delta=1 (brokers' watches
+// ask for it) the answer is a delta when the FSM's step history (what each of the last
+// versions changed, at most maxSteps versions and maxStepParts partition indices) reaches
+// back to V: ViewJSON with "delta_from": V, the cluster fields and "brokers" whole,
+// "topics" only topics created or replaced (or changed in most of their partitions),
+// "topic_parts": {"<name>": {"id", "count", "configs", "partitions": [...], "at":
+// [position, ...]}} for topics that kept name, ID and count, "deleted_topics",
+// "objects" only changed ones, "deleted_objects", and "scram"/"acls" only when
+// "scram_set"/"acls_set". Otherwise, and without delta=1 (older clients), the full View.
+// A client whose View is not at V (or whose topic does not match) drops the delta and
+// asks for the full View next.
+//
 // Data dir: raft.db (bolt, log + stable store), snapshots/ (raft file snapshots, 2 kept);
 // neither is created when the corresponding stores are injected.
 //
@@ -175,7 +188,8 @@
 // # Locks
 //
 // Controller.adminMu → FSM.mu and Controller.regMu → FSM.mu, leaseTable.mu (via
-// propose, which waits for Apply); FSM.mu, leaseTable.mu, loadTable.mu, balancer.mu
+// propose, which waits for Apply); FSM.mu → stepHistory.mu (record on publish) and
+// stepHistory.cacheMu → stepHistory.mu (building a delta); FSM.mu, leaseTable.mu, loadTable.mu, balancer.mu
 // (never held while proposing) and the Client's mutexes are leaves, except Client.regMu → Client.leaseMu and Client.pidMu held across an RPC.
 // No lock is held while waiting on the network except Client.regMu (registration,
 // including its wait for a duplicate's lease to lapse), Controller.regMu (a

@@ -52,6 +52,7 @@ type FSM struct {
 
 	pub      atomic.Pointer[published]
 	restores atomic.Int64
+	steps    stepHistory // what each recent version changed: metadata deltas (delta.go)
 }
 
 // NewFSM returns an FSM with an empty state.
@@ -84,7 +85,13 @@ func (f *FSM) State() State {
 }
 
 func (f *FSM) publishLocked() {
-	f.pub.Store(&published{view: f.m.st.view()})
+	p := &published{view: f.m.st.view()}
+	if old := f.pub.Load(); old != nil && old.view.Version+1 == p.view.Version {
+		f.steps.record(old.view, p.view, f.m.st.ACLs)
+	} else {
+		f.steps.reset(f.m.st.ACLs)
+	}
+	f.pub.Store(p)
 	close(f.changed)
 	f.changed = make(chan struct{})
 }

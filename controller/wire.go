@@ -22,6 +22,17 @@ type ViewJSON struct {
 	Scram metadata.ScramUsers `json:"scram,omitempty"`
 	// ACLs: the ACL bindings (absent: none).
 	ACLs []acl.Binding `json:"acls,omitempty"`
+
+	// A delta (delta.go; asked for with delta=1) has DeltaFrom, the version it applies
+	// to. Then Brokers is whole, Topics holds only created or replaced topics and
+	// TopicParts changed partitions of others, Objects only changed objects; Scram and
+	// ACLs count only when ScramSet and ACLsSet.
+	DeltaFrom      uint64                    `json:"delta_from,omitempty"`
+	TopicParts     map[string]TopicPartsJSON `json:"topic_parts,omitempty"`
+	DeletedTopics  []string                  `json:"deleted_topics,omitempty"`
+	DeletedObjects []uint64                  `json:"deleted_objects,omitempty"`
+	ScramSet       bool                      `json:"scram_set,omitempty"`
+	ACLsSet        bool                      `json:"acls_set,omitempty"`
 }
 
 func viewToWire(v *metadata.View) ViewJSON {

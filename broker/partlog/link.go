@@ -204,7 +204,7 @@ func (p *Partition) PrepareLink(l *Link, src Reader) (Prepared, error) {
 	if h.Idempotent() {
 		if ps == nil {
 			ps = &producerState{epoch: h.ProducerEpoch}
-			p.producers[h.ProducerID] = ps
+			p.setProducer(h.ProducerID, ps)
 		}
 		h.BaseOffset = l.Base
 		ps.record(&h, l.Base)

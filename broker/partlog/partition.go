@@ -110,7 +110,17 @@ type SourceID struct {
 // New returns a partition in state Loading.
 func New(topic string, id metadata.TopicID, index int32, epoch int32, logStart int64) *Partition {
 	return &Partition{topic: topic, id: id, index: index, leaderEpoch: epoch, logStart: logStart, next: logStart, hw: logStart,
-		producers: map[int64]*producerState{}, state: Loading, tier: tierState{uploaded: -1}}
+		state: Loading, tier: tierState{uploaded: -1}}
+}
+
+// setProducer records a producer's state. The map is made on first use: most of a
+// large topic's partitions never see an idempotent producer on a given broker, and an
+// empty map costs a few hundred bytes per idle partition.
+func (p *Partition) setProducer(id int64, s *producerState) {
+	if p.producers == nil {
+		p.producers = map[int64]*producerState{}
+	}
+	p.producers[id] = s
 }
 
 // Topic is the topic's name (as of the partition's creation here).
@@ -268,7 +278,7 @@ func (p *Partition) Prepare(h *recbatch.Header, batch []byte, logAppendTimeMs in
 	if h.Idempotent() {
 		if ps == nil {
 			ps = &producerState{epoch: h.ProducerEpoch}
-			p.producers[h.ProducerID] = ps
+			p.setProducer(h.ProducerID, ps)
 		}
 		ps.record(h, base)
 		loc.pid = h.ProducerID
@@ -437,7 +447,7 @@ func (p *Partition) addLoc(loc *batchLoc) {
 		ps := p.producers[loc.pid]
 		if ps == nil {
 			ps = &producerState{epoch: loc.pepoch}
-			p.producers[loc.pid] = ps
+			p.setProducer(loc.pid, ps)
 		}
 		ps.record(&h, loc.base)
 	}

@@ -202,7 +202,7 @@ func (p *Partition) restoreProducersLocked(need int64) {
 			}
 		}
 		if len(s.entries) > 0 {
-			p.producers[sp.ID] = s
+			p.setProducer(sp.ID, s)
 		}
 	}
 }
