@@ -47,9 +47,9 @@ const (
 	stepCold   = "cold"
 )
 
-// DefaultScaleCmd is the partition-scaling benchmark the suite calls by name; another
-// change of issue 14 provides it. {weir} is replaced by the weir binary.
-const DefaultScaleCmd = "{weir} bench scale --json"
+// DefaultScaleCmd is the partition-scaling benchmark the suite calls by name
+// (cluster/scale_bench_test.go: 100 and 10,000 partitions on an in-process 3+3 cluster).
+const DefaultScaleCmd = "go test ./cluster/ -run '^$' -bench BenchmarkScale -benchtime 1x -timeout 15m"
 
 // DefaultColdCmd is the cold-read benchmark (cluster/tier_bench_test.go on MinIO, its
 // own defaults: 512 MiB, the best of several fetch settings), run from the module root;

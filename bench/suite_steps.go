@@ -192,7 +192,25 @@ func (s *suite) scale(ctx context.Context) {
 	}
 	s.res.Outputs[stepScale] = outp
 	fmt.Fprintf(s.out, "%s\n", strings.TrimSpace(outp))
-	s.add(notRun(name, fmt.Sprintf("run by `%s`: its output is above (and under outputs.scale in --json); target ≤ 1.2× the 100-partition p99", strings.ReplaceAll(s.cfg.ScaleCmd, "{weir}", "weir"))))
+	m := benchMetrics(outp)
+	lo, ok1 := m["p99_lo_ms"]
+	hi, ok2 := m["p99_hi_ms"]
+	if !ok1 || !ok2 {
+		s.add(notRun(name, fmt.Sprintf("run by `%s`: no p99_lo_ms/p99_hi_ms in its output", strings.ReplaceAll(s.cfg.ScaleCmd, "{weir}", "weir"))))
+		return
+	}
+	t := atMost(1.2)
+	r := row(name, hi, "ms", "100-partition p99, same run", lo, &t)
+	if b, ok := m["heap_B_per_partition"]; ok {
+		r.Note = fmt.Sprintf("heap per idle partition %.0f B", b)
+	}
+	s.add(r)
+	if plo, ok := m["prop_lo_ms"]; ok {
+		if phi, ok := m["prop_hi_ms"]; ok {
+			t := atMost(2)
+			s.add(row("metadata propagation p50, 10,000 partitions", phi, "ms", "propagation p50 at 100 partitions", plo, &t))
+		}
+	}
 }
 
 func (s *suite) e2e(ctx context.Context) error {

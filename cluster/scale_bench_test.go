@@ -222,6 +222,15 @@ func printScale(b *testing.B, rows []scaleRow, rate string) {
 	}
 	fmt.Fprint(os.Stdout, sb.String())
 	b.ReportMetric(0, "ns/op")
+	if len(rows) >= 2 {
+		// For `weir bench suite` (bench/suite_steps.go reads these by name).
+		lo, hi := rows[0], rows[len(rows)-1]
+		b.ReportMetric(lo.p99, "p99_lo_ms")
+		b.ReportMetric(hi.p99, "p99_hi_ms")
+		b.ReportMetric(float64(lo.propP50)/1e6, "prop_lo_ms")
+		b.ReportMetric(float64(hi.propP50)/1e6, "prop_hi_ms")
+		b.ReportMetric(hi.bytesPerPartition, "heap_B_per_partition")
+	}
 }
 
 func envStr(key, def string) string {
