@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
@@ -46,7 +47,9 @@ import (
 //	WEIR_BENCH_PRODUCERS  concurrent producer clients, default 4
 //	WEIR_BENCH_FETCH      consume settings to try, each after its own cold restart, as
 //	                      fetchMaxMiB/partitionMaxMiB pairs, default "64/1,64/2,64/4,64/8,64/16";
-//	                      the best is reported
+//	                      the best is reported. A suffix xN reads with N consumer clients,
+//	                      each owning every Nth partition (streams, as raw GET's 4 streams):
+//	                      "64/4x4"; the best of each consumer count is reported too
 //	WEIR_BENCH_WARMUP     cold reads of the first setting before those, not counted
 //	                      (the process's heap is cold at first), default 2
 //	WEIR_BENCH_SEGMENT_MB WAL segment size in MiB (only whole segments are trimmed),
@@ -302,6 +305,18 @@ func BenchmarkTierColdRead(b *testing.B) {
 	p("           4 streams %s", raw4)
 	p("ratio:     cold read (best, %s) / raw GET: %.2f of 1 stream, %.2f of 4 streams",
 		best.setting, best.mbps/raw1.MBps(), best.mbps/raw4.MBps())
+	bestOf := map[int]coldRun{}
+	for _, r := range runs {
+		if o, ok := bestOf[r.setting.consumers]; !r.warmup && (!ok || r.mbps > o.mbps) {
+			bestOf[r.setting.consumers] = r
+		}
+	}
+	if len(bestOf) > 1 {
+		for _, n := range slices.Sorted(maps.Keys(bestOf)) {
+			r := bestOf[n]
+			p("           %d consumers: best %.1f MB/s %s = %.2f of 1 raw GET stream, %.2f of 4", n, r.mbps, r.setting, r.mbps/raw1.MBps(), r.mbps/raw4.MBps())
+		}
+	}
 	p("====")
 	fmt.Print(sb.String())
 
@@ -524,9 +539,12 @@ func coldRestart(b *testing.B, c *Cluster, adm *kadm.Client, topic string, ends 
 
 // ---- consume ----
 
-type coldSetting struct{ maxMiB, partMiB int }
+type coldSetting struct{ maxMiB, partMiB, consumers int }
 
 func (s coldSetting) String() string {
+	if s.consumers > 1 {
+		return fmt.Sprintf("[fetch max %d MiB, partition max %d MiB, %d consumers]", s.maxMiB, s.partMiB, s.consumers)
+	}
 	return fmt.Sprintf("[fetch max %d MiB, partition max %d MiB]", s.maxMiB, s.partMiB)
 }
 
@@ -536,9 +554,17 @@ func coldFetchSettings(b *testing.B, s string) []coldSetting {
 	}
 	var out []coldSetting
 	for _, f := range strings.Split(s, ",") {
-		var st coldSetting
-		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d/%d", &st.maxMiB, &st.partMiB); err != nil || st.maxMiB <= 0 || st.partMiB <= 0 {
-			b.Fatalf("WEIR_BENCH_FETCH=%q: want fetchMaxMiB/partitionMaxMiB[,...]", s)
+		st := coldSetting{consumers: 1}
+		f = strings.TrimSpace(f)
+		if i := strings.IndexByte(f, 'x'); i >= 0 {
+			n, err := strconv.Atoi(f[i+1:])
+			if err != nil || n < 1 {
+				b.Fatalf("WEIR_BENCH_FETCH=%q: want fetchMaxMiB/partitionMaxMiB[xConsumers][,...]", s)
+			}
+			st.consumers, f = n, f[:i]
+		}
+		if _, err := fmt.Sscanf(f, "%d/%d", &st.maxMiB, &st.partMiB); err != nil || st.maxMiB <= 0 || st.partMiB <= 0 {
+			b.Fatalf("WEIR_BENCH_FETCH=%q: want fetchMaxMiB/partitionMaxMiB[xConsumers][,...]", s)
 		}
 		out = append(out, st)
 	}
@@ -584,62 +610,108 @@ func (r coldRun) line(batchBytes float64) string {
 		r.restart.Round(time.Millisecond))
 }
 
-// coldConsume reads every partition from offset 0 to its end with one client and checks
-// that offsets are dense; elapsed runs from the client's creation to the last record.
+// coldConsume reads every partition from offset 0 to its end with s.consumers clients
+// (client k owns the partitions p with p % consumers == k) and checks that offsets are
+// dense; elapsed runs from the clients' creation to the last record.
 func coldConsume(b *testing.B, c *Cluster, topic string, ends map[int32]int64, s coldSetting) coldRun {
 	b.Helper()
-	offsets := map[int32]kgo.Offset{}
-	var want int64
-	for p, e := range ends {
-		offsets[p] = kgo.NewOffset().At(0)
-		want += e
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	start := time.Now()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchMaxBytes(int32(s.maxMiB)<<20),
-		kgo.FetchMaxPartitionBytes(int32(s.partMiB)<<20),
-		kgo.BrokerMaxReadBytes(int32(s.maxMiB+1)<<20),
-		kgo.RetryTimeout(2*time.Minute))
-	if err != nil {
-		b.Fatal(err)
+	n := max(1, s.consumers)
+	type share struct {
+		records int64
+		crc     uint64
+		last    time.Time
+		err     error
 	}
-	defer cl.Close()
-	next := map[int32]int64{}
-	var n int64
-	var crc uint64
+	shares := make([]share, n)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for k := range n {
+		offsets := map[int32]kgo.Offset{}
+		mine := map[int32]int64{}
+		var want int64
+		for p, e := range ends {
+			if int(p)%n == k {
+				offsets[p] = kgo.NewOffset().At(0)
+				mine[p] = e
+				want += e
+			}
+		}
+		if len(offsets) == 0 {
+			continue
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+			kgo.FetchMaxBytes(int32(s.maxMiB)<<20),
+			kgo.FetchMaxPartitionBytes(int32(s.partMiB)<<20),
+			kgo.BrokerMaxReadBytes(int32(s.maxMiB+1)<<20),
+			kgo.RetryTimeout(2*time.Minute))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Close()
+		wg.Go(func() {
+			sh := &shares[k]
+			sh.err = coldConsumeShare(ctx, cl, s, mine, want, &sh.records, &sh.crc, &sh.last, b)
+		})
+	}
+	wg.Wait()
+	r := coldRun{setting: s}
 	var last time.Time
-	for n < want {
+	for _, sh := range shares {
+		if sh.err != nil {
+			b.Fatal(sh.err)
+		}
+		r.records += sh.records
+		r.crc += sh.crc
+		if sh.last.After(last) {
+			last = sh.last
+		}
+	}
+	r.elapsed = last.Sub(start)
+	return r
+}
+
+// coldConsumeShare polls cl until it read want records of the partitions in ends.
+func coldConsumeShare(ctx context.Context, cl *kgo.Client, s coldSetting, ends map[int32]int64, want int64, n *int64, crc *uint64, last *time.Time, b *testing.B) error {
+	next := map[int32]int64{}
+	start := time.Now()
+	for *n < want {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			b.Fatalf("consume %s: %d of %d records after %s", s, n, want, time.Since(start))
+			return fmt.Errorf("consume %s: %d of %d records after %s", s, *n, want, time.Since(start))
 		}
 		fs.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) {
 				b.Logf("consume %s: fetch error on %s/%d (the client retries): %v", s, t, p, err)
 			}
 		})
+		var bad error
 		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset != next[r.Partition] {
-				b.Fatalf("consume %s: partition %d: offset %d, expected %d", s, r.Partition, r.Offset, next[r.Partition])
+			switch {
+			case bad != nil:
+			case r.Offset != next[r.Partition]:
+				bad = fmt.Errorf("consume %s: partition %d: offset %d, expected %d", s, r.Partition, r.Offset, next[r.Partition])
+			case r.Offset >= ends[r.Partition]:
+				bad = fmt.Errorf("consume %s: partition %d: offset %d beyond the end %d", s, r.Partition, r.Offset, ends[r.Partition])
+			default:
+				next[r.Partition]++
+				*n++
+				*crc += uint64(crc32.Checksum(r.Value, coldCRC))
 			}
-			if r.Offset >= ends[r.Partition] {
-				b.Fatalf("consume %s: partition %d: offset %d beyond the end %d", s, r.Partition, r.Offset, ends[r.Partition])
-			}
-			next[r.Partition]++
-			n++
-			crc += uint64(crc32.Checksum(r.Value, coldCRC))
 		})
-		last = time.Now()
+		if bad != nil {
+			return bad
+		}
+		*last = time.Now()
 	}
 	for p, e := range ends {
 		if next[p] != e {
-			b.Fatalf("consume %s: partition %d read to %d, end %d", s, p, next[p], e)
+			return fmt.Errorf("consume %s: partition %d read to %d, end %d", s, p, next[p], e)
 		}
 	}
-	return coldRun{setting: s, records: n, crc: crc, elapsed: last.Sub(start)}
+	return nil
 }
 
 // coldCPU is the user+system CPU time this process used so far, and its page faults.

@@ -7,6 +7,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/weir-io/weir/internal/testutil"
+	"github.com/weir-io/weir/objectstore/objfmt"
 )
 
 // slowGets makes every GET of f's store take a while and records the most in flight at
@@ -116,3 +120,48 @@ func TestMaxGetsWaitEndsWithContext(t *testing.T) {
 	<-r.gets
 	read(t, r, p, 0, 1, []ObjectRef{ref("o/w.obj", size, p)})
 }
+
+// TestReadaheadKeepsSeveralGetsInFlight: a sequential reader's readahead fetches its
+// window in GETs of about MaxGetBytes that are in flight together, starts again once a
+// GET's worth of the window is missing, and the reader's later reads come from the cache.
+func TestReadaheadKeepsSeveralGetsInFlight(t *testing.T) {
+	f := newFixture(t)
+	p := newPart(4, 0, 0, 1200, 4, 1000) // about 3 MB
+	size := f.put("o/ra.obj", 32<<10, p)
+	objs := []ObjectRef{ref("o/ra.obj", size, p)}
+	cfg := DefaultConfig()
+	cfg.BlockCacheBytes = 8 << 20
+	cfg.ReadaheadBytes = 512 << 10
+	cfg.MaxGetBytes = 128 << 10
+	r := f.reader(cfg)
+	var sg slowGets
+	sg.install(f, 15*time.Millisecond)
+	reads := 0
+	for off := p.first(); off <= p.last(); reads++ {
+		b := read(t, r, p, off, 64<<10, objs)
+		off = p.batches[p.holding(t, off)+checkRead(t, p, off, b)-1].last + 1
+		if reads == 1 { // the first readahead: a whole window
+			testutil.Eventually(t, waitTimeout, "the first readahead to finish", func() bool { return r.ra.running.Load() == 0 })
+		}
+	}
+	testutil.Eventually(t, waitTimeout, "readahead to finish", func() bool { return r.ra.running.Load() == 0 })
+	ra := promtest.ToFloat64(r.m.requests.WithLabelValues(purposeReadahead))
+	fg := promtest.ToFloat64(r.m.requests.WithLabelValues(purposeBlock))
+	t.Logf("%d reads of %d bytes: %v foreground and %v readahead GETs, at most %d in flight, largest %d bytes", reads, p.bytes(), fg, ra, sg.peak.Load(), sg.largest.Load())
+	if sg.peak.Load() < 3 {
+		t.Errorf("at most %d GETs in flight: readahead of a 512 KiB window in 128 KiB GETs should have 4", sg.peak.Load())
+	}
+	if l := sg.largest.Load(); l > cfg.MaxGetBytes+32<<10 && l != objfmtTail(size) {
+		t.Errorf("a GET of %d bytes, MaxGetBytes %d", l, cfg.MaxGetBytes)
+	}
+	// About one GET per 128 KiB read through, plus the tail of windows and the first reads.
+	if max := float64(p.bytes())/float64(cfg.MaxGetBytes)*1.5 + 4; ra+fg > max {
+		t.Errorf("%v block GETs for %d bytes, want at most %v", ra+fg, p.bytes(), max)
+	}
+	if fg > float64(reads)/4 {
+		t.Errorf("%v of %d reads went to the store themselves: readahead fell behind", fg, reads)
+	}
+}
+
+// objfmtTail is the size of the index GET of an object of size bytes (its tail).
+func objfmtTail(size int64) int64 { return min(size, objfmt.DefaultTailSize) }

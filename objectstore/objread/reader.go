@@ -42,16 +42,17 @@ type Config struct {
 	// (default 32 MiB); 0 disables index caching (every read fetches the index).
 	IndexCacheBytes int64
 	// ReadaheadBytes is how far past the end of a sequential reader's read to prefetch
-	// (default 8 MiB); 0 disables readahead. At most half of BlockCacheBytes, or
+	// (default 16 MiB: 4 GETs of MaxGetBytes in flight); 0 disables readahead. At most half of BlockCacheBytes, or
 	// readahead would evict what it just fetched.
 	ReadaheadBytes int64
 	// MaxReadaheads bounds concurrent background prefetches (default 8); 0 disables
 	// readahead. A sequential read that finds no free slot does not wait: it skips.
 	MaxReadaheads int
 	// MaxGetBytes splits a run of adjacent missing blocks longer than this into ranged
-	// GETs of about this size, issued in parallel (default 2 MiB; at least one block per
+	// GETs of about this size, issued in parallel (default 4 MiB; at least one block per
 	// GET): one GET stream of an object store is slower than several, so a large read or
-	// a readahead window keeps several GETs in flight. 0: one GET per run.
+	// a readahead window keeps several GETs in flight (S3's guidance for ranged GETs is
+	// 8-16 MB; smaller ones cost more requests per GB). 0: one GET per run.
 	MaxGetBytes int64
 	// MaxGets bounds the block and index GETs of this Reader in flight at once, reads
 	// and readahead together (default 32; 0: no bound), so that many concurrent fetches
@@ -68,9 +69,9 @@ func DefaultConfig() Config {
 	return Config{
 		BlockCacheBytes: 256 << 20,
 		IndexCacheBytes: 32 << 20,
-		ReadaheadBytes:  8 << 20,
+		ReadaheadBytes:  16 << 20,
 		MaxReadaheads:   8,
-		MaxGetBytes:     2 << 20,
+		MaxGetBytes:     4 << 20,
 		MaxGets:         32,
 	}
 }
