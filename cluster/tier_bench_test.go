@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sort"
 	"strconv"
@@ -54,18 +55,33 @@ import (
 //	                      (the process's heap is cold at first), default 2
 //	WEIR_BENCH_SEGMENT_MB WAL segment size in MiB (only whole segments are trimmed),
 //	                      default 16
+//	WEIR_BENCH_GET_KB     objread MaxGetBytes in KiB (ranged GET size; 0: one GET per
+//	                      run of blocks), default the tier's default
+//	WEIR_BENCH_READAHEAD_MB  objread ReadaheadBytes in MiB (0: off), default the tier's
+//	WEIR_BENCH_SHAPE      "<ms>,<MB/s>": every GET of the brokers and of the raw GET
+//	                      streams waits <ms> for its first byte and then reads at most
+//	                      <MB/s>, as S3 serves one connection (about 20-50 ms, 50-100
+//	                      MB/s); MinIO on localhost has neither, so without it only CPU
+//	                      is measured. Default off
 //	WEIR_BENCH_LOG        node log level (debug, info, warn, error), default error
 //	                      (under full load on a small machine Raft logs leader churn)
 //	WEIR_BENCH_CPUPROFILE write a CPU profile of this process (brokers, controllers and
 //	                      the consumer; MinIO is another process) during each cold read
 //	                      to <value>-<n>.pprof
+//	WEIR_BENCH_TRACE      write an execution trace (go tool trace) of each cold read to
+//	                      <value>-<n>.trace
 func BenchmarkTierColdRead(b *testing.B) {
 	m := s3test.Start(b)
 	bucket := m.NewBucket(b)
 	ctx := context.Background()
-	store, err := s3.New(ctx, m.Config(bucket))
+	minio, err := s3.New(ctx, m.Config(bucket))
 	if err != nil {
 		b.Fatalf("s3 store on MinIO: %v", err)
+	}
+	var store objectstore.Store = minio
+	shape := coldShapeOf(b)
+	if shape.ttfb > 0 || shape.bps > 0 {
+		store = &coldShaped{Store: minio, s: shape}
 	}
 
 	mib := coldEnvInt(b, "WEIR_BENCH_MB", 512, false)
@@ -91,8 +107,7 @@ func BenchmarkTierColdRead(b *testing.B) {
 			bc.WAL.SegmentSize = int64(segMiB) << 20
 			bc.TailCacheBytes = tailCache
 			bc.OffsetsTopicPartitions = 6
-			bc.Tier = tier.DefaultConfig()
-			bc.Tier.MaxUploadDelay = time.Second
+			bc.Tier = coldTierConfig(b)
 		},
 	})
 	if err != nil {
@@ -102,7 +117,7 @@ func BenchmarkTierColdRead(b *testing.B) {
 	if _, err := c.WaitLeader(30 * time.Second); err != nil {
 		b.Fatal(err)
 	}
-	tcfg := tier.DefaultConfig()
+	tcfg := coldTierConfig(b)
 
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.RetryTimeout(2*time.Minute))
 	if err != nil {
@@ -248,7 +263,7 @@ func BenchmarkTierColdRead(b *testing.B) {
 	best := runs[bestIdx]
 
 	// 4. Raw GETs of the same objects from the same MinIO.
-	listed, err := store.List(ctx, "objects/")
+	listed, err := minio.List(ctx, "objects/")
 	if err != nil {
 		b.Fatalf("listing the bucket: %v", err)
 	}
@@ -281,11 +296,15 @@ func BenchmarkTierColdRead(b *testing.B) {
 	p := func(format string, a ...any) { fmt.Fprintf(&sb, format+"\n", a...) }
 	p("")
 	p("==== BenchmarkTierColdRead: 3 controllers, 3 brokers, MinIO %s ====", m.Endpoint)
+	if shape.ttfb > 0 || shape.bps > 0 {
+		p("shaped GETs (WEIR_BENCH_SHAPE): %s to the first byte, then at most %.0f MB/s each", shape.ttfb, shape.bps/1e6)
+	}
 	p("config: %d MiB of %d B records (%d records), %d partitions (leaders per broker %v), %d producers, no compression",
 		mib, recordSize, records, partitions, coldSortedCounts(leaders), producers)
 	p("        tier: target object %d MiB, max object %d MiB, block %d KiB, max upload delay 1s; WAL segment %d MiB; tail cache %d MiB",
 		tcfg.TargetObjectBytes>>20, tcfg.MaxObjectBytes>>20, tcfg.BlockSize>>10, segMiB, tailCache>>20)
-	p("        objread: block cache %d MiB, readahead %d MiB, %d readaheads", tcfg.Read.BlockCacheBytes>>20, tcfg.Read.ReadaheadBytes>>20, tcfg.Read.MaxReadaheads)
+	p("        objread: block cache %d MiB, readahead %d MiB, %d readaheads, GETs of %d KiB, %d GETs in flight at most",
+		tcfg.Read.BlockCacheBytes>>20, tcfg.Read.ReadaheadBytes>>20, tcfg.Read.MaxReadaheads, tcfg.Read.MaxGetBytes>>10, tcfg.Read.MaxGets)
 	p("produce:   %.1f MB/s of values (%.1f MB/s of record batches): %.1f MB values, %.1f MB batches in %s",
 		float64(prod.valueBytes)/1e6/prod.elapsed.Seconds(), batchBytes/1e6/prod.elapsed.Seconds(),
 		float64(prod.valueBytes)/1e6, batchBytes/1e6, prod.elapsed.Round(time.Millisecond))
@@ -328,6 +347,70 @@ func BenchmarkTierColdRead(b *testing.B) {
 	b.ReportMetric(best.mbps/raw1.MBps(), "ratio")
 	b.ReportMetric(best.mbps/raw4.MBps(), "ratio4")
 	b.ReportMetric(float64(prod.valueBytes)/1e6/prod.elapsed.Seconds(), "produce_MBps")
+}
+
+// coldShape models one S3 connection: time to the first byte, bytes per second.
+type coldShape struct {
+	ttfb time.Duration
+	bps  float64
+}
+
+func coldShapeOf(b *testing.B) coldShape {
+	v := os.Getenv("WEIR_BENCH_SHAPE")
+	if v == "" {
+		return coldShape{}
+	}
+	var ms, mbps float64
+	if _, err := fmt.Sscanf(v, "%g,%g", &ms, &mbps); err != nil || ms < 0 || mbps < 0 {
+		b.Fatalf("WEIR_BENCH_SHAPE=%q: want <ms to first byte>,<MB/s per GET>", v)
+	}
+	return coldShape{ttfb: time.Duration(ms * float64(time.Millisecond)), bps: mbps * 1e6}
+}
+
+// coldShaped delays and paces GETs as coldShape says.
+type coldShaped struct {
+	objectstore.Store
+	s coldShape
+}
+
+func (c *coldShaped) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	t := time.NewTimer(c.s.ttfb)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+		return nil, ctx.Err()
+	}
+	rc, err := c.Store.GetRange(ctx, key, off, n)
+	if err != nil || c.s.bps <= 0 {
+		return rc, err
+	}
+	return &coldPaced{ReadCloser: rc, bps: c.s.bps, start: time.Now()}, nil
+}
+
+type coldPaced struct {
+	io.ReadCloser
+	bps   float64
+	start time.Time
+	read  int64
+}
+
+func (p *coldPaced) Read(b []byte) (int, error) {
+	n, err := p.ReadCloser.Read(b)
+	p.read += int64(n)
+	if due := time.Duration(float64(p.read) / p.bps * float64(time.Second)); due > time.Since(p.start) {
+		time.Sleep(due - time.Since(p.start))
+	}
+	return n, err
+}
+
+// coldTierConfig is the tier's default config with the bench's knobs.
+func coldTierConfig(b *testing.B) tier.Config {
+	c := tier.DefaultConfig()
+	c.MaxUploadDelay = time.Second
+	c.Read.MaxGetBytes = int64(coldEnvInt(b, "WEIR_BENCH_GET_KB", int(c.Read.MaxGetBytes>>10), true)) << 10
+	c.Read.ReadaheadBytes = int64(coldEnvInt(b, "WEIR_BENCH_READAHEAD_MB", int(c.Read.ReadaheadBytes>>20), true)) << 20
+	return c
 }
 
 // coldEnvInt reads a positive (or, with zeroOK, non-negative) integer from the
@@ -723,12 +806,26 @@ func coldCPU() (time.Duration, int64) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Minflt + ru.Majflt
 }
 
-// coldProfile starts a CPU profile when WEIR_BENCH_CPUPROFILE is set; the returned
-// function stops it.
+// coldProfile starts a CPU profile when WEIR_BENCH_CPUPROFILE is set and an execution
+// trace when WEIR_BENCH_TRACE is; the returned function stops them.
 func coldProfile(b *testing.B, n int) func() {
+	stopTrace := func() {}
+	if tp := os.Getenv("WEIR_BENCH_TRACE"); tp != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%d.trace", tp, n))
+		if err != nil {
+			b.Fatalf("WEIR_BENCH_TRACE: %v", err)
+		}
+		if err := trace.Start(f); err != nil {
+			b.Fatalf("WEIR_BENCH_TRACE: %v", err)
+		}
+		stopTrace = func() {
+			trace.Stop()
+			f.Close()
+		}
+	}
 	prefix := os.Getenv("WEIR_BENCH_CPUPROFILE")
 	if prefix == "" {
-		return func() {}
+		return stopTrace
 	}
 	f, err := os.Create(fmt.Sprintf("%s-%d.pprof", prefix, n))
 	if err != nil {
@@ -737,9 +834,10 @@ func coldProfile(b *testing.B, n int) func() {
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
 		b.Logf("no CPU profile of cold read %d (is -cpuprofile set too?): %v", n, err)
-		return func() {}
+		return stopTrace
 	}
 	return func() {
+		stopTrace()
 		pprof.StopCPUProfile()
 		if err := f.Close(); err != nil {
 			b.Errorf("WEIR_BENCH_CPUPROFILE: %v", err)
