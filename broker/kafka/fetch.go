@@ -244,8 +244,14 @@ func readWave(ctx context.Context, targets []fetchTarget, res []fetchRead, first
 	}
 	var wg sync.WaitGroup
 	var next atomic.Int32
+	var panicked atomic.Pointer[any]
 	for range min(maxColdReads, len(cold)) {
 		wg.Go(func() {
+			defer func() { // re-raised below, where the handler's containment sees it
+				if p := recover(); p != nil {
+					panicked.CompareAndSwap(nil, &p)
+				}
+			}()
 			for n := int(next.Add(1)) - 1; n < len(cold); n = int(next.Add(1)) - 1 {
 				read(cold[n])
 			}
@@ -259,6 +265,9 @@ func readWave(ctx context.Context, targets []fetchTarget, res []fetchRead, first
 		read(k)
 	}
 	wg.Wait()
+	if p := panicked.Load(); p != nil {
+		panic(*p)
+	}
 }
 
 // partitionLimit is what target t may get with left bytes of the response's budget left.

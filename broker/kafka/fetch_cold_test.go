@@ -253,3 +253,28 @@ func TestFetchColdLaterWaveUsesLeftover(t *testing.T) {
 		t.Fatalf("partitions 3 and 4 got %d and %d bytes", len(ts[3].out.RecordBatches), len(ts[4].out.RecordBatches))
 	}
 }
+
+// panicPart panics in Read, as a bug in a read path would.
+type panicPart struct{ coldPart }
+
+func (p *panicPart) Read(context.Context, int64, int, bool, int32) ([]byte, int64, int64, error) {
+	panic("read path bug")
+}
+
+// TestFetchColdPanicReachesHandler: a panic in a partition read on a worker goroutine
+// is raised again on the fetch's own goroutine (where the server contains a handler's
+// panic), not left to crash the process.
+func TestFetchColdPanicReachesHandler(t *testing.T) {
+	stats := &readStats{limits: map[byte]int{}}
+	ok := &coldPart{id: 0, cold: true, stats: stats}
+	bad := &panicPart{coldPart{id: 1, cold: true, stats: stats}}
+	targets := coldTargets([]*coldPart{ok, ok}, []int64{0, 0}, []int{100, 100})
+	targets[1].r = bad
+	defer func() {
+		if p := recover(); p != "read path bug" {
+			t.Fatalf("recovered %v, want the read's panic", p)
+		}
+	}()
+	(&Server{}).fillFetch(context.Background(), targets, 1000)
+	t.Fatal("fillFetch returned after a read panicked")
+}

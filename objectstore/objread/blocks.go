@@ -198,9 +198,8 @@ func (r *Reader) fetchRun(ctx context.Context, key string, run []objfmt.Block, c
 	return nil
 }
 
-// fullRun reports whether run (adjacent blocks, its last one just added) is too long
-// for one GET: it spans more than MaxGetBytes and the blocks before the last one alone
-// would not be empty.
+// fullRun reports whether run (adjacent blocks, the last one just added) is too long for
+// one GET: more than one block and more than MaxGetBytes. A block is never split.
 func (r *Reader) fullRun(run []objfmt.Block) bool {
 	if r.cfg.MaxGetBytes <= 0 || len(run) < 2 {
 		return false
