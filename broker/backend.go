@@ -10,6 +10,7 @@ import (
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/objectstore/objread"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -149,7 +150,8 @@ func (lp localPartition) readPieces(ctx context.Context, offset int64, pieces []
 		if !first && limit <= 0 {
 			return nil, nil // nothing fits; no GET for bytes that would be dropped
 		}
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		// Readahead started by this read lives as long as the client's connection.
+		ctx, cancel := context.WithTimeout(objread.ReadaheadContext(ctx, ctx), 30*time.Second)
 		defer cancel()
 		data, err := b.tier.Read(ctx, p, offset, limit, pieces[0].Objs)
 		if err != nil {

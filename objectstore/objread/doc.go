@@ -56,7 +56,9 @@
 // in parallel. A consumer reading 1 MiB at a time with a 16 MiB window and 4 MiB GETs so
 // starts with 4 GETs in flight and then issues one 4 MiB GET per 4 MiB it reads, and
 // its reads hit the cache. Background fetches use a context of their own that Close
-// cancels; at most MaxReadaheads run at once, and a read that finds no free slot does
+// cancels, and that also ends with the owner a Read's context carries
+// (ReadaheadContext: the broker passes the client's connection, so a consumer that goes
+// away stops its prefetches); at most MaxReadaheads run at once, and a read that finds no free slot does
 // not wait (weir_objread_readahead_blocks_total{result="skipped"}). Prefetched blocks
 // that a Read uses count as "used", those evicted unread as "wasted".
 //
