@@ -10,6 +10,7 @@ import (
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/objectstore/objread"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -117,6 +118,13 @@ func (lp localPartition) OffsetForTime(ctx context.Context, ts int64) (int64, in
 	return lp.b.tier.OffsetForTime(ctx, lp.p, ts)
 }
 
+// Cold reports whether a read at offset is likely to go to object storage: the offset is
+// uploaded (it may still be in the WAL too; then the read is merely not slow). The fetch
+// reads cold partitions concurrently.
+func (lp localPartition) Cold(offset int64) bool {
+	return lp.b.tier != nil && offset < lp.p.Uploaded()
+}
+
 // Read locates the batches in the partition's index and reads them from the tail cache,
 // the WALs of its chain or objects. A second try covers a read that raced with a WAL
 // trim: the index then sends it to object storage.
@@ -139,7 +147,11 @@ func (lp localPartition) Read(ctx context.Context, offset int64, maxBytes int, f
 func (lp localPartition) readPieces(ctx context.Context, offset int64, pieces []partlog.Piece, limit int, first bool) ([]byte, error) {
 	b, p := lp.b, lp.p
 	if len(pieces) == 1 && pieces[0].Objs != nil {
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if !first && limit <= 0 {
+			return nil, nil // nothing fits; no GET for bytes that would be dropped
+		}
+		// Readahead started by this read lives as long as the client's connection.
+		ctx, cancel := context.WithTimeout(objread.ReadaheadContext(ctx, ctx), 30*time.Second)
 		defer cancel()
 		data, err := b.tier.Read(ctx, p, offset, limit, pieces[0].Objs)
 		if err != nil {

@@ -7,9 +7,11 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sort"
 	"strconv"
@@ -46,23 +48,40 @@ import (
 //	WEIR_BENCH_PRODUCERS  concurrent producer clients, default 4
 //	WEIR_BENCH_FETCH      consume settings to try, each after its own cold restart, as
 //	                      fetchMaxMiB/partitionMaxMiB pairs, default "64/1,64/2,64/4,64/8,64/16";
-//	                      the best is reported
+//	                      the best is reported. A suffix xN reads with N consumer clients,
+//	                      each owning every Nth partition (streams, as raw GET's 4 streams):
+//	                      "64/4x4"; the best of each consumer count is reported too
 //	WEIR_BENCH_WARMUP     cold reads of the first setting before those, not counted
 //	                      (the process's heap is cold at first), default 2
 //	WEIR_BENCH_SEGMENT_MB WAL segment size in MiB (only whole segments are trimmed),
 //	                      default 16
+//	WEIR_BENCH_GET_KB     objread MaxGetBytes in KiB (ranged GET size; 0: one GET per
+//	                      run of blocks), default the tier's default
+//	WEIR_BENCH_READAHEAD_MB  objread ReadaheadBytes in MiB (0: off), default the tier's
+//	WEIR_BENCH_SHAPE      "<ms>,<MB/s>": every GET of the brokers and of the raw GET
+//	                      streams waits <ms> for its first byte and then reads at most
+//	                      <MB/s>, as S3 serves one connection (about 20-50 ms, 50-100
+//	                      MB/s); MinIO on localhost has neither, so without it only CPU
+//	                      is measured. Default off
 //	WEIR_BENCH_LOG        node log level (debug, info, warn, error), default error
 //	                      (under full load on a small machine Raft logs leader churn)
 //	WEIR_BENCH_CPUPROFILE write a CPU profile of this process (brokers, controllers and
 //	                      the consumer; MinIO is another process) during each cold read
 //	                      to <value>-<n>.pprof
+//	WEIR_BENCH_TRACE      write an execution trace (go tool trace) of each cold read to
+//	                      <value>-<n>.trace
 func BenchmarkTierColdRead(b *testing.B) {
 	m := s3test.Start(b)
 	bucket := m.NewBucket(b)
 	ctx := context.Background()
-	store, err := s3.New(ctx, m.Config(bucket))
+	minio, err := s3.New(ctx, m.Config(bucket))
 	if err != nil {
 		b.Fatalf("s3 store on MinIO: %v", err)
+	}
+	var store objectstore.Store = minio
+	shape := coldShapeOf(b)
+	if shape.ttfb > 0 || shape.bps > 0 {
+		store = &coldShaped{Store: minio, s: shape}
 	}
 
 	mib := coldEnvInt(b, "WEIR_BENCH_MB", 512, false)
@@ -88,8 +107,7 @@ func BenchmarkTierColdRead(b *testing.B) {
 			bc.WAL.SegmentSize = int64(segMiB) << 20
 			bc.TailCacheBytes = tailCache
 			bc.OffsetsTopicPartitions = 6
-			bc.Tier = tier.DefaultConfig()
-			bc.Tier.MaxUploadDelay = time.Second
+			bc.Tier = coldTierConfig(b)
 		},
 	})
 	if err != nil {
@@ -99,7 +117,7 @@ func BenchmarkTierColdRead(b *testing.B) {
 	if _, err := c.WaitLeader(30 * time.Second); err != nil {
 		b.Fatal(err)
 	}
-	tcfg := tier.DefaultConfig()
+	tcfg := coldTierConfig(b)
 
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.RetryTimeout(2*time.Minute))
 	if err != nil {
@@ -245,7 +263,7 @@ func BenchmarkTierColdRead(b *testing.B) {
 	best := runs[bestIdx]
 
 	// 4. Raw GETs of the same objects from the same MinIO.
-	listed, err := store.List(ctx, "objects/")
+	listed, err := minio.List(ctx, "objects/")
 	if err != nil {
 		b.Fatalf("listing the bucket: %v", err)
 	}
@@ -278,11 +296,15 @@ func BenchmarkTierColdRead(b *testing.B) {
 	p := func(format string, a ...any) { fmt.Fprintf(&sb, format+"\n", a...) }
 	p("")
 	p("==== BenchmarkTierColdRead: 3 controllers, 3 brokers, MinIO %s ====", m.Endpoint)
+	if shape.ttfb > 0 || shape.bps > 0 {
+		p("shaped GETs (WEIR_BENCH_SHAPE): %s to the first byte, then at most %.0f MB/s each", shape.ttfb, shape.bps/1e6)
+	}
 	p("config: %d MiB of %d B records (%d records), %d partitions (leaders per broker %v), %d producers, no compression",
 		mib, recordSize, records, partitions, coldSortedCounts(leaders), producers)
 	p("        tier: target object %d MiB, max object %d MiB, block %d KiB, max upload delay 1s; WAL segment %d MiB; tail cache %d MiB",
 		tcfg.TargetObjectBytes>>20, tcfg.MaxObjectBytes>>20, tcfg.BlockSize>>10, segMiB, tailCache>>20)
-	p("        objread: block cache %d MiB, readahead %d MiB, %d readaheads", tcfg.Read.BlockCacheBytes>>20, tcfg.Read.ReadaheadBytes>>20, tcfg.Read.MaxReadaheads)
+	p("        objread: block cache %d MiB, readahead %d MiB, %d readaheads, GETs of %d KiB, %d GETs in flight at most",
+		tcfg.Read.BlockCacheBytes>>20, tcfg.Read.ReadaheadBytes>>20, tcfg.Read.MaxReadaheads, tcfg.Read.MaxGetBytes>>10, tcfg.Read.MaxGets)
 	p("produce:   %.1f MB/s of values (%.1f MB/s of record batches): %.1f MB values, %.1f MB batches in %s",
 		float64(prod.valueBytes)/1e6/prod.elapsed.Seconds(), batchBytes/1e6/prod.elapsed.Seconds(),
 		float64(prod.valueBytes)/1e6, batchBytes/1e6, prod.elapsed.Round(time.Millisecond))
@@ -302,6 +324,18 @@ func BenchmarkTierColdRead(b *testing.B) {
 	p("           4 streams %s", raw4)
 	p("ratio:     cold read (best, %s) / raw GET: %.2f of 1 stream, %.2f of 4 streams",
 		best.setting, best.mbps/raw1.MBps(), best.mbps/raw4.MBps())
+	bestOf := map[int]coldRun{}
+	for _, r := range runs {
+		if o, ok := bestOf[r.setting.consumers]; !r.warmup && (!ok || r.mbps > o.mbps) {
+			bestOf[r.setting.consumers] = r
+		}
+	}
+	if len(bestOf) > 1 {
+		for _, n := range slices.Sorted(maps.Keys(bestOf)) {
+			r := bestOf[n]
+			p("           %d consumers: best %.1f MB/s %s = %.2f of 1 raw GET stream, %.2f of 4", n, r.mbps, r.setting, r.mbps/raw1.MBps(), r.mbps/raw4.MBps())
+		}
+	}
 	p("====")
 	fmt.Print(sb.String())
 
@@ -313,6 +347,70 @@ func BenchmarkTierColdRead(b *testing.B) {
 	b.ReportMetric(best.mbps/raw1.MBps(), "ratio")
 	b.ReportMetric(best.mbps/raw4.MBps(), "ratio4")
 	b.ReportMetric(float64(prod.valueBytes)/1e6/prod.elapsed.Seconds(), "produce_MBps")
+}
+
+// coldShape models one S3 connection: time to the first byte, bytes per second.
+type coldShape struct {
+	ttfb time.Duration
+	bps  float64
+}
+
+func coldShapeOf(b *testing.B) coldShape {
+	v := os.Getenv("WEIR_BENCH_SHAPE")
+	if v == "" {
+		return coldShape{}
+	}
+	var ms, mbps float64
+	if _, err := fmt.Sscanf(v, "%g,%g", &ms, &mbps); err != nil || ms < 0 || mbps < 0 {
+		b.Fatalf("WEIR_BENCH_SHAPE=%q: want <ms to first byte>,<MB/s per GET>", v)
+	}
+	return coldShape{ttfb: time.Duration(ms * float64(time.Millisecond)), bps: mbps * 1e6}
+}
+
+// coldShaped delays and paces GETs as coldShape says.
+type coldShaped struct {
+	objectstore.Store
+	s coldShape
+}
+
+func (c *coldShaped) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	t := time.NewTimer(c.s.ttfb)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+		return nil, ctx.Err()
+	}
+	rc, err := c.Store.GetRange(ctx, key, off, n)
+	if err != nil || c.s.bps <= 0 {
+		return rc, err
+	}
+	return &coldPaced{ReadCloser: rc, bps: c.s.bps, start: time.Now()}, nil
+}
+
+type coldPaced struct {
+	io.ReadCloser
+	bps   float64
+	start time.Time
+	read  int64
+}
+
+func (p *coldPaced) Read(b []byte) (int, error) {
+	n, err := p.ReadCloser.Read(b)
+	p.read += int64(n)
+	if due := time.Duration(float64(p.read) / p.bps * float64(time.Second)); due > time.Since(p.start) {
+		time.Sleep(due - time.Since(p.start))
+	}
+	return n, err
+}
+
+// coldTierConfig is the tier's default config with the bench's knobs.
+func coldTierConfig(b *testing.B) tier.Config {
+	c := tier.DefaultConfig()
+	c.MaxUploadDelay = time.Second
+	c.Read.MaxGetBytes = int64(coldEnvInt(b, "WEIR_BENCH_GET_KB", int(c.Read.MaxGetBytes>>10), true)) << 10
+	c.Read.ReadaheadBytes = int64(coldEnvInt(b, "WEIR_BENCH_READAHEAD_MB", int(c.Read.ReadaheadBytes>>20), true)) << 20
+	return c
 }
 
 // coldEnvInt reads a positive (or, with zeroOK, non-negative) integer from the
@@ -524,9 +622,12 @@ func coldRestart(b *testing.B, c *Cluster, adm *kadm.Client, topic string, ends 
 
 // ---- consume ----
 
-type coldSetting struct{ maxMiB, partMiB int }
+type coldSetting struct{ maxMiB, partMiB, consumers int }
 
 func (s coldSetting) String() string {
+	if s.consumers > 1 {
+		return fmt.Sprintf("[fetch max %d MiB, partition max %d MiB, %d consumers]", s.maxMiB, s.partMiB, s.consumers)
+	}
 	return fmt.Sprintf("[fetch max %d MiB, partition max %d MiB]", s.maxMiB, s.partMiB)
 }
 
@@ -536,9 +637,17 @@ func coldFetchSettings(b *testing.B, s string) []coldSetting {
 	}
 	var out []coldSetting
 	for _, f := range strings.Split(s, ",") {
-		var st coldSetting
-		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d/%d", &st.maxMiB, &st.partMiB); err != nil || st.maxMiB <= 0 || st.partMiB <= 0 {
-			b.Fatalf("WEIR_BENCH_FETCH=%q: want fetchMaxMiB/partitionMaxMiB[,...]", s)
+		st := coldSetting{consumers: 1}
+		f = strings.TrimSpace(f)
+		if i := strings.IndexByte(f, 'x'); i >= 0 {
+			n, err := strconv.Atoi(f[i+1:])
+			if err != nil || n < 1 {
+				b.Fatalf("WEIR_BENCH_FETCH=%q: want fetchMaxMiB/partitionMaxMiB[xConsumers][,...]", s)
+			}
+			st.consumers, f = n, f[:i]
+		}
+		if _, err := fmt.Sscanf(f, "%d/%d", &st.maxMiB, &st.partMiB); err != nil || st.maxMiB <= 0 || st.partMiB <= 0 {
+			b.Fatalf("WEIR_BENCH_FETCH=%q: want fetchMaxMiB/partitionMaxMiB[xConsumers][,...]", s)
 		}
 		out = append(out, st)
 	}
@@ -584,62 +693,108 @@ func (r coldRun) line(batchBytes float64) string {
 		r.restart.Round(time.Millisecond))
 }
 
-// coldConsume reads every partition from offset 0 to its end with one client and checks
-// that offsets are dense; elapsed runs from the client's creation to the last record.
+// coldConsume reads every partition from offset 0 to its end with s.consumers clients
+// (client k owns the partitions p with p % consumers == k) and checks that offsets are
+// dense; elapsed runs from the clients' creation to the last record.
 func coldConsume(b *testing.B, c *Cluster, topic string, ends map[int32]int64, s coldSetting) coldRun {
 	b.Helper()
-	offsets := map[int32]kgo.Offset{}
-	var want int64
-	for p, e := range ends {
-		offsets[p] = kgo.NewOffset().At(0)
-		want += e
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	start := time.Now()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchMaxBytes(int32(s.maxMiB)<<20),
-		kgo.FetchMaxPartitionBytes(int32(s.partMiB)<<20),
-		kgo.BrokerMaxReadBytes(int32(s.maxMiB+1)<<20),
-		kgo.RetryTimeout(2*time.Minute))
-	if err != nil {
-		b.Fatal(err)
+	n := max(1, s.consumers)
+	type share struct {
+		records int64
+		crc     uint64
+		last    time.Time
+		err     error
 	}
-	defer cl.Close()
-	next := map[int32]int64{}
-	var n int64
-	var crc uint64
+	shares := make([]share, n)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for k := range n {
+		offsets := map[int32]kgo.Offset{}
+		mine := map[int32]int64{}
+		var want int64
+		for p, e := range ends {
+			if int(p)%n == k {
+				offsets[p] = kgo.NewOffset().At(0)
+				mine[p] = e
+				want += e
+			}
+		}
+		if len(offsets) == 0 {
+			continue
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+			kgo.FetchMaxBytes(int32(s.maxMiB)<<20),
+			kgo.FetchMaxPartitionBytes(int32(s.partMiB)<<20),
+			kgo.BrokerMaxReadBytes(int32(s.maxMiB+1)<<20),
+			kgo.RetryTimeout(2*time.Minute))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Close()
+		wg.Go(func() {
+			sh := &shares[k]
+			sh.err = coldConsumeShare(ctx, cl, s, mine, want, &sh.records, &sh.crc, &sh.last, b)
+		})
+	}
+	wg.Wait()
+	r := coldRun{setting: s}
 	var last time.Time
-	for n < want {
+	for _, sh := range shares {
+		if sh.err != nil {
+			b.Fatal(sh.err)
+		}
+		r.records += sh.records
+		r.crc += sh.crc
+		if sh.last.After(last) {
+			last = sh.last
+		}
+	}
+	r.elapsed = last.Sub(start)
+	return r
+}
+
+// coldConsumeShare polls cl until it read want records of the partitions in ends.
+func coldConsumeShare(ctx context.Context, cl *kgo.Client, s coldSetting, ends map[int32]int64, want int64, n *int64, crc *uint64, last *time.Time, b *testing.B) error {
+	next := map[int32]int64{}
+	start := time.Now()
+	for *n < want {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			b.Fatalf("consume %s: %d of %d records after %s", s, n, want, time.Since(start))
+			return fmt.Errorf("consume %s: %d of %d records after %s", s, *n, want, time.Since(start))
 		}
 		fs.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) {
 				b.Logf("consume %s: fetch error on %s/%d (the client retries): %v", s, t, p, err)
 			}
 		})
+		var bad error
 		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset != next[r.Partition] {
-				b.Fatalf("consume %s: partition %d: offset %d, expected %d", s, r.Partition, r.Offset, next[r.Partition])
+			switch {
+			case bad != nil:
+			case r.Offset != next[r.Partition]:
+				bad = fmt.Errorf("consume %s: partition %d: offset %d, expected %d", s, r.Partition, r.Offset, next[r.Partition])
+			case r.Offset >= ends[r.Partition]:
+				bad = fmt.Errorf("consume %s: partition %d: offset %d beyond the end %d", s, r.Partition, r.Offset, ends[r.Partition])
+			default:
+				next[r.Partition]++
+				*n++
+				*crc += uint64(crc32.Checksum(r.Value, coldCRC))
 			}
-			if r.Offset >= ends[r.Partition] {
-				b.Fatalf("consume %s: partition %d: offset %d beyond the end %d", s, r.Partition, r.Offset, ends[r.Partition])
-			}
-			next[r.Partition]++
-			n++
-			crc += uint64(crc32.Checksum(r.Value, coldCRC))
 		})
-		last = time.Now()
+		if bad != nil {
+			return bad
+		}
+		*last = time.Now()
 	}
 	for p, e := range ends {
 		if next[p] != e {
-			b.Fatalf("consume %s: partition %d read to %d, end %d", s, p, next[p], e)
+			return fmt.Errorf("consume %s: partition %d read to %d, end %d", s, p, next[p], e)
 		}
 	}
-	return coldRun{setting: s, records: n, crc: crc, elapsed: last.Sub(start)}
+	return nil
 }
 
 // coldCPU is the user+system CPU time this process used so far, and its page faults.
@@ -651,12 +806,26 @@ func coldCPU() (time.Duration, int64) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Minflt + ru.Majflt
 }
 
-// coldProfile starts a CPU profile when WEIR_BENCH_CPUPROFILE is set; the returned
-// function stops it.
+// coldProfile starts a CPU profile when WEIR_BENCH_CPUPROFILE is set and an execution
+// trace when WEIR_BENCH_TRACE is; the returned function stops them.
 func coldProfile(b *testing.B, n int) func() {
+	stopTrace := func() {}
+	if tp := os.Getenv("WEIR_BENCH_TRACE"); tp != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%d.trace", tp, n))
+		if err != nil {
+			b.Fatalf("WEIR_BENCH_TRACE: %v", err)
+		}
+		if err := trace.Start(f); err != nil {
+			b.Fatalf("WEIR_BENCH_TRACE: %v", err)
+		}
+		stopTrace = func() {
+			trace.Stop()
+			f.Close()
+		}
+	}
 	prefix := os.Getenv("WEIR_BENCH_CPUPROFILE")
 	if prefix == "" {
-		return func() {}
+		return stopTrace
 	}
 	f, err := os.Create(fmt.Sprintf("%s-%d.pprof", prefix, n))
 	if err != nil {
@@ -665,9 +834,10 @@ func coldProfile(b *testing.B, n int) func() {
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
 		b.Logf("no CPU profile of cold read %d (is -cpuprofile set too?): %v", n, err)
-		return func() {}
+		return stopTrace
 	}
 	return func() {
+		stopTrace()
 		pprof.StopCPUProfile()
 		if err := f.Close(); err != nil {
 			b.Errorf("WEIR_BENCH_CPUPROFILE: %v", err)

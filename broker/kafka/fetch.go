@@ -16,6 +16,9 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -170,33 +173,141 @@ func (s *Server) clampFetch(req *kmsg.FetchRequest) int {
 
 // fillFetch (re)computes every target's answer; it reports the record bytes found and
 // whether any partition has an error (which answers the fetch at once).
+//
+// Partitions are read in waves so that those served from object storage (tens of ms a
+// GET) are read concurrently, while the answer stays what reading them one after another
+// would allow: a wave takes the partitions from the first unread one on, each given the
+// budget left if all before it filled their limits, until max bytes is spoken for. Cold
+// partitions of a wave are read concurrently (at most maxColdReads at once), the others
+// inline. The results are then taken in request order against the real budget: a
+// partition gets at most min(partition max, max bytes - what the partitions before it
+// got), cut at a batch boundary, except that the first partition with data keeps one
+// whole batch however large (KIP-74); so every read of a wave asks for at least one
+// batch while nothing is taken yet. If the wave left budget unused, the next wave reads
+// on; partitions past the budget are asked with limit 0 (their offsets and errors).
 func (s *Server) fillFetch(ctx context.Context, targets []fetchTarget, maxBytes int) (int, bool) {
 	total, errs := 0, false
-	for _, t := range targets {
-		out := t.out
-		out.RecordBatches = out.RecordBatches[:0]
-		out.ErrorCode = 0
-		limit := int(t.req.PartitionMaxBytes)
-		if rem := maxBytes - total; rem < limit {
-			limit = rem
+	res := make([]fetchRead, len(targets))
+	for i := 0; i < len(targets); {
+		j, reserved := i, total
+		if total >= maxBytes {
+			j = len(targets) // the rest get limit 0: one wave
 		}
-		if limit < 0 {
-			limit = 0
+		for j < len(targets) && reserved < maxBytes {
+			res[j].limit = partitionLimit(targets[j], maxBytes-reserved)
+			reserved += res[j].limit
+			j++
 		}
-		buf, hw, logStart, err := t.r.Read(ctx, t.req.FetchOffset, limit, total == 0, t.req.CurrentLeaderEpoch)
-		if buf == nil {
-			buf = []byte{} // see handleFetch: never null
+		readWave(ctx, targets[i:j], res[i:j], total == 0)
+		for k := i; k < j; k++ {
+			t, r := targets[k], &res[k]
+			out := t.out
+			out.RecordBatches = []byte{} // see handleFetch: never null
+			out.ErrorCode = 0
+			out.HighWatermark, out.LastStableOffset, out.LogStartOffset = r.hw, r.hw, r.logStart
+			if r.err != nil {
+				out.ErrorCode = kafkaCode(r.err)
+				errs = true
+				continue
+			}
+			buf := r.data
+			if room := partitionLimit(t, maxBytes-total); len(buf) > room && total > 0 {
+				buf = wholeBatches(buf, room)
+			}
+			if len(buf) > 0 {
+				out.RecordBatches = buf
+			}
+			total += len(buf)
 		}
-		out.HighWatermark, out.LastStableOffset, out.LogStartOffset = hw, hw, logStart
-		if err != nil {
-			out.ErrorCode = kafkaCode(err)
-			errs = true
-			continue
-		}
-		out.RecordBatches = buf
-		total += len(buf)
+		i = j
 	}
 	return total, errs
+}
+
+// maxColdReads bounds the partitions of one fetch read from object storage at once;
+// objread bounds the GETs of the whole broker.
+const maxColdReads = 8
+
+// fetchRead is one partition's read in fillFetch.
+type fetchRead struct {
+	limit        int
+	data         []byte
+	hw, logStart int64
+	err          error
+}
+
+// coldReader is a Reader that can tell whether a read at offset is likely to go to
+// object storage (slow: worth reading concurrently with other partitions).
+type coldReader interface {
+	Cold(offset int64) bool
+}
+
+// readWave reads targets into res: cold ones concurrently (at most maxColdReads at
+// once), the others on this goroutine meanwhile. first asks every read for at least one
+// batch.
+func readWave(ctx context.Context, targets []fetchTarget, res []fetchRead, first bool) {
+	read := func(k int) {
+		t, r := targets[k], &res[k]
+		r.data, r.hw, r.logStart, r.err = t.r.Read(ctx, t.req.FetchOffset, r.limit, first, t.req.CurrentLeaderEpoch)
+	}
+	var cold []int
+	if len(targets) > 1 {
+		for k, t := range targets {
+			if cr, ok := t.r.(coldReader); ok && (first || res[k].limit > 0) && cr.Cold(t.req.FetchOffset) {
+				cold = append(cold, k)
+			}
+		}
+	}
+	if len(cold) < 2 { // one slow read gains nothing from a goroutine
+		for k := range targets {
+			read(k)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	var next atomic.Int32
+	var panicked atomic.Pointer[any]
+	for range min(maxColdReads, len(cold)) {
+		wg.Go(func() {
+			defer func() { // re-raised below, where the handler's containment sees it
+				if p := recover(); p != nil {
+					panicked.CompareAndSwap(nil, &p)
+				}
+			}()
+			for n := int(next.Add(1)) - 1; n < len(cold); n = int(next.Add(1)) - 1 {
+				read(cold[n])
+			}
+		})
+	}
+	for k, c := 0, 0; k < len(targets); k++ {
+		if c < len(cold) && cold[c] == k {
+			c++
+			continue
+		}
+		read(k)
+	}
+	wg.Wait()
+	if p := panicked.Load(); p != nil {
+		panic(*p)
+	}
+}
+
+// partitionLimit is what target t may get with left bytes of the response's budget left.
+func partitionLimit(t fetchTarget, left int) int {
+	return max(0, min(int(t.req.PartitionMaxBytes), left))
+}
+
+// wholeBatches cuts record batches b to the whole batches within the first n bytes.
+func wholeBatches(b []byte, n int) []byte {
+	pos := 0
+	for pos+12 <= len(b) {
+		size := 12 + int(binary.BigEndian.Uint32(b[pos+8:]))
+		if size < 12 || pos+size > n || pos+size > len(b) {
+			break
+		}
+		pos += size
+	}
+	return b[:pos]
 }
 
 // finishFetch accounts the bytes served and answers.

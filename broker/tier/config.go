@@ -78,4 +78,6 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RetentionInterval, "retention-check-interval", c.RetentionInterval, "how often retention.ms/retention.bytes are applied and unneeded objects deleted")
 	fs.Int64Var(&c.Read.BlockCacheBytes, "block-cache-bytes", c.Read.BlockCacheBytes, "memory for object blocks read by lagging consumers")
 	fs.Int64Var(&c.Read.ReadaheadBytes, "readahead-bytes", c.Read.ReadaheadBytes, "how far ahead of a sequential consumer object blocks are prefetched; 0 disables")
+	fs.Int64Var(&c.Read.MaxGetBytes, "object-get-bytes", c.Read.MaxGetBytes, "object reads (and readahead windows) are split into ranged GETs of about this size, issued in parallel; 0 = one GET per run of adjacent blocks")
+	fs.IntVar(&c.Read.MaxGets, "object-max-gets", c.Read.MaxGets, "object GETs of reads and readahead in flight at once on this broker; further reads wait; 0 = no bound")
 }

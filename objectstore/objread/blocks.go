@@ -126,7 +126,7 @@ func (r *Reader) claimAndFetch(ctx context.Context, key string, bs []objfmt.Bloc
 		}
 		count(r.m.misses)
 		callOf[i] = calls[j]
-		if n := len(runs); n > 0 && runs[n-1][1] == i-1 {
+		if n := len(runs); n > 0 && runs[n-1][1] == i-1 && !r.fullRun(bs[runs[n-1][0]:i+1]) {
 			runs[n-1][1] = i
 		} else {
 			runs = append(runs, [2]int{i, i})
@@ -165,6 +165,10 @@ func (r *Reader) fetchRun(ctx context.Context, key string, run []objfmt.Block, c
 		}
 	}()
 	off, n := objfmt.Span(run)
+	if err := r.acquireGet(ctx); err != nil {
+		return r.storeErr(key, off, n, err)
+	}
+	defer r.releaseGet()
 	r.m.requests.WithLabelValues(purpose).Inc()
 	rc, err := r.store.GetRange(ctx, key, off, n)
 	if err != nil {
@@ -192,6 +196,16 @@ func (r *Reader) fetchRun(ctx context.Context, key string, run []objfmt.Block, c
 		done = k + 1
 	}
 	return nil
+}
+
+// fullRun reports whether run (adjacent blocks, the last one just added) is too long for
+// one GET: more than one block and more than MaxGetBytes. A block is never split.
+func (r *Reader) fullRun(run []objfmt.Block) bool {
+	if r.cfg.MaxGetBytes <= 0 || len(run) < 2 {
+		return false
+	}
+	_, n := objfmt.Span(run)
+	return n > r.cfg.MaxGetBytes
 }
 
 // markUsed counts a prefetched block the first time a Read uses it.

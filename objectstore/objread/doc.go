@@ -13,7 +13,8 @@
 //	  index of objs[0]      cache, or GET tail (+ GET index when it is not in the tail)
 //	  blocks to read        PartitionIndex.Blocks(offset, maxBytes); if objs[0] is used
 //	                        up, whole blocks of objs[1], ... that still fit
-//	  blocks                cache, or one GET per run of adjacent missing blocks
+//	  blocks                cache, or GETs of runs of adjacent missing blocks (a run
+//	                        longer than MaxGetBytes in several GETs, in parallel)
 //	  batches               SeekBatch(offset), whole batches up to maxBytes (>= 1)
 //
 // Only batches within each ref's [FirstOffset, LastOffset] are served, so objects that
@@ -49,13 +50,28 @@
 // The Reader remembers, per partition, where its last Read ended (at most 100,000
 // partitions). A Read starting there is a sequential consumer: the Reader then looks at
 // the ReadaheadBytes after the end of this read (into later objects of objs too). While
-// at least half of that window is cached or in flight, it does nothing; otherwise it
-// fetches all the missing blocks of the window in the background, one GET per object.
-// A consumer reading 1 MiB at a time with an 8 MiB window so causes a GET of about 4-8
-// MiB every few reads, and its reads hit the cache. Background fetches use a context of
-// their own that Close cancels; at most MaxReadaheads run at once, and a read that finds
-// no free slot does not wait (weir_objread_readahead_blocks_total{result="skipped"}).
-// Prefetched blocks that a Read uses count as "used", those evicted unread as "wasted".
+// less than one GET's worth of that window (MaxGetBytes, at most half the window) is
+// missing (neither cached nor in flight), it does nothing; otherwise it fetches all the
+// missing blocks of the window in the background, in GETs of about MaxGetBytes that run
+// in parallel. A consumer reading 1 MiB at a time with a 16 MiB window and 4 MiB GETs so
+// starts with 4 GETs in flight and then issues one 4 MiB GET per 4 MiB it reads, and
+// its reads hit the cache. Background fetches use a context of their own that Close
+// cancels, and that also ends with the owner a Read's context carries
+// (ReadaheadContext: the broker passes the client's connection, so a consumer that goes
+// away stops its prefetches); at most MaxReadaheads run at once, and a read that finds no free slot does
+// not wait (weir_objread_readahead_blocks_total{result="skipped"}). Prefetched blocks
+// that a Read uses count as "used", those evicted unread as "wasted".
+//
+// # Parallel GETs and their bound
+//
+// One GET stream of an object store is slower than several (S3 serves a connection at
+// tens of MB/s, after tens of ms to the first byte), so a run of missing blocks longer
+// than MaxGetBytes is fetched as several ranged GETs at once; each block is still
+// verified and published as soon as its GET delivers it. MaxGets bounds the GETs in
+// flight of the whole Reader (reads, readahead and index loads); a read waits for a
+// slot, giving up when its context ends. The broker's Fetch reads the cold partitions of
+// one request concurrently (broker/kafka/fetch.go), and this bound is what keeps many
+// consumers from opening a connection each.
 //
 // # Errors
 //

@@ -110,8 +110,12 @@ func (r *Reader) loadIndex(ctx context.Context, ref ObjectRef) (*objIndex, error
 // get reads exactly n bytes at off of key into memory, counted under purpose. A short
 // read means the object is shorter than its footer or the manifest says: corruption.
 func (r *Reader) get(ctx context.Context, key string, off, n int64, purpose string) ([]byte, error) {
+	if err := r.acquireGet(ctx); err != nil {
+		return nil, r.storeErr(key, off, n, err)
+	}
 	r.m.requests.WithLabelValues(purpose).Inc()
 	b, err := objectstore.ReadRange(ctx, r.store, key, off, n)
+	r.releaseGet()
 	r.m.fetched.WithLabelValues(purpose).Add(float64(len(b)))
 	if err != nil {
 		return nil, r.storeErr(key, off, n, err)

@@ -50,7 +50,7 @@ func (r *Reader) Read(ctx context.Context, topicID [16]byte, partition int32, of
 		r.stopped(objs[len(spans)].Key, err)
 	}
 	if seq {
-		r.startReadahead(topicID, partition, spans[len(spans)-1].end(), objs[len(spans)-1:])
+		r.startReadahead(ctx, topicID, partition, spans[len(spans)-1].end(), objs[len(spans)-1:])
 	}
 	out, next, err := r.assemble(ctx, spans, offset, maxBytes)
 	if err != nil {

@@ -21,6 +21,7 @@ type partKey struct {
 // a block cache, readahead bytes or readahead slots.
 type readahead struct {
 	window  int64
+	chunk   int64         // what must be missing of the window before a prefetch starts
 	slots   chan struct{} // a token per running prefetch
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -36,6 +37,10 @@ func (ra *readahead) init(cfg Config) {
 	ra.ends = map[partKey]int64{}
 	if cfg.ReadaheadBytes > 0 && cfg.MaxReadaheads > 0 && cfg.BlockCacheBytes > 0 {
 		ra.window = cfg.ReadaheadBytes
+		ra.chunk = ra.window / 2
+		if cfg.MaxGetBytes > 0 && cfg.MaxGetBytes < ra.chunk {
+			ra.chunk = cfg.MaxGetBytes
+		}
 		ra.slots = make(chan struct{}, cfg.MaxReadaheads)
 	}
 }
@@ -73,12 +78,25 @@ func (ra *readahead) stop() {
 	ra.wg.Wait()
 }
 
+type ownerKey struct{}
+
+// ReadaheadContext returns ctx carrying owner: readahead that a Read with the returned
+// context (or one derived from it) starts stops when owner ends, as well as at Close. A
+// broker passes its client connection's context, so the prefetches of a consumer that
+// went away are cancelled instead of filling the cache for nobody. (A reader waiting for
+// a cancelled prefetch's block fetches it itself.)
+func ReadaheadContext(ctx, owner context.Context) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
 // startReadahead prefetches, in the background, the blocks of up to ReadaheadBytes from
 // offset `from` on (possibly into later objects). To issue few, large GETs it does
-// nothing while at least half the window is already cached or in flight, and then
-// fetches all of the window that is missing: one GET per object for a sequential reader.
-// It never blocks the read: without a free slot it skips.
-func (r *Reader) startReadahead(topicID [16]byte, partition int32, from int64, objs []ObjectRef) {
+// nothing while less than a GET's worth (MaxGetBytes, at most half the window) of the
+// window is missing, and then fetches all of the window that is missing, in GETs of
+// about MaxGetBytes that run in parallel: a sequential reader keeps window/MaxGetBytes
+// GETs in flight ahead of it. It never blocks the read: without a free slot it skips.
+// The prefetch ends with the Reader, or with the owner of readCtx (ReadaheadContext).
+func (r *Reader) startReadahead(readCtx context.Context, topicID [16]byte, partition int32, from int64, objs []ObjectRef) {
 	for len(objs) > 0 && objs[0].LastOffset < from {
 		objs = objs[1:]
 	}
@@ -91,7 +109,7 @@ func (r *Reader) startReadahead(topicID [16]byte, partition int32, from int64, o
 		return // the manifest or the index does not go on: nothing to prefetch
 	}
 	covered, total := r.covered(spans)
-	if covered >= r.ra.window/2 || complete && covered == total {
+	if r.ra.window-covered < r.ra.chunk || complete && covered == total {
 		return
 	}
 	select {
@@ -117,6 +135,15 @@ func (r *Reader) startReadahead(topicID [16]byte, partition int32, from int64, o
 			r.ra.wg.Done()
 		}()
 		ctx := r.ra.ctx
+		if owner, ok := readCtx.Value(ownerKey{}).(context.Context); ok {
+			c, cancel := context.WithCancel(ctx)
+			stop := context.AfterFunc(owner, cancel)
+			defer func() {
+				stop()
+				cancel()
+			}()
+			ctx = c
+		}
 		if !complete { // some index was not cached: load it here, off the read's path
 			if spans, err = r.walk(ctx, topicID, partition, from, r.ra.window, objs, false); len(spans) == 0 {
 				r.log.Debug("objread: readahead", "key", objs[0].Key, "err", err)

@@ -130,3 +130,42 @@ func TestTrackedPartitionsBounded(t *testing.T) {
 		t.Fatal("the latest partition's end is not tracked")
 	}
 }
+
+// TestReadaheadEndsWithItsOwner: readahead started by a Read whose context carries an
+// owner (the client's connection) is cancelled when the owner ends, while the Reader
+// goes on serving; without an owner it would run until Close.
+func TestReadaheadEndsWithItsOwner(t *testing.T) {
+	f := newFixture(t)
+	p := newPart(1, 0, 0, 300, 4, 1000)
+	size := f.put("o/own.obj", 32<<10, p)
+	r := f.reader(raConfig())
+	objs := []ObjectRef{ref("o/own.obj", size, p)}
+	owner, gone := context.WithCancel(context.Background())
+	ctx := ReadaheadContext(context.Background(), owner)
+	if _, err := r.Read(ctx, p.topic, p.part, 0, 1, objs); err != nil {
+		t.Fatal(err)
+	}
+	stalled := make(chan error, 4)
+	f.cs.setHook(func(gctx context.Context, key string, off, n int64) error {
+		if gctx == context.Background() || gctx.Value(ownerKey{}) != nil {
+			return nil // a foreground read
+		}
+		<-gctx.Done()
+		stalled <- gctx.Err()
+		return gctx.Err()
+	})
+	off := p.batches[1].base
+	b, err := r.Read(ctx, p.topic, p.part, off, 1, objs) // sequential: readahead starts
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRead(t, p, off, b)
+	testutil.Eventually(t, waitTimeout, "a stalled readahead", func() bool { return r.ra.running.Load() == 1 })
+	gone()
+	testutil.Eventually(t, waitTimeout, "the readahead to end with its owner", func() bool { return r.ra.running.Load() == 0 })
+	if err := <-stalled; !errors.Is(err, context.Canceled) {
+		t.Fatalf("stalled readahead GET ended with %v", err)
+	}
+	f.cs.setHook(nil)
+	checkRead(t, p, p.batches[2].base, read(t, r, p, p.batches[2].base, 1, objs))
+}

@@ -1,6 +1,7 @@
 package objread
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,12 +42,22 @@ type Config struct {
 	// (default 32 MiB); 0 disables index caching (every read fetches the index).
 	IndexCacheBytes int64
 	// ReadaheadBytes is how far past the end of a sequential reader's read to prefetch
-	// (default 8 MiB); 0 disables readahead. At most half of BlockCacheBytes, or
+	// (default 16 MiB: 4 GETs of MaxGetBytes in flight); 0 disables readahead. At most half of BlockCacheBytes, or
 	// readahead would evict what it just fetched.
 	ReadaheadBytes int64
-	// MaxReadaheads bounds concurrent background prefetches (default 4); 0 disables
+	// MaxReadaheads bounds concurrent background prefetches (default 8); 0 disables
 	// readahead. A sequential read that finds no free slot does not wait: it skips.
 	MaxReadaheads int
+	// MaxGetBytes splits a run of adjacent missing blocks longer than this into ranged
+	// GETs of about this size, issued in parallel (default 4 MiB; at least one block per
+	// GET): one GET stream of an object store is slower than several, so a large read or
+	// a readahead window keeps several GETs in flight (S3's guidance for ranged GETs is
+	// 8-16 MB; smaller ones cost more requests per GB). 0: one GET per run.
+	MaxGetBytes int64
+	// MaxGets bounds the block and index GETs of this Reader in flight at once, reads
+	// and readahead together (default 32; 0: no bound), so that many concurrent fetches
+	// do not open a connection each to the store. A read waits for a free slot.
+	MaxGets int
 	// Registerer receives the weir_objread_* metrics; nil records none.
 	Registerer prometheus.Registerer
 	// Logger for corruption and background errors; nil discards.
@@ -58,8 +69,10 @@ func DefaultConfig() Config {
 	return Config{
 		BlockCacheBytes: 256 << 20,
 		IndexCacheBytes: 32 << 20,
-		ReadaheadBytes:  8 << 20,
-		MaxReadaheads:   4,
+		ReadaheadBytes:  16 << 20,
+		MaxReadaheads:   8,
+		MaxGetBytes:     4 << 20,
+		MaxGets:         32,
 	}
 }
 
@@ -74,6 +87,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("objread: readahead bytes %d < 0", c.ReadaheadBytes)
 	case c.MaxReadaheads < 0:
 		return fmt.Errorf("objread: max readaheads %d < 0", c.MaxReadaheads)
+	case c.MaxGetBytes < 0:
+		return fmt.Errorf("objread: max GET bytes %d < 0", c.MaxGetBytes)
+	case c.MaxGets < 0:
+		return fmt.Errorf("objread: max GETs %d < 0", c.MaxGets)
 	case c.BlockCacheBytes > 0 && c.ReadaheadBytes > c.BlockCacheBytes/2:
 		return fmt.Errorf("objread: readahead bytes %d more than half the block cache (%d bytes)", c.ReadaheadBytes, c.BlockCacheBytes)
 	}
@@ -92,6 +109,7 @@ type Reader struct {
 	blocks      *lru[blockKey, *block]
 	blockFlight *flight[blockKey, *block]
 	ra          readahead
+	gets        chan struct{} // a token per GET in flight; nil: no bound
 
 	mu     sync.Mutex // guards closed and ra.wg.Add against Close
 	closed bool
@@ -114,6 +132,9 @@ func New(store objectstore.Store, cfg Config) (*Reader, error) {
 	r.blocks = newLRU(cfg.BlockCacheBytes, blockKey.group, r.blockEvicted)
 	r.blockFlight = newFlight[blockKey, *block]()
 	r.ra.init(cfg)
+	if cfg.MaxGets > 0 {
+		r.gets = make(chan struct{}, cfg.MaxGets)
+	}
 	m, err := newMetrics(cfg.Registerer, func(kind string) float64 {
 		if kind == kindIndex {
 			return float64(r.indexes.bytes())
@@ -148,6 +169,30 @@ func (r *Reader) Close() error {
 	r.ra.stop()
 	r.m.unregister()
 	return nil
+}
+
+// acquireGet waits for a free GET slot (MaxGets); release with releaseGet.
+func (r *Reader) acquireGet(ctx context.Context) error {
+	if r.gets == nil {
+		return nil
+	}
+	select { // a free slot first: the store reports a context that ended
+	case r.gets <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case r.gets <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Reader) releaseGet() {
+	if r.gets != nil {
+		<-r.gets
+	}
 }
 
 func (r *Reader) isClosed() bool {
