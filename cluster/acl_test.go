@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"github.com/weir-io/weir/internal/testutil"
 	"slices"
 	"testing"
 	"time"
@@ -42,6 +43,16 @@ func TestClusterACLs(t *testing.T) {
 		Principal: anon, Host: "*", Operation: acl.OpAll, Permission: acl.Allow}}); err != nil {
 		t.Fatal(err)
 	}
+	// Every broker has applied it before a client relies on it (brokers learn the
+	// metadata by their watch, a moment after the controllers commit it).
+	testutil.Eventually(t, 30*time.Second, "every broker's view holds the cluster ACL", func() bool {
+		for i := range c.brokers {
+			if n := c.Broker(i); n == nil || n.Client.View().ACLSet().Len() == 0 {
+				return false
+			}
+		}
+		return true
+	})
 
 	cl := newClient(t, c)
 	adm := kadm.NewClient(cl)
