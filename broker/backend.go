@@ -190,18 +190,21 @@ func (lp localPartition) readPieces(ctx context.Context, offset int64, pieces []
 // is durable (or failed), with the base offset it got. stamped is the LogAppendTime
 // given to the batch, or -1.
 func (b *Broker) appendBatch(p *partlog.Partition, h *recbatch.Header, batch []byte, logAppendTime bool, done func(base, logStart, stamped int64, err error)) {
-	payload := partlog.EncodeBatchRec(p.ID(), p.Index(), batch)
 	var res partlog.Prepared
 	stamped := int64(-1)
+	// The batch is a piece of the request, which stays unchanged until its answer is sent
+	// (after Done): the WAL copies it once, into its group buffer, and the partition's
+	// index and tail cache keep it (offsets assigned in place by Prepare).
 	b.wal.Append(wal.Entry{
 		Type:    partlog.RecBatch,
-		Payload: payload,
+		Head:    partlog.BatchRecHead(p.ID(), p.Index()),
+		Payload: batch,
 		Prepare: func(pl []byte) error {
 			if logAppendTime {
 				stamped = b.now().UnixMilli()
 			}
 			var err error
-			res, err = p.Prepare(h, pl[partlog.BatchRecHdr:], stamped)
+			res, err = p.Prepare(h, pl, stamped)
 			if err == nil && res.Dup != nil {
 				return res.Dup // nothing to write
 			}

@@ -13,31 +13,82 @@ type group struct {
 	bytes int64 // framed bytes of the batch (entries that are not too large)
 }
 
-// run is the committer goroutine: it takes a batch of queued entries, writes
-// it with one WriteAt, syncs it with one fdatasync and calls the Done
-// callbacks, then takes the next batch. It sleeps on w.kick when idle and
-// exits once Close was called and the queue is empty.
+// written is a group on its way through the pipeline: the committer writes it, the
+// syncer syncs it and calls its Done callbacks. Two of them circulate, so the next
+// group is taken, prepared and written while the previous one's fdatasync runs.
+type written struct {
+	batch []Entry
+	res   []result
+	// seg is the segment the group was written to, end the write offset just past
+	// it; seg nil: nothing to sync (the group failed before or at its write).
+	seg   *segment
+	end   int64
+	bytes int
+	// barrier: the group's records were prepared but not written, so their Done
+	// (which may undo what Prepare did) must run before anything else is prepared.
+	barrier bool
+}
+
+// run is the committer goroutine: it takes a batch of queued entries, prepares it
+// and writes it with one WriteAt, then hands it to the syncer goroutine, which syncs
+// it with one fdatasync, checks the fence and calls the Done callbacks. So the next
+// group is written while the previous one's fdatasync is in flight; each group's
+// callbacks still run after the sync that covers it, in log order (one syncer, groups
+// handed over in order). The committer sleeps on w.kick when idle and exits once
+// Close was called and the queue is empty, after the syncer finished every group.
 func (w *WAL) run() {
 	defer close(w.done)
-	var batch []Entry
+	free := make(chan *written, 2)
+	free <- &written{}
+	free <- &written{}
+	toSync := make(chan *written)
+	synced := make(chan struct{})
+	go func() {
+		defer close(synced)
+		for g := range toSync {
+			w.syncGroup(g)
+			free <- g
+		}
+	}()
+	defer func() {
+		close(toSync)
+		<-synced
+	}()
 	for {
-		var g group
+		g := <-free
+		var grp group
 		var ok bool
-		batch, g, ok = w.take(batch[:0])
+		g.batch, grp, ok = w.take(g.batch[:0])
 		if !ok {
 			return
 		}
-		w.commit(batch, g)
-		clear(batch) // drop payload references
+		if grp.roll {
+			// A new segment may exist on disk only once every record before its base is
+			// synced: a replay takes a gap before the next segment's base for corruption.
+			a := <-free
+			free <- a
+		}
+		w.commit(g, grp)
+		toSync <- g
+		if g.barrier {
+			// Both groups back: the syncer has called every Done so far.
+			a := <-free
+			free <- a
+			a = <-free
+			free <- a
+		}
 	}
 }
 
+// size is the payload length of the record e becomes.
+func (e *Entry) size() int { return len(e.Head) + len(e.Payload) }
+
 // frameSize is the framed size of e, or 0 if e is too large to be written.
 func (w *WAL) frameSize(e *Entry) int64 {
-	if len(e.Payload) > w.cfg.MaxRecordSize {
+	if e.size() > w.cfg.MaxRecordSize {
 		return 0
 	}
-	return int64(FrameSize(len(e.Payload)))
+	return int64(FrameSize(e.size()))
 }
 
 // take moves the next group's entries from the queue to batch. A group holds
@@ -89,12 +140,13 @@ func (w *WAL) take(batch []Entry) ([]Entry, group, bool) {
 	return batch, g, true
 }
 
-// commit writes and syncs one group, then calls the Done callbacks in order.
-func (w *WAL) commit(batch []Entry, g group) {
-	res := slices.Grow(w.results[:0], len(batch))[:len(batch)]
+// commit prepares and writes one group (on the committer goroutine); the syncer
+// finishes it (syncGroup).
+func (w *WAL) commit(g *written, grp group) {
+	batch := g.batch
+	res := slices.Grow(g.res[:0], len(batch))[:len(batch)]
 	clear(res)
-	w.results = res
-	defer w.finish(batch, res)
+	g.res, g.seg, g.end, g.bytes, g.barrier = res, nil, 0, 0, false
 
 	fail := func(err error) {
 		for i := range res {
@@ -103,7 +155,7 @@ func (w *WAL) commit(batch []Entry, g group) {
 			}
 		}
 	}
-	if !g.ready {
+	if !grp.ready {
 		fail(ErrNotReplayed)
 		return
 	}
@@ -111,18 +163,18 @@ func (w *WAL) commit(batch []Entry, g group) {
 		fail(err)
 		return
 	}
-	if g.roll {
-		if err := w.roll(g.bytes); err != nil {
+	if grp.roll {
+		if err := w.roll(grp.bytes); err != nil {
 			fail(err)
 			return
 		}
 	}
 
-	buf := slices.Grow(w.buf[:0], int(g.bytes))
+	buf := slices.Grow(w.buf[:0], int(grp.bytes))
 	for i := range batch {
 		e := &batch[i]
-		if len(e.Payload) > w.cfg.MaxRecordSize {
-			res[i].err = fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(e.Payload), w.cfg.MaxRecordSize)
+		if e.size() > w.cfg.MaxRecordSize {
+			res[i].err = fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, e.size(), w.cfg.MaxRecordSize)
 			continue
 		}
 		if e.Prepare != nil {
@@ -133,12 +185,46 @@ func (w *WAL) commit(batch []Entry, g group) {
 		}
 		start := len(buf)
 		buf = append(buf, make([]byte, RecordHeaderSize)...)
+		buf = append(buf, e.Head...)
 		buf = append(buf, e.Payload...)
 		sealRecord(buf[start:], e.Type)
 		res[i] = result{pos: w.active.base + Pos(w.writeOff+int64(start)+RecordHeaderSize), written: true}
 	}
 	if len(buf) > 0 {
-		err := w.writeGroup(buf, len(batch))
+		// A failure after the syncer failed the WAL (the bytes would follow bytes
+		// whose sync failed) or of the write itself: nothing of the group is synced.
+		err := w.failErr()
+		if err == nil {
+			err = w.writeGroup(buf)
+		}
+		if err != nil {
+			for i := range res {
+				if res[i].written {
+					res[i] = result{err: err}
+				}
+			}
+			g.barrier = true
+		} else {
+			g.seg, g.end, g.bytes = w.active, w.writeOff, len(buf)
+		}
+	}
+	if cap(buf) > 2*w.cfg.MaxGroupBytes {
+		buf = nil // do not keep a huge record's buffer around
+	}
+	w.buf = buf
+}
+
+// syncGroup runs on the syncer goroutine: it syncs a written group, checks the fence,
+// publishes the group and calls its Done callbacks in order.
+func (w *WAL) syncGroup(g *written) {
+	res := g.res
+	if g.seg != nil {
+		// A group written after an earlier group's sync failed must not be acked:
+		// its bytes follow bytes that may not be on disk.
+		err := w.failErr()
+		if err == nil {
+			err = w.syncSegment(g.seg, len(g.batch), g.bytes)
+		}
 		if err == nil && w.cfg.Fence {
 			// After the fdatasync, before any Done: if a taker's fence record was
 			// synced before this check started, the check sees it and nothing is
@@ -155,18 +241,16 @@ func (w *WAL) commit(batch []Entry, g group) {
 				}
 			}
 		} else {
-			w.publish()
+			w.publish(g.seg, g.end)
 		}
 	}
-	if cap(buf) > 2*w.cfg.MaxGroupBytes {
-		buf = nil // do not keep a huge record's buffer around
-	}
-	w.buf = buf
+	w.finish(g.batch, res)
+	clear(g.batch) // drop payload references
 }
 
-// writeGroup writes buf at the active segment's write offset with one WriteAt
-// and syncs it with one fdatasync. The caller publishes the new end.
-func (w *WAL) writeGroup(buf []byte, entries int) error {
+// writeGroup writes buf at the active segment's write offset with one WriteAt and
+// moves the write offset past it. The syncer syncs and publishes it.
+func (w *WAL) writeGroup(buf []byte) error {
 	s := w.active
 	if _, err := s.f.WriteAt(buf, w.writeOff); err != nil {
 		// Part of the group may be in the file. Those bytes must never be
@@ -175,22 +259,27 @@ func (w *WAL) writeGroup(buf []byte, entries int) error {
 		w.mustRoll = true
 		return ioError("writing "+s.path, err)
 	}
+	w.writeOff += int64(len(buf))
+	return nil
+}
+
+// syncSegment fdatasyncs s after a group of entries and n bytes was written to it.
+func (w *WAL) syncSegment(s *segment, entries, n int) error {
 	start := time.Now()
 	if err := s.f.Sync(); err != nil {
 		return w.fail(fmt.Errorf("fdatasync %s: %w", s.path, err))
 	}
 	w.m.synced(time.Since(start).Seconds())
-	w.m.group(entries, len(buf))
-	w.writeOff += int64(len(buf))
+	w.m.group(entries, n)
 	return nil
 }
 
-// publish makes the records up to the write offset readable through ReadAt and End.
-// It runs only once the group passed the fence check, so a fenced group is never
-// served by its writer.
-func (w *WAL) publish() {
-	w.active.end.Store(w.writeOff)
-	w.end.Store(int64(w.active.base) + w.writeOff)
+// publish makes the records of s up to end readable through ReadAt and End. It runs
+// only once the group passed the fence check, so a fenced group is never served by
+// its writer, and in log order (syncer goroutine), so End only grows.
+func (w *WAL) publish(s *segment, end int64) {
+	s.end.Store(end)
+	w.end.Store(int64(s.base) + end)
 }
 
 // roll makes a new segment that can hold need bytes of records the active

@@ -63,10 +63,16 @@
 // Append queues an entry (blocking only when QueueDepth entries are queued).
 // One committer goroutine takes all queued entries up to MaxGroupBytes that
 // fit in the active segment, calls their Prepare hooks in order, copies them
-// into one buffer, writes it with one WriteAt, syncs with one fdatasync, checks
-// the fence token (with Config.Fence; see Fencing) and calls the Done callbacks
-// in order. Only then does it take the next group, so a group's failure is
-// reported before any later entry is prepared.
+// (Head, then Payload) into one buffer and writes it with one WriteAt; one
+// syncer goroutine then syncs it with one fdatasync, checks the fence token (with
+// Config.Fence; see Fencing), publishes it and calls the Done callbacks in order.
+// The two form a pipeline one group deep: the next group is taken, prepared and
+// written while the previous one's fdatasync is in flight, and is acked only
+// after a sync that started after its own write. The committer waits for the
+// syncer to finish every earlier group before a segment roll (a new segment must
+// not exist on disk before the records below its base are synced) and after a
+// group whose write failed (its Done, which may undo what Prepare did, runs before
+// any later entry is prepared).
 //
 // A failed write fails the group (ErrNoSpace for ENOSPC, ErrIO for other I/O
 // errors) without moving the write position; the next group starts a new

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -318,6 +321,11 @@ func TestFenceSealProperty(t *testing.T) {
 	}
 }
 
+type groupWrite struct {
+	from, to wal.Pos
+	at       int64
+}
+
 type ack struct {
 	record
 	write int64 // logical time the committer started writing its group
@@ -327,11 +335,30 @@ type ack struct {
 func fenceSealRound(t *testing.T, rng *rand.Rand, round int) bool {
 	server := waltest.NewMemFS()
 	var clock atomic.Int64
-	var groupWrite atomic.Int64 // set by the committer before each group write
+	// The logical time each group write started, by log position: the next group is
+	// written while the previous one syncs, so an ack finds its own group's write.
+	var wmu sync.Mutex
+	var writes []groupWrite
+	writeTime := func(pos wal.Pos) int64 {
+		wmu.Lock()
+		defer wmu.Unlock()
+		for i := len(writes) - 1; i >= 0; i-- {
+			if g := writes[i]; pos >= g.from && pos < g.to {
+				return g.at
+			}
+		}
+		return math.MaxInt64 // no write found: fails the check below
+	}
 	owner := waltest.NewFaultFS(waltest.NewStaleFS(server))
-	owner.SetHook(func(op waltest.Op, name string, _ int64, _ int) error {
+	owner.SetHook(func(op waltest.Op, name string, off int64, n int) error {
 		if op == waltest.OpWrite && filepath.Ext(name) == ".wal" {
-			groupWrite.Store(clock.Add(1))
+			base, err := strconv.ParseInt(strings.TrimSuffix(filepath.Base(name), ".wal"), 10, 64)
+			if err != nil {
+				t.Errorf("segment name %s: %v", name, err)
+			}
+			wmu.Lock()
+			writes = append(writes, groupWrite{wal.Pos(base + off), wal.Pos(base + off + int64(n)), clock.Add(1)})
+			wmu.Unlock()
 		}
 		return nil
 	})
@@ -384,10 +411,10 @@ func fenceSealRound(t *testing.T, rng *rand.Rand, round int) bool {
 				p := payload(round*1000+a*100+i, sizes[a*perAppender+i])
 				done := make(chan error, 1)
 				w.Append(wal.Entry{Type: byte(a), Payload: p, Done: func(pos wal.Pos, err error) {
-					// Runs on the committer right after the group's fence check.
+					// Runs on the syncer right after the group's fence check.
 					mu.Lock()
 					if err == nil {
-						acks = append(acks, ack{record{byte(a), p, pos}, groupWrite.Load()})
+						acks = append(acks, ack{record{byte(a), p, pos}, writeTime(pos)})
 					} else {
 						failures = append(failures, err)
 					}

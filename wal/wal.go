@@ -21,19 +21,23 @@ type Pos int64
 
 // Entry is one record to append.
 type Entry struct {
-	Type    byte
+	Type byte
+	// Head, if set, is the start of the record's payload and Payload the rest: a
+	// caller that prepends a small header to bytes it already holds (a produce
+	// request's batch) needs no copy of its own, the group buffer is the only one.
+	Head    []byte
 	Payload []byte
 	// Prepare, if set, is called by the committer goroutine in log order just
-	// before the payload is copied into the group's write buffer. It may
-	// rewrite Payload in place (its length is fixed). If it returns an error
+	// before the payload is copied into the group's write buffer. It is given
+	// Payload (without Head) and may rewrite it in place (its length is fixed). If it returns an error
 	// the entry is dropped (not written) and Done gets that error. Prepare is
 	// not called for entries that fail before their group is written (WAL
 	// failed, segment roll failed, payload too large).
 	Prepare func(payload []byte) error
-	// Done is called exactly once, in log order, from the committer goroutine,
+	// Done is called exactly once, in log order, from the WAL's syncer goroutine,
 	// after the entry's group is synced (err == nil, pos = payload position)
 	// or failed. It must not block (so it must not call Append, which blocks
-	// when the queue is full). The caller must not modify Payload before Done.
+	// when the queue is full). The caller must not modify Head or Payload before Done.
 	// Exception: when the WAL is closed, Append calls Done(0, ErrClosed)
 	// itself before returning.
 	Done func(pos Pos, err error)
@@ -74,7 +78,6 @@ type WAL struct {
 	writeOff   int64 // where the next group goes in the active segment
 	mustRoll   bool  // a write failed: never write after its bytes again
 	buf        []byte
-	results    []result
 	preRunning bool
 	preCh      chan preResult
 

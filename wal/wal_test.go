@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/weir-io/weir/wal"
 	"github.com/weir-io/weir/wal/waltest"
@@ -72,11 +73,17 @@ type callbackLog struct {
 	done     map[int]int
 	results  map[int]error
 	wg       sync.WaitGroup
+	// drain, if set, tells the results after which nothing of a later group may be
+	// prepared before the failed entry is done (check); writes counts the group
+	// writes so far, which tells the groups apart.
+	drain  func(error) bool
+	writes func() int64
 }
 
 type event struct {
 	prepare bool
 	id      int
+	writes  int64 // l.writes() at the event: entries of one group see the same count
 }
 
 func newCallbackLog() *callbackLog {
@@ -94,14 +101,18 @@ func (l *callbackLog) entry(id int, p []byte, prepareErr error) wal.Entry {
 		Prepare: func(b []byte) error {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			l.events = append(l.events, event{true, id})
+			var writes int64
+			if l.writes != nil {
+				writes = l.writes()
+			}
+			l.events = append(l.events, event{true, id, writes})
 			b[0] = byte(id) // rewrite in place, like offset assignment
 			return prepareErr
 		},
 		Done: func(pos wal.Pos, err error) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			l.events = append(l.events, event{false, id})
+			l.events = append(l.events, event{false, id, 0})
 			l.done[id]++
 			l.results[id] = err
 			l.wg.Done()
@@ -110,9 +121,11 @@ func (l *callbackLog) entry(id int, p []byte, prepareErr error) wal.Entry {
 }
 
 // check verifies: every Done exactly once; Done order == Append order; the
-// Prepare calls are in Append order; and the events form blocks
-// P^k D^k (a group's Dones all come before the next group's Prepares).
-// prepared[id] says whether id was expected to reach Prepare.
+// Prepare calls are in Append order; and, with l.drain set, that no entry was
+// prepared while an entry for which drain(its result) holds was prepared and not
+// yet done (a group whose write failed is done before the next group is prepared;
+// other groups are pipelined: the next group is prepared and written while the
+// previous one syncs). prepared[id] says whether id was expected to reach Prepare.
 func (l *callbackLog) check(t *testing.T, prepared func(id int) bool) {
 	t.Helper()
 	l.wg.Wait()
@@ -124,22 +137,21 @@ func (l *callbackLog) check(t *testing.T, prepared func(id int) bool) {
 		}
 	}
 	var dones, prepares []int
-	outstanding := 0 // prepared, not yet done
-	lastWasDone := false
+	outstanding := map[int]int64{} // prepared, not yet done: the write count at Prepare
 	for _, e := range l.events {
 		if e.prepare {
-			if lastWasDone && outstanding != 0 {
-				t.Fatalf("entry %d prepared while %d entries of the previous group were not done", e.id, outstanding)
+			if l.drain != nil {
+				for id, w := range outstanding {
+					if w < e.writes && l.drain(l.results[id]) {
+						t.Fatalf("entry %d prepared while entry %d, whose group failed (%v), was not done", e.id, id, l.results[id])
+					}
+				}
 			}
 			prepares = append(prepares, e.id)
-			outstanding++
-			lastWasDone = false
+			outstanding[e.id] = e.writes
 		} else {
 			dones = append(dones, e.id)
-			if len(prepares) > 0 && outstanding > 0 {
-				outstanding--
-			}
-			lastWasDone = true
+			delete(outstanding, e.id)
 		}
 	}
 	if !equalInts(dones, l.appended) {
@@ -278,6 +290,8 @@ func TestFailedGroupIsDoneBeforeNextPrepare(t *testing.T) {
 		return nil
 	})
 	l := newCallbackLog()
+	l.drain = func(err error) bool { return err != nil }
+	l.writes = func() int64 { return fs.Count(waltest.OpWrite, ".wal") }
 	var appenders sync.WaitGroup
 	for i := range 150 {
 		appenders.Add(1)
@@ -533,21 +547,28 @@ func TestBackpressure(t *testing.T) {
 	})
 	var wg sync.WaitGroup
 	done := func(wal.Pos, error) { wg.Done() }
-	wg.Add(3)
+	wg.Add(4)
 	w.Append(wal.Entry{Type: 1, Payload: []byte("a"), Done: done})
 	<-stalled // "a" is being synced; the queue is empty
+	// "b" is taken and written while "a" syncs (pipelining); then the committer waits
+	// for the syncer, so "c" and "d" stay queued.
 	w.Append(wal.Entry{Type: 1, Payload: []byte("b"), Done: done})
+	for fs.Count(waltest.OpWrite, ".wal") < 2 {
+		time.Sleep(time.Millisecond)
+	}
 	w.Append(wal.Entry{Type: 1, Payload: []byte("c"), Done: done})
+	w.Append(wal.Entry{Type: 1, Payload: []byte("d"), Done: done})
 	returned := make(chan struct{})
 	wg.Add(1)
 	go func() {
-		w.Append(wal.Entry{Type: 1, Payload: []byte("d"), Done: done})
+		w.Append(wal.Entry{Type: 1, Payload: []byte("e"), Done: done})
 		close(returned)
 	}()
 	// The queue is full until the sync returns. (This check cannot fail
 	// spuriously: a correct WAL keeps the Append blocked however long we wait.)
 	select {
 	case <-returned:
+		close(release)
 		t.Fatal("Append returned while QueueDepth entries were queued")
 	case <-waitABit():
 	}

@@ -39,6 +39,15 @@ func EncodeBatchRec(id metadata.TopicID, partition int32, batch []byte) []byte {
 	return p
 }
 
+// BatchRecHead is the prefix of a RecBatch payload: with the batch as the rest
+// (wal.Entry.Head and Payload) it is written without copying the batch first.
+func BatchRecHead(id metadata.TopicID, partition int32) []byte {
+	h := make([]byte, BatchRecHdr)
+	copy(h, id[:])
+	binary.BigEndian.PutUint32(h[16:], uint32(partition))
+	return h
+}
+
 // DecodeBatchRec splits a RecBatch payload; batch aliases p.
 func DecodeBatchRec(p []byte) (id metadata.TopicID, partition int32, batch []byte, err error) {
 	if len(p) < BatchRecHdr+recbatch.HeaderLen {

@@ -119,6 +119,13 @@ func (t *Tier) uploadObject(parts []upPart) error {
 	ctx, cancel := context.WithTimeout(t.ctx, 2*time.Minute)
 	defer cancel()
 	var buf bytes.Buffer
+	// Sized once: growing by doubling copied and zeroed each object several times over
+	// (half the broker's allocations under produce load, and GC work that delayed acks).
+	var want int64
+	for _, up := range parts {
+		want += up.bytes
+	}
+	buf.Grow(int(want + want/32 + 64<<10))
 	w := objfmt.NewWriter(&buf, objfmt.Options{BlockSize: t.cfg.BlockSize})
 	var ranges []metadata.PartitionRange
 	var kept []upPart
