@@ -204,11 +204,16 @@ func (s *LocalStore) persist() error {
 }
 
 // WriteFileAtomic replaces path with data so that a crash leaves either the old or the new
-// contents: write a temp file, fsync it, rename over path, fsync the directory.
+// contents: write a temp file, fsync it, rename over path, fsync the directory. The file is
+// readable by its owner only: it holds SCRAM keys and ACLs.
 func WriteFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	if err := f.Chmod(0o600); err != nil { // a temp file left by a crash keeps its old mode
+		f.Close()
 		return fmt.Errorf("metadata: %w", err)
 	}
 	if _, err := f.Write(data); err != nil {

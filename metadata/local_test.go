@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -83,5 +84,28 @@ func TestValidTopicName(t *testing.T) {
 		if ValidTopicName(bad) == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// The metadata file holds SCRAM keys and ACLs: only its owner may read it, also when a
+// temp file of a crashed write was left with a wider mode.
+func TestLocalStoreFileIsPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meta.json")
+	if err := os.WriteFile(path+".tmp", []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenLocal(LocalConfig{Path: path, Self: Broker{ID: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateTopic(context.Background(), TopicSpec{Name: "a", Partitions: 1, ReplicationFactor: -1}, false); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := st.Mode().Perm(); m != 0o600 {
+		t.Fatalf("metadata file mode %v, want 0600", m)
 	}
 }
