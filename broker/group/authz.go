@@ -65,22 +65,18 @@ func authorize(ctx context.Context, req kmsg.Request, respond func(kmsg.Response
 			return deny()
 		}
 		cp := *r
-		cp.Topics = make([]kmsg.OffsetCommitRequestTopic, 0, len(r.Topics))
 		var denied []kmsg.OffsetCommitResponseTopic
-		for _, t := range r.Topics {
-			if topic(acl.OpRead, t.Topic) {
-				cp.Topics = append(cp.Topics, t)
-				continue
-			}
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, topicDenied
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			denied = append(denied, rt)
-		}
+		cp.Topics, denied = split(r.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return topic(acl.OpRead, t.Topic) },
+			func(t kmsg.OffsetCommitRequestTopic) kmsg.OffsetCommitResponseTopic {
+				rt := kmsg.NewOffsetCommitResponseTopic()
+				rt.Topic, rt.TopicID = t.Topic, t.TopicID
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetCommitResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = p.Partition, topicDenied
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				return rt
+			})
 		if len(denied) == 0 {
 			return req, respond, true
 		}
@@ -95,22 +91,18 @@ func authorize(ctx context.Context, req kmsg.Request, respond func(kmsg.Response
 			return deny()
 		}
 		cp := *r
-		cp.Topics = make([]kmsg.OffsetDeleteRequestTopic, 0, len(r.Topics))
 		var denied []kmsg.OffsetDeleteResponseTopic
-		for _, t := range r.Topics {
-			if topic(acl.OpRead, t.Topic) {
-				cp.Topics = append(cp.Topics, t)
-				continue
-			}
-			rt := kmsg.NewOffsetDeleteResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, topicDenied
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			denied = append(denied, rt)
-		}
+		cp.Topics, denied = split(r.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return topic(acl.OpRead, t.Topic) },
+			func(t kmsg.OffsetDeleteRequestTopic) kmsg.OffsetDeleteResponseTopic {
+				rt := kmsg.NewOffsetDeleteResponseTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = p.Partition, topicDenied
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				return rt
+			})
 		if len(denied) == 0 {
 			return req, respond, true
 		}
@@ -124,17 +116,13 @@ func authorize(ctx context.Context, req kmsg.Request, respond func(kmsg.Response
 		return authorizeOffsetFetch(r, respond, group, topic)
 	case *kmsg.DescribeGroupsRequest:
 		cp := *r
-		cp.Groups = make([]string, 0, len(r.Groups))
 		var denied []kmsg.DescribeGroupsResponseGroup
-		for _, g := range r.Groups {
-			if group(acl.OpDescribe, g) {
-				cp.Groups = append(cp.Groups, g)
-				continue
-			}
-			dg := kmsg.NewDescribeGroupsResponseGroup()
-			dg.Group, dg.ErrorCode = g, groupDenied
-			denied = append(denied, dg)
-		}
+		cp.Groups, denied = split(r.Groups, func(g string) bool { return group(acl.OpDescribe, g) },
+			func(g string) kmsg.DescribeGroupsResponseGroup {
+				dg := kmsg.NewDescribeGroupsResponseGroup()
+				dg.Group, dg.ErrorCode = g, groupDenied
+				return dg
+			})
 		return &cp, func(resp kmsg.Response) {
 			if dr, ok := resp.(*kmsg.DescribeGroupsResponse); ok {
 				dr.Groups = append(dr.Groups, denied...)
@@ -143,17 +131,13 @@ func authorize(ctx context.Context, req kmsg.Request, respond func(kmsg.Response
 		}, true
 	case *kmsg.DeleteGroupsRequest:
 		cp := *r
-		cp.Groups = make([]string, 0, len(r.Groups))
 		var denied []kmsg.DeleteGroupsResponseGroup
-		for _, g := range r.Groups {
-			if group(acl.OpDelete, g) {
-				cp.Groups = append(cp.Groups, g)
-				continue
-			}
-			dg := kmsg.NewDeleteGroupsResponseGroup()
-			dg.Group, dg.ErrorCode = g, groupDenied
-			denied = append(denied, dg)
-		}
+		cp.Groups, denied = split(r.Groups, func(g string) bool { return group(acl.OpDelete, g) },
+			func(g string) kmsg.DeleteGroupsResponseGroup {
+				dg := kmsg.NewDeleteGroupsResponseGroup()
+				dg.Group, dg.ErrorCode = g, groupDenied
+				return dg
+			})
 		return &cp, func(resp kmsg.Response) {
 			if dr, ok := resp.(*kmsg.DeleteGroupsResponse); ok {
 				dr.Groups = append(dr.Groups, denied...)
@@ -178,6 +162,21 @@ func authorize(ctx context.Context, req kmsg.Request, respond func(kmsg.Response
 		}, true
 	}
 	return req, respond, true
+}
+
+// split keeps the items allowed in a new slice and turns each other one into its denied
+// answer.
+func split[In, Out any](items []In, allowed func(In) bool, denied func(In) Out) ([]In, []Out) {
+	kept := make([]In, 0, len(items))
+	var out []Out
+	for _, it := range items {
+		if allowed(it) {
+			kept = append(kept, it)
+		} else {
+			out = append(out, denied(it))
+		}
+	}
+	return kept, out
 }
 
 // authorizeOffsetFetch: groups the client may not describe are answered

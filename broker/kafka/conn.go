@@ -192,18 +192,19 @@ func (c *conn) readLoop() (err error) {
 		if err != nil {
 			return err
 		}
+		pool := c.s.lim.pool(int(n))
 		s, req, err := c.parse(body)
 		if err != nil {
-			c.s.lim.release(c.s.lim.pool(int(n)), held)
+			c.s.lim.release(pool, held)
 			c.s.metrics.badFrames.Inc()
 			c.s.lim.badFrameLog.Warn("closing connection: malformed request", "remote", c.nc.RemoteAddr().String(), "err", err)
 			return err
 		}
 		if err := c.saslGate(s.key); err != nil {
-			c.s.lim.release(c.s.lim.pool(int(n)), held)
+			c.s.lim.release(pool, held)
 			return err
 		}
-		s.held, s.pool, s.size = held, c.s.lim.pool(int(n)), int(n)
+		s.held, s.pool, s.size = held, pool, int(n)
 		if err := c.waitMuted(); err != nil {
 			c.s.lim.release(s.pool, held)
 			return err

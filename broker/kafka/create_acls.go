@@ -11,6 +11,7 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -23,14 +24,18 @@ func init() {
 	register(api{key: 30, min: 0, max: 3, blocking: true, handle: answer((*Server).handleCreateACLs)})
 }
 
-// aclStore is the store's ACLStore, or the code and message refusing ACL changes.
-func (s *Server) aclStore() (metadata.ACLStore, int16, *string) {
+// aclStore is the store's ACLStore for an ACL API (name) that needs op on the cluster, or
+// the code and message refusing the request.
+func (s *Server) aclStore(ctx context.Context, name string, op acl.Operation) (metadata.ACLStore, int16, *string) {
 	if s.cfg.Authorizer == nil {
 		return nil, kerr.SecurityDisabled.Code, aclStr("no authorizer is configured on this broker (--authorizer acl)")
 	}
 	st, ok := s.meta.(metadata.ACLStore)
 	if !ok {
 		return nil, kerr.SecurityDisabled.Code, aclStr("this broker's metadata store keeps no ACLs")
+	}
+	if !allowedCluster(ctx, op) {
+		return nil, kerr.ClusterAuthorizationFailed.Code, aclStr(fmt.Sprintf("%s needs %s on the cluster", name, op))
 	}
 	return st, 0, nil
 }
@@ -46,10 +51,7 @@ func (s *Server) handleCreateACLs(ctx context.Context, req *kmsg.CreateACLsReque
 	fail := func(i int, code int16, msg *string) {
 		resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, msg
 	}
-	store, code, msg := s.aclStore()
-	if code == 0 && !allowedCluster(ctx, acl.OpAlter) {
-		code, msg = kerr.ClusterAuthorizationFailed.Code, aclStr("CreateAcls needs Alter on the cluster")
-	}
+	store, code, msg := s.aclStore(ctx, "CreateAcls", acl.OpAlter)
 	if code != 0 {
 		for i := range resp.Results {
 			fail(i, code, msg)

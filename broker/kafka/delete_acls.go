@@ -25,10 +25,7 @@ func (s *Server) handleDeleteACLs(ctx context.Context, req *kmsg.DeleteACLsReque
 	fail := func(i int, code int16, msg *string) {
 		resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, msg
 	}
-	store, code, msg := s.aclStore()
-	if code == 0 && !allowedCluster(ctx, acl.OpAlter) {
-		code, msg = kerr.ClusterAuthorizationFailed.Code, aclStr("DeleteAcls needs Alter on the cluster")
-	}
+	store, code, msg := s.aclStore(ctx, "DeleteAcls", acl.OpAlter)
 	if code != 0 {
 		for i := range resp.Results {
 			fail(i, code, msg)

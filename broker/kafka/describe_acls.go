@@ -32,10 +32,7 @@ func filterFrom(version int16, rt kmsg.ACLResourceType, name *string, pt kmsg.AC
 
 func (s *Server) handleDescribeACLs(ctx context.Context, req *kmsg.DescribeACLsRequest) *kmsg.DescribeACLsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
-	_, code, msg := s.aclStore()
-	if code == 0 && !allowedCluster(ctx, acl.OpDescribe) {
-		code, msg = kerr.ClusterAuthorizationFailed.Code, aclStr("DescribeAcls needs Describe on the cluster")
-	}
+	_, code, msg := s.aclStore(ctx, "DescribeAcls", acl.OpDescribe)
 	f := filterFrom(req.Version, req.ResourceType, req.ResourceName, req.ResourcePatternType, req.Principal, req.Host, req.Operation, req.PermissionType)
 	if code == 0 {
 		if err := f.Validate(); err != nil {

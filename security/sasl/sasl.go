@@ -152,7 +152,9 @@ func NewAuthenticator(mechanisms []string, lookup Lookup) *Authenticator {
 func (a *Authenticator) Mechanisms() []string { return slices.Clone(a.mechanisms) }
 
 // Enabled reports whether mechanism is enabled.
-func (a *Authenticator) Enabled(mechanism string) bool { return slices.Contains(a.mechanisms, mechanism) }
+func (a *Authenticator) Enabled(mechanism string) bool {
+	return slices.Contains(a.mechanisms, mechanism)
+}
 
 // Start begins a session of mechanism; ErrUnsupportedMechanism if it is not enabled.
 func (a *Authenticator) Start(mechanism string) (Session, error) {
