@@ -82,6 +82,15 @@ type producerRun struct {
 	sendEnd atomic.Int64 // unix ns when the last producer stopped sending
 
 	batches, batchRecords, batchBytes atomic.Int64
+	bd                                atomic.Pointer[breakdown] // set by start
+}
+
+// OnBrokerE2E implements kgo.HookBrokerE2E: the Produce requests' parts
+// (breakdown.go).
+func (p *producerRun) OnBrokerE2E(m kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+	if b := p.bd.Load(); b != nil {
+		b.OnBrokerE2E(m, key, e)
+	}
 }
 
 // OnProduceBatchWritten implements kgo.HookProduceBatchWritten: the average
@@ -141,6 +150,7 @@ func (p *producerRun) start() {
 	p.startAt = time.Now()
 	p.begin = p.startAt.Add(p.cfg.warmup)
 	p.rec = newRecorder(true, p.begin)
+	p.bd.Store(newBreakdown(p.begin))
 }
 
 func (p *producerRun) close() {
@@ -307,6 +317,9 @@ func (p *producerRun) result(series []Interval) *ProduceResult {
 	}
 	if r.Intervals == nil {
 		r.Intervals = []Interval{}
+	}
+	if b := p.bd.Load(); b != nil {
+		r.Requests = b.result()
 	}
 	if b := p.batches.Load(); b > 0 {
 		r.AvgBatchRecords = float64(p.batchRecords.Load()) / float64(b)

@@ -43,6 +43,9 @@ type ProduceResult struct {
 	Latency      *LatencySummary   `json:"latency_ms,omitempty"`
 	Distribution []PercentilePoint `json:"latency_distribution_ms,omitempty"`
 	Intervals    []Interval        `json:"intervals"`
+	// Requests splits the Produce requests' latency into the client's wait
+	// and the round trip (breakdown.go).
+	Requests *RequestBreakdown `json:"requests,omitempty"`
 }
 
 // ConsumeResult covers the records read after warmup (in e2e: the records
@@ -166,6 +169,10 @@ func printSummary(w io.Writer, res *Result) {
 			commas(int64(p.RecordsPerSec+0.5)), p.MBPerSec, target, p.AvgBatchRecords, formatBytes(p.AvgBatchBytes))
 		if p.Latency != nil {
 			fmt.Fprintf(w, "   ack latency ms: %s\n", latencyLine(p.Latency))
+		}
+		if r := p.Requests; r != nil {
+			fmt.Fprintf(w, "   %s Produce requests: round trip ms: %s\n", commas(r.Requests), latencyLine(&r.RoundTrip))
+			fmt.Fprintf(w, "     waiting in the client to be written ms: %s\n", latencyLine(&r.WriteWait))
 		}
 	}
 	if c := res.Consume; c != nil {

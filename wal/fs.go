@@ -39,6 +39,16 @@ type File interface {
 	Stat() (os.FileInfo, error)
 }
 
+// RangeWriter is an optional capability of a File: WriteBack writes the dirty
+// pages of [off, off+n) to the device and waits for them, without a device
+// cache flush or any metadata (sync_file_range in OSFS). Background writers
+// (zero-filling the next segment) use it to keep little dirty data queued, so
+// a group commit's fdatasync never waits behind megabytes of someone else's
+// writeback. It is no durability guarantee; Sync still is.
+type RangeWriter interface {
+	WriteBack(off, n int64) error
+}
+
 // OSFS returns the FS of the operating system.
 func OSFS() FS { return osFS{} }
 
@@ -75,3 +85,6 @@ type osFile struct {
 
 func (f *osFile) Sync() error               { return fdatasync(f.File) }
 func (f *osFile) Allocate(size int64) error { return fallocate(f.File, size) }
+func (f *osFile) WriteBack(off, n int64) error {
+	return writeBack(f.File, off, n)
+}

@@ -57,3 +57,26 @@ func fallocate(f *os.File, size int64) error {
 }
 
 func isQuotaError(err error) bool { return errors.Is(err, unix.EDQUOT) }
+
+func writeBack(f *os.File, off, n int64) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			serr = unix.SyncFileRange(int(fd), off, n,
+				unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+			if serr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &os.PathError{Op: "sync_file_range", Path: f.Name(), Err: serr}
+	}
+	return nil
+}

@@ -50,7 +50,10 @@ type preResult struct {
 }
 
 // zeros is the source for zero-filling preallocated segments.
-var zeros = make([]byte, 1<<20)
+var zeros = make([]byte, zeroStep)
+
+// zeroStep is how much of a new segment is zero-filled and written back at a time.
+const zeroStep = 256 << 10
 
 // createTmp creates a new segment file of capacity size under a temporary
 // name, preallocated and synced if the config asks for it. It is called by the
@@ -78,10 +81,19 @@ func preallocate(f File, size int64, zeroFill bool) error {
 		return ioError("allocating segment", err)
 	}
 	if zeroFill {
-		for off := int64(0); off < size; off += int64(len(zeros)) {
-			n := min(int64(len(zeros)), size-off)
+		// Paced: each step is written back before the next is written, so the
+		// live segment's fdatasync waits behind at most one step of zeros (a
+		// 64 MiB burst made group commits take 20-40 ms at every roll).
+		rw, _ := f.(RangeWriter)
+		for off := int64(0); off < size; off += zeroStep {
+			n := min(zeroStep, size-off)
 			if _, err := f.WriteAt(zeros[:n], off); err != nil {
 				return ioError("zero-filling segment", err)
+			}
+			if rw != nil {
+				if err := rw.WriteBack(off, n); err != nil {
+					return ioError("zero-filling segment", err)
+				}
 			}
 		}
 	}

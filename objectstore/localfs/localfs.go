@@ -7,7 +7,9 @@
 //	objects/<key>     one file per object; '/' in a key makes subdirectories
 //	tmp/              Put's temporary files, renamed into objects/ when complete
 //
-// Put writes a temporary file, fsyncs it, renames it over the key's file and fsyncs
+// Put writes a temporary file (written back to the device as it goes, so an object
+// never queues megabytes of writeback in front of a WAL's fdatasync on the same
+// disk: pace.go), fsyncs it, renames it over the key's file and fsyncs
 // the directory (and every directory it had to create), so a put object survives a
 // crash and a crash never leaves a partial object under its key. Leftover temporary
 // files older than an hour are removed by Open. Empty directories left by Delete are
@@ -100,7 +102,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, size int64)
 			os.Remove(tmpName)
 		}
 	}()
-	n, err := io.Copy(f, &ctxReader{ctx: ctx, r: io.LimitReader(body, size+1)})
+	n, err := pacedCopy(f, &ctxReader{ctx: ctx, r: io.LimitReader(body, size+1)}, writeBack)
 	if err != nil {
 		return wrap("put", key, bodyErr(ctx, err))
 	}
