@@ -27,6 +27,7 @@ import (
 	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/internal/slowtrace"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/wal"
@@ -38,6 +39,7 @@ var ErrClosed = errors.New("broker: closed")
 // Broker serves the Kafka protocol for the partitions it leads.
 type Broker struct {
 	cfg     Config
+	slow    *slowtrace.Recorder // nil: --trace-slow-requests off
 	meta    metadata.Store
 	groups  *group.Coordinator
 	parts   *partlog.Set
@@ -114,8 +116,13 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	slow, err := slowtrace.Start(cfg.SlowTrace, log)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
+		slow:       slow,
 		peerSec:    peerSec,
 		tls:        tlsSrc,
 		cfg:        cfg,
@@ -151,6 +158,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		Traffic:           cfg.Traffic,
 		SASL:              cfg.SASL,
 		Authorizer:        cfg.ACL.New(),
+		SlowRequests:      slow,
 	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Internal: peerServer{b}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil
 }
@@ -417,6 +425,7 @@ func (b *Broker) Close() error {
 		if b.loader != nil {
 			b.loader.Close()
 		}
+		b.slow.Close()
 	})
 	return err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/internal/slowtrace"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/routing"
@@ -72,6 +73,9 @@ type Config struct {
 	MaxInFlight int
 	// IdleTimeout closes connections that send nothing (connections.max.idle.ms).
 	IdleTimeout time.Duration
+	// SlowTrace writes an execution trace of the seconds before a request slower than
+	// its threshold (off by default; Dir defaults to <data-dir>/traces).
+	SlowTrace slowtrace.Config
 	// Limits bound what clients can make the broker hold: request bytes in flight,
 	// connections overall and per address, fetch sizes (broker/kafka/limits.go).
 	Limits kafka.Limits
@@ -213,6 +217,7 @@ func DefaultConfig() Config {
 		OffsetsTopicPartitions: 16,
 		TailCacheBytes:         256 << 20,
 		MaxInFlight:            256,
+		SlowTrace:              slowtrace.DefaultConfig(),
 		IdleTimeout:            10 * time.Minute,
 		Limits:                 kafka.DefaultLimits(),
 		ZoneRouting:            true,
@@ -276,6 +281,12 @@ func (c *Config) Validate() error {
 	if c.MaxInFlight < 1 {
 		return fmt.Errorf("broker: max in-flight must be >= 1")
 	}
+	if c.SlowTrace.Threshold > 0 && c.SlowTrace.Dir == "" {
+		c.SlowTrace.Dir = filepath.Join(c.DataDir, "traces")
+	}
+	if err := c.SlowTrace.Validate(); err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
 	if err := c.Limits.Validate(c.MaxRequestBytes); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -324,6 +335,10 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxInFlight, "max-in-flight-requests-per-connection", c.MaxInFlight,
 		"most requests of one connection read and not yet answered; then the broker stops reading it until an answer is sent (slow handlers and long polls included)")
 	c.Limits.BindFlags(fs)
+	fs.DurationVar(&c.SlowTrace.Threshold, "trace-slow-requests", c.SlowTrace.Threshold,
+		"keep a Go execution trace of the last seconds in memory (the runtime's flight recorder, a few % of CPU) and write it to "+
+			"--trace-dir when a request takes longer than this (not Fetch, JoinGroup, SyncGroup or internal long polls, which wait by design), at most once per 30s, newest 10 kept; open with go tool trace FILE. 0 = off")
+	fs.StringVar(&c.SlowTrace.Dir, "trace-dir", c.SlowTrace.Dir, "directory of --trace-slow-requests traces (default <data-dir>/traces)")
 	fs.BoolVar(&c.AutoCreateTopics, "auto-create-topics", c.AutoCreateTopics, "create unknown topics on produce/metadata (auto.create.topics.enable)")
 	fs.Func("default-partitions", "partitions of auto-created topics (num.partitions, default 1)", func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 32)

@@ -427,6 +427,17 @@ func (c *conn) parse(body []byte) (*slot, kmsg.Request, error) {
 	return s, req, nil
 }
 
+// waitsByDesign tells requests whose duration includes a wait the client asked for
+// (Fetch's max wait, a group's rebalance, the brokers' internal long polls): they are
+// slow without anything being wrong, so they never trigger a slow-request trace.
+func waitsByDesign(key int16) bool {
+	switch key {
+	case 1, 11, 14, InternalKey:
+		return true
+	}
+	return false
+}
+
 // respond hands a finished response to the writer. It never blocks.
 func (s *slot) respond(resp kmsg.Response) { s.done <- resp }
 
@@ -478,7 +489,11 @@ func (c *conn) writeSlot(w *bufio.Writer, s *slot, buf *[]byte) (broken bool) {
 			c.mute(d)
 		}
 	}
-	c.s.metrics.observe(s.key, time.Since(s.start), resp)
+	took := time.Since(s.start)
+	c.s.metrics.observe(s.key, took, resp)
+	if !waitsByDesign(s.key) {
+		c.s.cfg.SlowRequests.Observe(kmsg.NameForKey(s.key), took)
+	}
 	if resp == nil && s.raw == nil {
 		if s.closeIt {
 			c.nc.Close()

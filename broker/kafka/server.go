@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/weir-io/weir/broker/group"
+	"github.com/weir-io/weir/internal/slowtrace"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/routing"
 	"github.com/weir-io/weir/security/acl"
@@ -49,6 +50,9 @@ type Config struct {
 	SASL sasl.Config
 	// Authorizer checks every request against the ACLs (authz.go); nil: off.
 	Authorizer *acl.Authorizer
+	// SlowRequests writes an execution trace when a request takes longer than its
+	// threshold (internal/slowtrace); nil: off.
+	SlowRequests *slowtrace.Recorder
 	// Limits bound what clients can make the broker hold (limits.go).
 	Limits Limits
 }

@@ -57,6 +57,8 @@ type Tier struct {
 
 	upMu     sync.Mutex
 	spare    *metadata.Object // prepared by an upload whose PUT failed; reused
+	// objBuf is the last object's buffer, reused by the next (objectBuffer).
+	objBuf []byte
 	inflight map[uint64]bool  // prepared objects an upload is using
 	// unusedPrepared: own prepared objects unused at the last garbage collection
 	unusedPrepared map[uint64]bool

@@ -118,15 +118,12 @@ func (t *Tier) uploadOnce() (more bool, err error) {
 func (t *Tier) uploadObject(parts []upPart) error {
 	ctx, cancel := context.WithTimeout(t.ctx, 2*time.Minute)
 	defer cancel()
-	var buf bytes.Buffer
-	// Sized once: growing by doubling copied and zeroed each object several times over
-	// (half the broker's allocations under produce load, and GC work that delayed acks).
 	var want int64
 	for _, up := range parts {
 		want += up.bytes
 	}
-	buf.Grow(int(want + want/32 + 64<<10))
-	w := objfmt.NewWriter(&buf, objfmt.Options{BlockSize: t.cfg.BlockSize})
+	buf := bytes.NewBuffer(t.objectBuffer(int(want + want/32 + 64<<10)))
+	w := objfmt.NewWriter(buf, objfmt.Options{BlockSize: t.cfg.BlockSize})
 	var ranges []metadata.PartitionRange
 	var kept []upPart
 	for _, up := range parts {
@@ -154,6 +151,9 @@ func (t *Tier) uploadObject(parts []upPart) error {
 	if err := t.objects.Put(ctx, obj.Key, bytes.NewReader(buf.Bytes()), size); err != nil {
 		return fmt.Errorf("tier: put %s: %w", obj.Key, err) // the prepared ID is kept for the retry
 	}
+	// Kept only after a PUT that succeeded: after a failed one an HTTP transport may
+	// still be reading the body, which must not change under it.
+	t.keepObjectBuffer(buf.Bytes())
 	t.upMu.Lock()
 	t.spare = nil
 	t.upMu.Unlock()
@@ -174,6 +174,34 @@ func (t *Tier) uploadObject(parts []upPart) error {
 	t.metrics.bytes.Add(float64(size))
 	t.log.Debug("object uploaded", "key", obj.Key, "bytes", size, "partitions", len(ranges))
 	return nil
+}
+
+// objectBuffer returns an empty buffer of at least n bytes' capacity: the previous
+// object's if it is big enough. Sized once, not grown by doubling (that copied and
+// zeroed each object several times over: half the broker's allocations under produce
+// load). Reused because a fresh 8-64 MiB buffer is zeroed and faulted in page by page
+// while its goroutine keeps a CPU: with a GC worker on the other of two cores, that
+// held every produce goroutine up to 57 ms (docs/PERFORMANCE.md).
+func (t *Tier) objectBuffer(n int) []byte {
+	t.upMu.Lock()
+	b := t.objBuf
+	t.objBuf = nil
+	t.upMu.Unlock()
+	if cap(b) >= n {
+		return b[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// keepObjectBuffer keeps b for the next object unless it is larger than objects
+// usually are (one oversized upload should not pin its buffer for good).
+func (t *Tier) keepObjectBuffer(b []byte) {
+	if int64(cap(b)) > 2*t.cfg.TargetObjectBytes+1<<20 {
+		return
+	}
+	t.upMu.Lock()
+	t.objBuf = b[:0]
+	t.upMu.Unlock()
 }
 
 // writeRun adds a partition's pieces to the object. A batch that cannot be read ends the

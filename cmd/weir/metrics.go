@@ -23,6 +23,7 @@ import (
 type process struct {
 	logLevel, metricsAddr *string
 	pprof                 *bool
+	gomaxprocs            *int
 	log                   *slog.Logger
 	reg                   *prometheus.Registry
 	ready                 atomic.Bool
@@ -37,6 +38,22 @@ func newProcess(fs *flag.FlagSet, logLevel, metricsAddr, metricsHelp string) *pr
 		pprof: fs.Bool("pprof", false, "also serve Go's profiles under /debug/pprof/ on the --metrics listener (CPU, heap, allocs, "+
 			"goroutine, block and mutex (sampled, on with this flag), trace; e.g. go tool pprof http://ADDR/debug/pprof/profile?seconds=30). Off by default: "+
 			"profiles show code paths and memory, so expose the listener only where that is acceptable"),
+		gomaxprocs: fs.Int("gomaxprocs", 0, "Go's GOMAXPROCS (threads running Go code at once). 0 = the GOMAXPROCS environment variable if set, "+
+			"else at least 4: on machines with fewer cores, Go's GC worker takes a quarter of the Ps, which is a whole core of two for tens of ms "+
+			"while requests wait (docs/PERFORMANCE.md); with more Ps than cores the kernel shares the cores among them instead"),
+	}
+}
+
+// minProcs is the GOMAXPROCS floor of --gomaxprocs 0.
+const minProcs = 4
+
+// setProcs applies --gomaxprocs.
+func setProcs(n int) {
+	switch {
+	case n > 0:
+		runtime.GOMAXPROCS(n)
+	case os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < minProcs:
+		runtime.GOMAXPROCS(minProcs)
 	}
 }
 
@@ -51,6 +68,10 @@ func (p *process) parse(fs *flag.FlagSet, args []string) (ok bool, err error) {
 	if p.log, err = newLogger(*p.logLevel); err != nil {
 		return false, err
 	}
+	if *p.gomaxprocs < 0 {
+		return false, errors.New("--gomaxprocs must be 0 (automatic) or positive")
+	}
+	setProcs(*p.gomaxprocs)
 	p.reg = newRegistry()
 	if *p.pprof && *p.metricsAddr == "" {
 		return false, errors.New("--pprof needs --metrics: the profiles are served on the metrics listener")
