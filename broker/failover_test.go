@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/wal"
+	"github.com/weir-io/weir/wal/waltest"
 )
 
 // leasedStore is a LocalStore with a lease the test turns off.
@@ -53,6 +54,46 @@ func TestDuplicateAckNeedsALease(t *testing.T) {
 	store.valid.Store(false)
 	wantProduce(t, "its retry without a lease", rawProduce(t, cl, "lease", makeBatch(3, 0, 0, []byte("a"))), kerr.NotLeaderForPartition.Code, 0)
 	wantProduce(t, "a new batch without a lease", rawProduce(t, cl, "lease", makeBatch(3, 0, 1, []byte("b"))), kerr.NotLeaderForPartition.Code, 0)
+}
+
+// A lease that runs out while the batch's group is being synced: the batch is durable,
+// but the ack is refused (NOT_LEADER_OR_FOLLOWER): by the time the sync returns, the
+// controller may have fenced this broker and a taker may not have seen the batch. Only
+// the check after the sync catches this (the one in Writer passed before it).
+func TestLeaseLapsingDuringSyncRefusesTheAck(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	fs := waltest.NewFaultFS(wal.OSFS())
+	cfg.ListenAddr, cfg.DataDir, cfg.Logger, cfg.WAL.FS = "127.0.0.1:0", dir, discardLogger(), fs
+	local, err := metadata.OpenLocal(metadata.LocalConfig{Path: filepath.Join(dir, "metadata.json"), Self: metadata.Broker{ID: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &leasedStore{LocalStore: local}
+	store.valid.Store(true)
+	b, err := New(cfg, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	cl := clientFor(t, b)
+	createTopic(t, kadm.NewClient(cl), "lapse", 1, nil)
+	wantProduce(t, "with a lease", rawProduce(t, cl, "lapse", makeBatch(-1, -1, -1, []byte("a"))), 0, 0)
+	var lapsed atomic.Bool
+	fs.SetHook(func(op waltest.Op, name string, _ int64, _ int) error {
+		if op == waltest.OpSync && filepath.Ext(name) == ".wal" && !lapsed.Load() {
+			lapsed.Store(true)
+			store.valid.Store(false) // the lease runs out during this sync
+		}
+		return nil
+	})
+	wantProduce(t, "lease lapsed during its sync", rawProduce(t, cl, "lapse", makeBatch(-1, -1, -1, []byte("b"))), kerr.NotLeaderForPartition.Code, 0)
+	if !lapsed.Load() {
+		t.Fatal("no WAL sync was seen: is the fault file system wired in?")
+	}
 }
 
 // A second process that opens the same broker's data (a force-deleted pod that is still
