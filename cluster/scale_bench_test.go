@@ -45,6 +45,11 @@ func BenchmarkScale(b *testing.B) {
 	rate := envStr("WEIR_SCALE_RATE", "10000")
 	dur := envStr("WEIR_SCALE_DURATION", "10s")
 	changes := envInts(b, "WEIR_SCALE_CHANGES", "20")[0]
+	// The weir command runs with at least 4 Ps (--gomaxprocs); so does this process,
+	// which holds the whole cluster.
+	if runtime.GOMAXPROCS(0) < 4 && os.Getenv("GOMAXPROCS") == "" {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	}
 	for range b.N {
 		balance := envStr("WEIR_SCALE_BALANCE", "false") == "true"
 		c, err := Start(Config{
@@ -209,7 +214,7 @@ func heapAfterGC() int64 {
 
 func printScale(b *testing.B, rows []scaleRow, rate string) {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\nscale: 3 controllers + 3 brokers in one process, %s rec/s of 256 B, 2 producers\n", rate)
+	fmt.Fprintf(&sb, "\nscale: 3 controllers + 3 brokers in one process (GOMAXPROCS %d), %s rec/s of 256 B, 2 producers\n", runtime.GOMAXPROCS(0), rate)
 	fmt.Fprintf(&sb, "%-11s %14s %9s %9s %9s %6s %12s %12s\n", "partitions", "heap B/part", "p50 ms", "p99 ms", "p99.9 ms", "moves", "prop p50", "prop max")
 	for _, r := range rows {
 		fmt.Fprintf(&sb, "%-11d %14.0f %9.2f %9.2f %9.2f %6d %12s %12s\n", r.partitions, r.bytesPerPartition, r.p50, r.p99, r.p999, r.moves,

@@ -63,10 +63,14 @@ func (t *Tier) UploadRound() {
 // uploadOnce uploads what is due; more reports that more is pending right away.
 func (t *Tier) uploadOnce() (more bool, err error) {
 	cfg := t.cfg
+	led := t.d.Led()
+	if !t.uploadDue(led) {
+		return false, nil
+	}
 	var parts []upPart
 	var total int64
 	var oldest time.Time
-	for _, p := range t.d.Led() {
+	for _, p := range led {
 		pieces, n := p.PendingUpload(cfg.MaxObjectBytes)
 		if n == 0 {
 			continue
@@ -112,6 +116,26 @@ func (t *Tier) uploadOnce() (more bool, err error) {
 		sharedWeight += up.weight
 	}
 	return more, flush()
+}
+
+// uploadDue tells whether an upload is due, without building any upload: this runs
+// every CheckInterval over every led partition, and building each partition's pieces
+// (most rounds upload nothing) allocated megabytes per round at 10,000 partitions.
+func (t *Tier) uploadDue(led []*partlog.Partition) bool {
+	var total int64
+	var oldest time.Time
+	for _, p := range led {
+		n, at := p.Pending()
+		if n == 0 {
+			continue
+		}
+		total += n
+		if oldest.IsZero() || at.Before(oldest) {
+			oldest = at
+		}
+	}
+	pressure := t.cfg.WALMaxBytes > 0 && t.WALHeld() > t.cfg.WALMaxBytes/2
+	return total > 0 && (total >= t.cfg.TargetObjectBytes || time.Since(oldest) >= t.cfg.MaxUploadDelay || pressure)
 }
 
 // uploadObject writes, PUTs and commits one object holding parts.
