@@ -62,6 +62,11 @@ func TestIntegrationProduceConsume(t *testing.T) {
 	if p.Latency == nil || p.Latency.P50 <= 0 || len(p.Intervals) == 0 || p.Bytes != p.RecordsAcked*1024 {
 		t.Fatalf("produce stats = %+v", p)
 	}
+	// The requests' split (breakdown.go): every measured Produce request has a round
+	// trip, which no record's ack latency can undercut at the median.
+	if r := p.Requests; r == nil || r.Requests == 0 || r.RoundTrip.Count != r.Requests || r.RoundTrip.P50 <= 0 || r.RoundTrip.P50 > p.Latency.P99 {
+		t.Fatalf("produce requests = %+v (ack latency %+v)", p.Requests, p.Latency)
+	}
 	if _, err := os.Stat(plot); err != nil {
 		t.Fatal(err)
 	}

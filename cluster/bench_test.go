@@ -49,6 +49,11 @@ func TestBenchAgainstCluster(t *testing.T) {
 	if p.Latency == nil || p.Latency.Count != p.RecordsAcked {
 		t.Fatalf("produce latency = %+v for %d acked", p.Latency, p.RecordsAcked)
 	}
+	// The split of the requests' latency (client wait, round trip): a record's ack
+	// comes after its request's round trip, so no round trip exceeds the slowest ack.
+	if r := p.Requests; r == nil || r.Requests == 0 || r.RoundTrip.Count != r.Requests || r.RoundTrip.P50 <= 0 || r.RoundTrip.Max > p.Latency.Max {
+		t.Fatalf("produce requests = %+v (ack latency %+v)", p.Requests, p.Latency)
+	}
 	// Independently of the bench's own counting: the fresh topic holds exactly that many.
 	adm := kadm.NewClient(newClient(t, c))
 	ends, err := adm.ListEndOffsets(ctxFor(t, 30*time.Second), "bench-produce")
