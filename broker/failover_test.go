@@ -26,13 +26,16 @@ type leasedStore struct {
 
 func (s *leasedStore) LeaseValid(time.Time) bool { return s.valid.Load() }
 
-// A broker whose lease ran out acks nothing, not even a retry of a batch it had synced
-// and acked before: the retry is a duplicate, and a duplicate's ack is an ack (a fenced
-// broker must not confirm an offset a taker may not have seen).
-func TestDuplicateAckNeedsALease(t *testing.T) {
+// startLeasedBroker starts a standalone broker on a leasedStore (lease valid), its WAL on
+// fs (nil: the operating system's).
+func startLeasedBroker(t *testing.T, fs wal.FS) (*Broker, *leasedStore) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := DefaultConfig()
 	cfg.ListenAddr, cfg.DataDir, cfg.Logger = "127.0.0.1:0", dir, discardLogger()
+	if fs != nil {
+		cfg.WAL.FS = fs
+	}
 	local, err := metadata.OpenLocal(metadata.LocalConfig{Path: filepath.Join(dir, "metadata.json"), Self: metadata.Broker{ID: 0}})
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +50,14 @@ func TestDuplicateAckNeedsALease(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
+	return b, store
+}
+
+// A broker whose lease ran out acks nothing, not even a retry of a batch it had synced
+// and acked before: the retry is a duplicate, and a duplicate's ack is an ack (a fenced
+// broker must not confirm an offset a taker may not have seen).
+func TestDuplicateAckNeedsALease(t *testing.T) {
+	b, store := startLeasedBroker(t, nil)
 	cl := clientFor(t, b)
 	createTopic(t, kadm.NewClient(cl), "lease", 1, nil)
 	wantProduce(t, "first", rawProduce(t, cl, "lease", makeBatch(3, 0, 0, []byte("a"))), 0, 0)
@@ -61,24 +72,8 @@ func TestDuplicateAckNeedsALease(t *testing.T) {
 // controller may have fenced this broker and a taker may not have seen the batch. Only
 // the check after the sync catches this (the one in Writer passed before it).
 func TestLeaseLapsingDuringSyncRefusesTheAck(t *testing.T) {
-	dir := t.TempDir()
-	cfg := DefaultConfig()
 	fs := waltest.NewFaultFS(wal.OSFS())
-	cfg.ListenAddr, cfg.DataDir, cfg.Logger, cfg.WAL.FS = "127.0.0.1:0", dir, discardLogger(), fs
-	local, err := metadata.OpenLocal(metadata.LocalConfig{Path: filepath.Join(dir, "metadata.json"), Self: metadata.Broker{ID: 0}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := &leasedStore{LocalStore: local}
-	store.valid.Store(true)
-	b, err := New(cfg, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b, store := startLeasedBroker(t, fs)
 	cl := clientFor(t, b)
 	createTopic(t, kadm.NewClient(cl), "lapse", 1, nil)
 	wantProduce(t, "with a lease", rawProduce(t, cl, "lapse", makeBatch(-1, -1, -1, []byte("a"))), 0, 0)

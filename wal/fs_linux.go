@@ -9,7 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func fdatasync(f *os.File) error {
+// fdCall runs call on f's descriptor, again while it is interrupted (EINTR), and
+// returns its error as an *os.PathError naming op (nil if it succeeded).
+func fdCall(f *os.File, op string, call func(fd int) error) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
@@ -17,8 +19,7 @@ func fdatasync(f *os.File) error {
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
 		for {
-			serr = unix.Fdatasync(int(fd))
-			if serr != unix.EINTR {
+			if serr = call(int(fd)); serr != unix.EINTR {
 				return
 			}
 		}
@@ -26,57 +27,29 @@ func fdatasync(f *os.File) error {
 		return err
 	}
 	if serr != nil {
-		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
+		return &os.PathError{Op: op, Path: f.Name(), Err: serr}
 	}
 	return nil
 }
 
+func fdatasync(f *os.File) error {
+	return fdCall(f, "fdatasync", unix.Fdatasync)
+}
+
 func fallocate(f *os.File, size int64) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			serr = unix.Fallocate(int(fd), 0, 0, size)
-			if serr != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	switch {
-	case serr == unix.EOPNOTSUPP || serr == unix.ENOSYS:
+	err := fdCall(f, "fallocate", func(fd int) error { return unix.Fallocate(fd, 0, 0, size) })
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
 		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: errors.ErrUnsupported}
-	case serr != nil:
-		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: serr}
 	}
-	return nil
+	return err
 }
 
 func isQuotaError(err error) bool { return errors.Is(err, unix.EDQUOT) }
 
+// writeBack writes [off, off+n) of f to the device and waits for it (RangeWriter).
 func writeBack(f *os.File, off, n int64) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			serr = unix.SyncFileRange(int(fd), off, n,
-				unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
-			if serr != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	if serr != nil {
-		return &os.PathError{Op: "sync_file_range", Path: f.Name(), Err: serr}
-	}
-	return nil
+	return fdCall(f, "sync_file_range", func(fd int) error {
+		return unix.SyncFileRange(fd, off, n,
+			unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+	})
 }
