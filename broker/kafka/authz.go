@@ -24,11 +24,19 @@ func (s *Server) session(c *conn) *acl.Session {
 	if s.cfg.Authorizer == nil {
 		return nil
 	}
+	// One per connection, made again only when the principal changes (SASL
+	// re-authentication as the same user keeps it; as another is refused anyway).
+	p := c.Principal()
+	if ss := c.aclSession.Load(); ss != nil && ss.Principal == p {
+		return ss
+	}
 	host, _, err := net.SplitHostPort(c.nc.RemoteAddr().String())
 	if err != nil {
 		host = c.nc.RemoteAddr().String()
 	}
-	return &acl.Session{Principal: c.Principal(), Host: host, Authorizer: s.cfg.Authorizer, ACLs: s.acls}
+	ss := &acl.Session{Principal: p, Host: host, Authorizer: s.cfg.Authorizer, ACLs: s.acls}
+	c.aclSession.Store(ss)
+	return ss
 }
 
 func (s *Server) acls() *acl.Set { return s.meta.View().ACLSet() }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/routing"
 	"github.com/weir-io/weir/security"
+	"github.com/weir-io/weir/security/acl"
 	"github.com/weir-io/weir/security/tlsconf"
 )
 
@@ -75,6 +76,8 @@ type conn struct {
 
 	// brokerAuth is the inter-broker authentication of the connection (internal.go).
 	brokerAuth brokerAuth
+	// aclSession is the connection's authorizer session (authz.go), nil until needed.
+	aclSession atomic.Pointer[acl.Session]
 }
 
 type slot struct {
