@@ -93,6 +93,9 @@ func TestPrepareCommitReadDense(t *testing.T) {
 	if _, _, _, err := p.Read(7, 1<<20, true, -1); !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("read above the high watermark: %v", err)
 	}
+	if pcs, _, _, err := p.Read(6, 1<<20, true, -1); err != nil || len(pcs) != 0 {
+		t.Fatalf("read at the high watermark returned %d pieces (%v): the unsynced batch must not be served", len(pcs), err)
+	}
 	// Its group failed: the offsets are reused.
 	p.Rollback(6)
 	pr, err := appendSynced(t, p, log, -1, -1, -1, 1)
