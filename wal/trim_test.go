@@ -161,6 +161,7 @@ func TestZeroFillIsPaced(t *testing.T) {
 	cfg.Preallocate = true
 	w, _, _ := openWAL(t, cfg)
 	mustAppend(t, w, 1, payload(1, 100))
+	w.Close() // waits for the next segment's background zero-fill
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if len(fs.calls) == 0 {
