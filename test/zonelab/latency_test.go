@@ -203,6 +203,11 @@ func placeOnePerZone(ctx context.Context, t *testing.T, l *Lab, bin, topic strin
 	}
 	for {
 		st, err := l.Topic(ctx, zones[0], topic)
+		if errors.Is(err, kerr.UnknownTopicOrPartition) && ctx.Err() == nil {
+			// Created through the controllers; the queried broker's view follows.
+			time.Sleep(100 * time.Millisecond) // letting the view catch up
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
