@@ -3,6 +3,8 @@ package wal
 import (
 	"io"
 	"os"
+
+	"github.com/weir-io/weir/internal/writeback"
 )
 
 // FS is the file system the WAL uses. It is an interface so tests can inject
@@ -86,5 +88,5 @@ type osFile struct {
 func (f *osFile) Sync() error               { return fdatasync(f.File) }
 func (f *osFile) Allocate(size int64) error { return fallocate(f.File, size) }
 func (f *osFile) WriteBack(off, n int64) error {
-	return writeBack(f.File, off, n)
+	return writeback.Range(f.File, off, n)
 }

@@ -45,11 +45,3 @@ func fallocate(f *os.File, size int64) error {
 }
 
 func isQuotaError(err error) bool { return errors.Is(err, unix.EDQUOT) }
-
-// writeBack writes [off, off+n) of f to the device and waits for it (RangeWriter).
-func writeBack(f *os.File, off, n int64) error {
-	return fdCall(f, "sync_file_range", func(fd int) error {
-		return unix.SyncFileRange(fd, off, n,
-			unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
-	})
-}

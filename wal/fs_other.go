@@ -14,8 +14,4 @@ func fallocate(f *os.File, size int64) error {
 	return &os.PathError{Op: "fallocate", Path: f.Name(), Err: errors.ErrUnsupported}
 }
 
-// writeBack does nothing where sync_file_range is missing: the write is
-// only not paced.
-func writeBack(*os.File, int64, int64) error { return nil }
-
 func isQuotaError(error) bool { return false }

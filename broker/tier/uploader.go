@@ -82,8 +82,7 @@ func (t *Tier) uploadOnce() (more bool, err error) {
 			oldest = at
 		}
 	}
-	pressure := cfg.WALMaxBytes > 0 && t.WALHeld() > cfg.WALMaxBytes/2
-	if total == 0 || total < cfg.TargetObjectBytes && time.Since(oldest) < cfg.MaxUploadDelay && !pressure {
+	if !t.due(total, oldest) {
 		return false, nil
 	}
 	slices.SortFunc(parts, func(a, c upPart) int { return cmp.Compare(c.bytes, a.bytes) })
@@ -134,6 +133,12 @@ func (t *Tier) uploadDue(led []*partlog.Partition) bool {
 			oldest = at
 		}
 	}
+	return t.due(total, oldest)
+}
+
+// due: total pending bytes, the oldest synced at oldest, make an object now (enough
+// for one, old enough, or the WAL half full).
+func (t *Tier) due(total int64, oldest time.Time) bool {
 	pressure := t.cfg.WALMaxBytes > 0 && t.WALHeld() > t.cfg.WALMaxBytes/2
 	return total > 0 && (total >= t.cfg.TargetObjectBytes || time.Since(oldest) >= t.cfg.MaxUploadDelay || pressure)
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/weir-io/weir/internal/writeback"
 )
 
 // TestPacedCopyWritesBackInSteps: an object is handed to write-back in consecutive
@@ -31,7 +33,7 @@ func TestPacedCopyWritesBackInSteps(t *testing.T) {
 		}
 		next = off + n
 		steps++
-		return writeBack(g, off, n)
+		return writeback.Range(g, off, n)
 	}
 	n, err := pacedCopy(f, bytes.NewReader(data), wb)
 	if err != nil || n != int64(len(data)) {
