@@ -4,7 +4,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/weir-io/weir/internal/writeback"
+	"github.com/weir-io/weir/internal/sysfile"
 )
 
 // FS is the file system the WAL uses. It is an interface so tests can inject
@@ -88,5 +88,5 @@ type osFile struct {
 func (f *osFile) Sync() error               { return fdatasync(f.File) }
 func (f *osFile) Allocate(size int64) error { return fallocate(f.File, size) }
 func (f *osFile) WriteBack(off, n int64) error {
-	return writeback.Range(f.File, off, n)
+	return sysfile.WriteBack(f.File, off, n)
 }

@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/weir-io/weir/internal/writeback"
+	"github.com/weir-io/weir/internal/sysfile"
 	"github.com/weir-io/weir/objectstore"
 )
 
@@ -103,7 +103,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, size int64)
 			os.Remove(tmpName)
 		}
 	}()
-	n, err := pacedCopy(f, &ctxReader{ctx: ctx, r: io.LimitReader(body, size+1)}, writeback.Range)
+	n, err := pacedCopy(f, &ctxReader{ctx: ctx, r: io.LimitReader(body, size+1)}, sysfile.WriteBack)
 	if err != nil {
 		return wrap("put", key, bodyErr(ctx, err))
 	}

@@ -13,7 +13,7 @@ import (
 // queued; the total work is the same.
 const paceStep = 512 << 10
 
-// pacedCopy copies r to f, handing every paceStep written to wb (writeback.Range).
+// pacedCopy copies r to f, handing every paceStep written to wb (sysfile.WriteBack).
 func pacedCopy(f *os.File, r io.Reader, wb func(f *os.File, off, n int64) error) (int64, error) {
 	buf := make([]byte, 64<<10)
 	var n, synced int64

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/weir-io/weir/internal/writeback"
+	"github.com/weir-io/weir/internal/sysfile"
 )
 
 // TestPacedCopyWritesBackInSteps: an object is handed to write-back in consecutive
@@ -33,7 +33,7 @@ func TestPacedCopyWritesBackInSteps(t *testing.T) {
 		}
 		next = off + n
 		steps++
-		return writeback.Range(g, off, n)
+		return sysfile.WriteBack(g, off, n)
 	}
 	n, err := pacedCopy(f, bytes.NewReader(data), wb)
 	if err != nil || n != int64(len(data)) {
