@@ -125,51 +125,6 @@ func (b *Broker) walDirUnneeded(v *metadata.View, s partlog.Source) (bool, error
 	return true, nil
 }
 
-// proxiedUploaded decides for a sealed directory holding proxied batches (zone routing)
-// whether their leaders uploaded everything they may have linked from it. Their offsets
-// are in the leaders' logs only: once no link into the directory can still be applied
-// (its owner sends links only after a sync that found the fence its own, and the seal
-// came after the fence; a link in flight then is applied within the grace), the leaders'
-// log ends are asked once and written down (PROXYEND), and the directory goes when the
-// manifests reach them.
-func (b *Broker) proxiedUploaded(v *metadata.View, s partlog.Source, seal wal.SealInfo, idx partlog.DirIndex) (bool, error) {
-	ends, ok, err := partlog.ReadProxyEnds(b.walFS(), s.Dir)
-	if err != nil {
-		return false, err
-	}
-	if !ok {
-		if time.Since(seal.Time) < 2*b.cfg.LinkGrace {
-			return false, nil
-		}
-		keys := make([]partlog.Key, 0, len(idx.Proxied))
-		for _, p := range idx.Proxied {
-			keys = append(keys, partlog.Key{ID: p.Topic, Index: p.Partition})
-		}
-		got, err := b.logEnds(b.ctx, keys)
-		if err != nil || len(got) < len(keys) {
-			b.log.Debug("log ends of proxied partitions not all known yet; the WAL directory stays", "dir", s.Dir, "err", err)
-			return false, nil
-		}
-		for _, k := range keys {
-			ends.Ends = append(ends.Ends, partlog.ProxyEndEntry{Topic: k.ID, Partition: k.Index, End: got[k]})
-		}
-		if err := partlog.WriteProxyEnds(b.walFS(), s.Dir, ends); err != nil {
-			return false, fmt.Errorf("broker: %s: %w", s.Dir, err)
-		}
-	}
-	for _, e := range ends.Ends {
-		t := v.TopicByID(e.Topic)
-		if t == nil || int(e.Partition) >= len(t.Partitions) {
-			continue
-		}
-		mp := t.Partitions[e.Partition]
-		if mp.UploadedThrough() < e.End && mp.LogStartOffset < e.End {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
 // removeWALDir deletes a sealed WAL directory: its files, then the directory. The seal
 // goes last, so a directory half deleted is still sealed (nobody writes into it). The
 // legacy WAL (epoch 0) is the broker's home itself, which holds the epoch directories:
