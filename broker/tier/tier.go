@@ -55,8 +55,7 @@ type Tier struct {
 	// proxyPins: batches written as a zone-routing proxy, in WAL order (proxypins.go)
 	proxyPins map[partlog.Key][]*ProxyPin
 
-	upMu  sync.Mutex
-	spare *metadata.Object // prepared by an upload whose PUT failed; reused
+	upMu sync.Mutex
 	// objBuf is the last object's buffer, reused by the next (objectBuffer).
 	objBuf   []byte
 	inflight map[uint64]bool // prepared objects an upload is using
