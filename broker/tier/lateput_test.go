@@ -28,6 +28,8 @@ type upRig struct {
 	p       *partlog.Partition
 	tr      *Tier
 	objects objectstore.Store // the store under the tier (no retries, no metrics)
+	w       *wal.WAL
+	pos     map[int64]wal.Pos // base offset → where produceWAL wrote the batch
 	acked   map[int64][]byte  // base offset → the batch as written
 }
 
@@ -53,6 +55,9 @@ func newUpRig(t *testing.T, wrap func(objectstore.Store) objectstore.Store) *upR
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
+	if _, err := w.Replay(func(byte, []byte, wal.Pos) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 	local, err := localfs.Open(filepath.Join(dir, "objects"))
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +71,17 @@ func newUpRig(t *testing.T, wrap func(objectstore.Store) objectstore.Store) *upR
 		t.Fatal(err)
 	}
 	t.Cleanup(tr.Close)
-	return &upRig{meta: meta, p: p, tr: tr, objects: store, acked: map[int64][]byte{}}
+	return &upRig{meta: meta, p: p, tr: tr, objects: store, w: w, pos: map[int64]wal.Pos{}, acked: map[int64][]byte{}}
 }
 
 // produce appends n one-record batches (kept in the tail cache, as if synced).
-func (r *upRig) produce(t *testing.T, n int) {
+func (r *upRig) produce(t *testing.T, n int) { r.produceTo(t, n, false) }
+
+// produceWAL appends n one-record batches, each also written to the WAL (the partition
+// knows where).
+func (r *upRig) produceWAL(t *testing.T, n int) { r.produceTo(t, n, true) }
+
+func (r *upRig) produceTo(t *testing.T, n int, toWAL bool) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		b := kafkatest.Batch(-1, 0, 0, []byte(fmt.Sprintf("record %d of %d", len(r.acked), n)))
@@ -82,8 +93,17 @@ func (r *upRig) produce(t *testing.T, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.p.Commit(pr, noReader{}, 0)
 		r.acked[pr.Base()] = b
+		if !toWAL {
+			r.p.Commit(pr, noReader{}, 0)
+			continue
+		}
+		pos, err := r.w.AppendSync(context.Background(), 1, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.p.Commit(pr, r.w, pos)
+		r.pos[pr.Base()] = pos
 	}
 }
 
