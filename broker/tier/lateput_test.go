@@ -279,3 +279,33 @@ func TestUploadVerifiesBeforeCommit(t *testing.T) {
 		}
 	}
 }
+
+// refusingStore refuses every PUT, as a store with wrong credentials does.
+type refusingStore struct{ objectstore.Store }
+
+func (refusingStore) Put(context.Context, string, io.Reader, int64) error {
+	return errors.New("403 AccessDenied (test)")
+}
+
+// Every upload attempt prepares a new object ID, so failed uploads back off: rounds
+// run back to back against a store that refuses every PUT prepare one object, not one
+// per round.
+func TestFailedUploadsBackOff(t *testing.T) {
+	r := newUpRig(t, func(s objectstore.Store) objectstore.Store { return refusingStore{s} })
+	r.produce(t, 2)
+	r.tr.cfg.CheckInterval = 2 * time.Second // the first wait: longer than the rounds below take
+	for i := 0; i < 10; i++ {
+		r.tr.UploadRound()
+	}
+	if n := len(r.meta.View().Objects); n != 1 {
+		t.Fatalf("%d objects prepared by 10 rounds in a row", n)
+	}
+	r.tr.upNotBefore = time.Time{} // the wait is over
+	r.tr.UploadRound()
+	if n := len(r.meta.View().Objects); n != 2 {
+		t.Fatalf("%d objects prepared once the wait is over, want 2", n)
+	}
+	if r.tr.upBackoff != 2*r.tr.cfg.CheckInterval {
+		t.Fatalf("backoff %v after two failures, want %v", r.tr.upBackoff, 2*r.tr.cfg.CheckInterval)
+	}
+}

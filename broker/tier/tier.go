@@ -62,6 +62,10 @@ type Tier struct {
 	// unusedPrepared: own prepared objects unused at the last garbage collection
 	unusedPrepared map[uint64]bool
 	gcRounds       int // collections run (only the retention loop touches it)
+	// upBackoff, upNotBefore: the wait after failed uploads (only the upload loop
+	// touches them; uploader.go).
+	upBackoff   time.Duration
+	upNotBefore time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc

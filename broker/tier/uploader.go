@@ -59,15 +59,30 @@ type upPart struct {
 	weight int
 }
 
-// UploadRound uploads until nothing is due, trimming after each object.
+// maxUploadBackoff bounds the wait after failed uploads: the longest an upload may lag
+// once object storage is back.
+const maxUploadBackoff = 5 * time.Second
+
+// UploadRound uploads until nothing is due, trimming after each object. After a failed
+// upload the next rounds wait, doubling from CheckInterval up to maxUploadBackoff: each
+// attempt prepares a new object ID (a controller write, and a record GC deletes later),
+// and an object store that refuses every PUT (credentials, a missing bucket) must not
+// make that five a second.
 func (t *Tier) UploadRound() {
+	if time.Now().Before(t.upNotBefore) {
+		t.updateGauges()
+		return
+	}
 	for t.ctx.Err() == nil {
 		more, err := t.uploadOnce()
 		if err != nil {
 			t.metrics.uploadFailures.Inc()
-			t.log.Warn("upload failed; the WAL keeps the data, retrying", "err", err)
+			t.upBackoff = min(max(2*t.upBackoff, t.cfg.CheckInterval), maxUploadBackoff)
+			t.upNotBefore = time.Now().Add(t.upBackoff)
+			t.log.Warn("upload failed; the WAL keeps the data, retrying", "in", t.upBackoff, "err", err)
 			break
 		}
+		t.upBackoff = 0
 		t.Trim()
 		if !more {
 			break
