@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/internal/mountcheck"
 	"github.com/weir-io/weir/internal/slowtrace"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
@@ -57,6 +59,14 @@ type Config struct {
 	// production): each broker writes WALRoot/broker-<id> and reads the others' to take
 	// over partitions without copying data.
 	WALRoot string
+	// WALMountUnsafeOK starts the broker although the file system under WALRoot (or
+	// the WAL directory) has mount options that break the storage fence's argument
+	// (internal/mountcheck: nocto, NFS below v4, lookupcache=all). For emergencies and
+	// labs; such a cluster may ack records a failover then loses.
+	WALMountUnsafeOK bool
+	// MountInfo is the mountinfo file the WAL mount check reads ("" =
+	// /proc/self/mountinfo; tests point it elsewhere).
+	MountInfo string
 	// OffsetsTopicPartitions is the partition count of __consumer_offsets when the broker
 	// creates it (offsets.topic.num.partitions).
 	OffsetsTopicPartitions int32
@@ -302,6 +312,9 @@ func (c *Config) Validate() error {
 	if err := c.WAL.Validate(); err != nil {
 		return err
 	}
+	if err := c.checkWALMount(); err != nil {
+		return err
+	}
 	if err := c.Tier.Validate(); err != nil {
 		return err
 	}
@@ -327,6 +340,9 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	c.bindListenerFlags(fs)
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the WAL and local state")
 	fs.StringVar(&c.WALRoot, "wal-root", c.WALRoot, "shared WAL directory of the cluster (e.g. the FSx ONTAP NFS mount); this broker writes <wal-root>/broker-<id>")
+	fs.BoolVar(&c.WALMountUnsafeOK, "wal-root-unsafe-mount-ok", c.WALMountUnsafeOK,
+		"start although the NFS mount under --wal-root has options that break the storage fence (nocto, NFS below v4, lookupcache=all: mount with vers=4.1,lookupcache=positive and close-to-open on); "+
+			"a failover may then lose acked records. Default: refuse to start, naming the option and why")
 	fs.Func("max-request-bytes", "largest request frame accepted; larger ones close the connection (default 104857600)", func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 32)
 		c.MaxRequestBytes = int32(n)
@@ -375,4 +391,45 @@ func (c *Config) staticConfigs() map[string]string {
 		"min.insync.replicas":        "1",
 		"log.dirs":                   c.WAL.Dir,
 	}
+}
+
+// checkWALMount refuses a shared WAL on a mount whose options break the storage fence's
+// argument (internal/mountcheck), unless WALMountUnsafeOK; warnings are logged. Only
+// with WALRoot: a WAL under DataDir is read by no other host.
+func (c *Config) checkWALMount() error {
+	if c.WALRoot == "" {
+		return nil
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	info := c.MountInfo
+	if info == "" {
+		info = mountcheck.DefaultMountInfo
+	}
+	paths := []string{c.WALRoot}
+	if c.WAL.Dir != "" && c.WAL.Dir != c.WALRoot {
+		paths = append(paths, c.WAL.Dir)
+	}
+	for _, path := range paths {
+		res, err := mountcheck.CheckPath(path, info)
+		if err != nil {
+			if c.WALMountUnsafeOK || c.MountInfo == "" && errors.Is(err, os.ErrNotExist) { // no /proc: not Linux
+				log.Warn("the WAL mount could not be checked", "path", path, "err", err)
+				continue
+			}
+			return fmt.Errorf("broker: checking the mount of %s (--wal-root-unsafe-mount-ok skips the check): %w", path, err)
+		}
+		for _, p := range res.Warnings() {
+			log.Warn("WAL mount", "path", path, "mount", res.Mount.Point, "option", p.Option, "why", p.Why)
+		}
+		if err := res.Err(); err != nil {
+			if !c.WALMountUnsafeOK {
+				return fmt.Errorf("broker: %w (--wal-root-unsafe-mount-ok starts anyway)", err)
+			}
+			log.Error("starting on an unsafe WAL mount (--wal-root-unsafe-mount-ok)", "err", err)
+		}
+	}
+	return nil
 }

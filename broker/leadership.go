@@ -84,14 +84,8 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 					toLoad = append(toLoad, p)
 				}
 			}
-			if p.Apply(mp, v, b.tier != nil) {
+			if b.applyLed(p, mp, v) {
 				toHandoff = append(toHandoff, handoffJob{p, mp.MoveGen})
-			}
-			k := partKey{t.ID, mp.Index}
-			if st := p.State(); mp.Moving && st != partlog.Closing {
-				b.synced.waiting[k] = true
-			} else {
-				delete(b.synced.waiting, k)
 			}
 		}
 		waiting := b.synced.waiting
@@ -161,6 +155,45 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 	}
 }
 
+// applyLed applies mp to p, a partition led here, and reports whether a hand-off starts.
+// A move that finds p still loading cannot start one: p then waits in viewSync.waiting
+// until it is ready (resumeMove, or the next view). Inside the partition set's Update.
+func (b *Broker) applyLed(p *partlog.Partition, mp metadata.Partition, v *metadata.View) bool {
+	handoff := p.Apply(mp, v, b.tier != nil)
+	k := partKey{p.ID(), p.Index()}
+	if mp.Moving && p.State() != partlog.Closing {
+		b.synced.waiting[k] = true
+	} else {
+		delete(b.synced.waiting, k)
+	}
+	return handoff
+}
+
+// resumeMove applies the last view again to a partition whose load just finished, if a
+// move found it loading (viewSync.waiting): its hand-off starts now. Waiting for the next
+// metadata change instead left the move hanging in a quiet cluster (a drain timed out
+// and failed the partitions over instead).
+func (b *Broker) resumeMove(p *partlog.Partition) {
+	var job *handoffJob
+	b.parts.Update(func(tx partlog.SetTx) {
+		v := b.synced.view
+		if v == nil || !b.synced.waiting[partKey{p.ID(), p.Index()}] || tx.Get(p.ID(), p.Index()) != p {
+			return
+		}
+		mp, ok := partMeta(v, p)
+		if !ok || mp.Leader != b.cfg.NodeID {
+			return // the next view drops it
+		}
+		if b.applyLed(p, mp, v) {
+			job = &handoffJob{p, mp.MoveGen}
+		}
+	})
+	if job != nil {
+		b.wg.Add(1)
+		go b.handoff(*job)
+	}
+}
+
 // drop forgets a partition no longer led here; with the object tier, the part of its
 // range in this broker's WAL that objects do not hold yet is pinned for the new leader.
 func (b *Broker) drop(tx partlog.SetTx, p *partlog.Partition) {
@@ -206,6 +239,7 @@ func (b *Broker) finishLoad(p *partlog.Partition, wantEnd int64) bool {
 	if p.Topic() == offsetsTopic {
 		b.restoreGroups(p)
 	}
+	b.resumeMove(p)
 	return true
 }
 

@@ -16,6 +16,12 @@ import (
 // startClusterBroker runs broker id on a shared WAL root with a shared in-memory metadata store.
 func startClusterBroker(t *testing.T, root string, id int32, store *metatest.Store) *Broker {
 	t.Helper()
+	return startClusterBrokerWith(t, root, id, store, nil)
+}
+
+// startClusterBrokerWith is startClusterBroker with mod applied to the configuration.
+func startClusterBrokerWith(t *testing.T, root string, id int32, store *metatest.Store, mod func(*Config)) *Broker {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.NodeID = id
 	cfg.ListenAddr = "127.0.0.1:0"
@@ -25,6 +31,9 @@ func startClusterBroker(t *testing.T, root string, id int32, store *metatest.Sto
 	cfg.OffsetsTopicPartitions = 2
 	cfg.Group.InitialRebalanceDelay = 50 * time.Millisecond
 	cfg.Logger = discardLogger()
+	if mod != nil {
+		mod(&cfg)
+	}
 	b, err := New(cfg, store)
 	if err != nil {
 		t.Fatal(err)

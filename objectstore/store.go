@@ -57,6 +57,9 @@ var (
 	ErrInvalidRange = errors.New("objectstore: invalid range")
 	// ErrInvalidKey: the key (or list prefix) breaks the key rules of ValidateKey.
 	ErrInvalidKey = errors.New("objectstore: invalid key")
+	// ErrMismatch: the stored object is not the one put (Verify). Not transient: the
+	// caller puts the data again under a new key.
+	ErrMismatch = errors.New("objectstore: stored object differs from the one put")
 )
 
 // IsTransient reports whether err is worth retrying: ErrThrottled or ErrUnavailable.
@@ -116,6 +119,23 @@ func ReadRange(ctx context.Context, s Store, key string, offset, length int64) (
 		}
 	}
 	return buf[:n], nil
+}
+
+// Verify checks, after a Put that succeeded, that key holds an object of size bytes (a
+// HEAD). The content itself is checked on the way in: the s3 store sends Content-MD5, so
+// the server refuses a body that is not the one written. Together with never reusing a
+// key for other bytes, this is what lets a caller commit the object (and drop its own
+// copy of the data): a mismatch (ErrMismatch) or a HEAD that fails means the object
+// cannot be trusted, and the data goes again under a new key.
+func Verify(ctx context.Context, s Store, key string, size int64) error {
+	info, err := s.Head(ctx, key)
+	if err != nil {
+		return fmt.Errorf("objectstore: verifying %q: %w", key, err)
+	}
+	if info.Size != size {
+		return fmt.Errorf("objectstore: verifying %q: %d bytes stored, %d put: %w", key, info.Size, size, ErrMismatch)
+	}
+	return nil
 }
 
 // CheckRange validates the arguments of GetRange that can be checked without the

@@ -55,14 +55,17 @@ type Tier struct {
 	// proxyPins: batches written as a zone-routing proxy, in WAL order (proxypins.go)
 	proxyPins map[partlog.Key][]*ProxyPin
 
-	upMu  sync.Mutex
-	spare *metadata.Object // prepared by an upload whose PUT failed; reused
+	upMu sync.Mutex
 	// objBuf is the last object's buffer, reused by the next (objectBuffer).
 	objBuf   []byte
 	inflight map[uint64]bool // prepared objects an upload is using
 	// unusedPrepared: own prepared objects unused at the last garbage collection
 	unusedPrepared map[uint64]bool
 	gcRounds       int // collections run (only the retention loop touches it)
+	// upBackoff, upNotBefore: the wait after failed uploads (only the upload loop
+	// touches them; uploader.go).
+	upBackoff   time.Duration
+	upNotBefore time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -19,7 +19,11 @@ import (
 //     uploaded them.
 // While a partition is still loading its index is incomplete, so nothing is trimmed.
 
-// walPin keeps this WAL from pos on until the partition's objects reach end.
+// walPin keeps this WAL from pos on until the partition's objects reach end. end is the
+// first offset the pin does not keep (exclusive): the partition's next offset when it
+// moved away, or the end of this broker's link. It is released when the manifest's
+// UploadedThrough (its last offset + 1) or the log start reaches end, so a single-record
+// last batch at end-1 stays pinned until it is uploaded (trim_test.go).
 type walPin struct {
 	pos wal.Pos
 	end int64
@@ -51,6 +55,19 @@ func released(v *metadata.View, k partlog.Key, pn walPin) bool {
 	return mp.UploadedThrough() >= pn.end || mp.LogStartOffset >= pn.end
 }
 
+// pinnedLocked lowers the trim point at to the lowest position a pin keeps, forgetting the
+// pins the view releases. t.pinMu is held.
+func (t *Tier) pinnedLocked(v *metadata.View, at wal.Pos) wal.Pos {
+	for k, pn := range t.pins {
+		if released(v, k, pn) {
+			delete(t.pins, k)
+		} else if pn.pos < at {
+			at = pn.pos
+		}
+	}
+	return at
+}
+
 // Trim removes the WAL segments nobody needs any more.
 func (t *Tier) Trim() {
 	w := t.d.WAL
@@ -66,13 +83,7 @@ func (t *Tier) Trim() {
 	}
 	v := t.d.Meta.View()
 	t.pinMu.Lock()
-	for k, pn := range t.pins {
-		if released(v, k, pn) {
-			delete(t.pins, k)
-		} else if pn.pos < at {
-			at = pn.pos
-		}
-	}
+	at = t.pinnedLocked(v, at)
 	if pos, ok := t.proxyTrimPointLocked(v); ok && pos < at {
 		at = pos
 	}

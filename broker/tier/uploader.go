@@ -11,6 +11,7 @@ import (
 
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/objectstore/objfmt"
 )
 
@@ -22,9 +23,24 @@ import (
 //	PrepareObject (an ID and key under this broker's epoch) → PUT → CommitObject (one
 //	range per partition, each continuing its manifest) → trim the WAL
 //
-// A failed PUT keeps the prepared ID for the next attempt (the key is overwritten) and the
-// data stays in the WAL; a refused commit leaves a prepared object that garbage
-// collection deletes. Nothing is dropped from the WAL before its commit.
+// Every PUT attempt of the uploader gets a key of its own: a failed PUT abandons its
+// prepared ID, and the data stays in the WAL for the next object, prepared anew. A key is
+// never reused once a PUT to it may have been sent: a request that timed out after its
+// body was sent can still land at the server later, and had the next, different object
+// gone to the same key, that late PUT would replace bytes a committed manifest names
+// (with the WAL trimmed, the records would exist nowhere else). Retrying's own retries
+// of one Put resend the same bytes to the same key, which is harmless.
+//
+// Before the commit the uploader checks the stored object (objectstore.Verify: HEAD,
+// and its size); the s3 store sends Content-MD5, so the server refuses a body that
+// differs from the one written. A mismatch is a failed PUT: the key is abandoned.
+//
+// An abandoned prepared ID is garbage: no upload uses it (it leaves Tier.inflight), so
+// the broker's own collection forgets it and deletes its key (forgetOwnPrepared, after
+// two collections); a late PUT that lands after that is a stray key, which
+// sweepStrayKeys deletes (its ID is below a newer one). A refused commit leaves a
+// prepared object that is collected the same way. Nothing is dropped from the WAL
+// before its commit.
 //
 // Each range carries the partition's idempotent producer state as of its last offset
 // (partlog.Partition.ProducerSnapshot): once the WAL is trimmed, that snapshot is all a
@@ -43,15 +59,30 @@ type upPart struct {
 	weight int
 }
 
-// UploadRound uploads until nothing is due, trimming after each object.
+// maxUploadBackoff bounds the wait after failed uploads: the longest an upload may lag
+// once object storage is back.
+const maxUploadBackoff = 5 * time.Second
+
+// UploadRound uploads until nothing is due, trimming after each object. After a failed
+// upload the next rounds wait, doubling from CheckInterval up to maxUploadBackoff: each
+// attempt prepares a new object ID (a controller write, and a record GC deletes later),
+// and an object store that refuses every PUT (credentials, a missing bucket) must not
+// make that five a second.
 func (t *Tier) UploadRound() {
+	if time.Now().Before(t.upNotBefore) {
+		t.updateGauges()
+		return
+	}
 	for t.ctx.Err() == nil {
 		more, err := t.uploadOnce()
 		if err != nil {
 			t.metrics.uploadFailures.Inc()
-			t.log.Warn("upload failed; the WAL keeps the data, retrying", "err", err)
+			t.upBackoff = min(max(2*t.upBackoff, t.cfg.CheckInterval), maxUploadBackoff)
+			t.upNotBefore = time.Now().Add(t.upBackoff)
+			t.log.Warn("upload failed; the WAL keeps the data, retrying", "in", t.upBackoff, "err", err)
 			break
 		}
+		t.upBackoff = 0
 		t.Trim()
 		if !more {
 			break
@@ -172,33 +203,31 @@ func (t *Tier) uploadObject(parts []upPart) error {
 	if _, err := w.Close(); err != nil {
 		return fmt.Errorf("tier: writing object: %w", err)
 	}
-	obj, err := t.preparedObject(ctx)
+	obj, err := t.prepareObject(ctx)
 	if err != nil {
 		return err
 	}
 	size := int64(buf.Len())
 	if err := t.objects.Put(ctx, obj.Key, bytes.NewReader(buf.Bytes()), size); err != nil {
-		return fmt.Errorf("tier: put %s: %w", obj.Key, err) // the prepared ID is kept for the retry
+		t.abandon(obj.ID)
+		return fmt.Errorf("tier: put %s (its key is abandoned): %w", obj.Key, err)
 	}
 	// Kept only after a PUT that succeeded: after a failed one an HTTP transport may
 	// still be reading the body, which must not change under it.
 	t.keepObjectBuffer(buf.Bytes())
-	t.upMu.Lock()
-	t.spare = nil
-	t.upMu.Unlock()
+	if err := objectstore.Verify(ctx, t.objects, obj.Key, size); err != nil {
+		t.abandon(obj.ID)
+		return fmt.Errorf("tier: object %s not committed (its key is abandoned): %w", obj.Key, err)
+	}
 	if err := t.commitObject(ctx, obj, size, ranges); err != nil {
-		t.upMu.Lock()
-		delete(t.inflight, obj.ID)
-		t.upMu.Unlock()
+		t.abandon(obj.ID)
 		return err
 	}
 	for i, up := range kept {
 		r := ranges[i]
 		up.p.MarkUploaded(partlog.NewTierObj(r.ObjectRange(obj.ID), obj.Key, size), t.d.WAL)
 	}
-	t.upMu.Lock()
-	delete(t.inflight, obj.ID)
-	t.upMu.Unlock()
+	t.abandon(obj.ID) // committed: no longer the uploader's to keep from collection
 	t.metrics.objects.Inc()
 	t.metrics.bytes.Add(float64(size))
 	t.log.Debug("object uploaded", "key", obj.Key, "bytes", size, "partitions", len(ranges))
@@ -264,20 +293,25 @@ func (t *Tier) writeRun(w *objfmt.Writer, up upPart) (metadata.PartitionRange, i
 	return r, n, nil
 }
 
-// preparedObject returns the object ID kept from a failed PUT, or prepares a new one.
-func (t *Tier) preparedObject(ctx context.Context) (metadata.Object, error) {
-	t.upMu.Lock()
-	defer t.upMu.Unlock()
-	if t.spare != nil {
-		return *t.spare, nil
-	}
+// prepareObject prepares a new object ID and key, marked in use until abandon. Never
+// one used before: see the top of this file.
+func (t *Tier) prepareObject(ctx context.Context) (metadata.Object, error) {
 	obj, err := t.manifest.PrepareObject(ctx)
 	if err != nil {
 		return metadata.Object{}, fmt.Errorf("tier: prepare object: %w", err)
 	}
-	t.spare = &obj
+	t.upMu.Lock()
 	t.inflight[obj.ID] = true
+	t.upMu.Unlock()
 	return obj, nil
+}
+
+// abandon ends the upload's use of a prepared object: committed, or garbage that
+// collection forgets (ownStalePrepared).
+func (t *Tier) abandon(id uint64) {
+	t.upMu.Lock()
+	delete(t.inflight, id)
+	t.upMu.Unlock()
 }
 
 // commitObject commits, retrying while the controller is unreachable; a refusal is final.

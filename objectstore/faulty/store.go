@@ -1,11 +1,12 @@
 // Package faulty injects faults for tests: Store wraps any objectstore.Store and fails
 // chosen calls (throttling, unavailability, stalls, lost responses, bodies that break
-// off); Proxy sits in front of an S3 server (MinIO) and answers chosen HTTP requests
+// off, PUTs that land late); Proxy sits in front of an S3 server (MinIO) and answers chosen HTTP requests
 // with 503 SlowDown, 500 InternalError, a hang or a reset connection, so the s3
 // store's error mapping is tested against real HTTP.
 package faulty
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -58,6 +59,11 @@ const (
 	// BreakBody lets a Get open, then fails its reader with objectstore.ErrUnavailable
 	// after Rule.After bytes (a connection reset in the middle of a body).
 	BreakBody
+	// LatePut reads a Put's whole body and fails the call as a request that timed out
+	// after its body was sent (an error wrapping context.DeadlineExceeded, which
+	// Retrying does not retry); the PUT reaches the inner store late, when the test
+	// says: at DeliverLate (for instance after the next Put, or after a commit).
+	LatePut
 )
 
 func (f Fault) String() string {
@@ -72,6 +78,8 @@ func (f Fault) String() string {
 		return "lost-response"
 	case BreakBody:
 		return "break-body"
+	case LatePut:
+		return "late-put"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -107,6 +115,12 @@ type Store struct {
 	rules  []*rule
 	calls  map[Op]int
 	faults map[Fault]int
+	late   []latePut // LatePut bodies not delivered yet
+}
+
+type latePut struct {
+	key  string
+	data []byte
 }
 
 var _ objectstore.Store = (*Store)(nil)
@@ -208,7 +222,31 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, size int64)
 	if done, err := before(ctx, r, Put, key); done {
 		return err
 	}
+	if r != nil && r.Fault == LatePut {
+		data, err := io.ReadAll(io.LimitReader(body, size+1))
+		if err != nil || int64(len(data)) != size {
+			return fmt.Errorf("faulty: put %q: reading the body: %d bytes, %v", key, len(data), err)
+		}
+		s.mu.Lock()
+		s.late = append(s.late, latePut{key: key, data: data})
+		s.mu.Unlock()
+		return fmt.Errorf("faulty: put %q: timed out after the body was sent: %w (injected)", key, context.DeadlineExceeded)
+	}
 	return lost(r, Put, key, s.inner.Put(ctx, key, body, size))
+}
+
+// DeliverLate performs the PUTs that LatePut held back, in the order they were made.
+func (s *Store) DeliverLate(ctx context.Context) error {
+	s.mu.Lock()
+	late := s.late
+	s.late = nil
+	s.mu.Unlock()
+	for _, l := range late {
+		if err := s.inner.Put(ctx, l.key, bytes.NewReader(l.data), int64(len(l.data))); err != nil {
+			return fmt.Errorf("faulty: delivering the late put of %q: %w", l.key, err)
+		}
+	}
+	return nil
 }
 
 // GetRange implements objectstore.Store.

@@ -128,3 +128,34 @@ func TestProbabilityIsSeeded(t *testing.T) {
 		t.Fatal("different seeds, same 64 faults")
 	}
 }
+
+// LatePut fails the call as a timed-out request (not retried by Retrying) and writes
+// nothing until DeliverLate, which then lands the old body over whatever is there.
+func TestLatePut(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, 1)
+	s.FailNext(faulty.Put, 1, faulty.LatePut)
+	r := objectstore.NewRetrying(s, objectstore.DefaultRetryPolicy())
+	if err := r.Put(ctx, "k", bytes.NewReader([]byte("first")), 5); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("late put: %v", err)
+	}
+	if s.Calls(faulty.Put) != 1 {
+		t.Fatalf("%d put calls: a late put was retried", s.Calls(faulty.Put))
+	}
+	if _, err := s.Head(ctx, "k"); !errors.Is(err, objectstore.ErrNotFound) {
+		t.Fatalf("late put landed early: %v", err)
+	}
+	if err := s.Put(ctx, "k", bytes.NewReader([]byte("second!")), 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeliverLate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := objectstore.ReadRange(ctx, s, "k", 0, -1)
+	if err != nil || string(got) != "first" {
+		t.Fatalf("after the late delivery: %q, %v", got, err)
+	}
+	if err := s.DeliverLate(ctx); err != nil {
+		t.Fatal(err) // nothing left to deliver
+	}
+}

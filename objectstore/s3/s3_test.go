@@ -375,3 +375,51 @@ func BenchmarkRawGet(b *testing.B) {
 		})
 	}
 }
+
+// changingBody serves a until a whole pass over it was read, then b: a body that
+// changes under the transport after its Content-MD5 was computed.
+type changingBody struct {
+	a, b       []byte
+	pos, given int64
+}
+
+func (c *changingBody) Read(p []byte) (int, error) {
+	src := c.a
+	if c.given >= int64(len(c.a)) {
+		src = c.b
+	}
+	if c.pos >= int64(len(src)) {
+		return 0, io.EOF
+	}
+	n := copy(p, src[c.pos:])
+	c.pos += int64(n)
+	c.given += int64(n)
+	return n, nil
+}
+
+func (c *changingBody) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekCurrent:
+		off += c.pos
+	case io.SeekEnd:
+		off += int64(len(c.a))
+	}
+	c.pos = off
+	return off, nil
+}
+
+// Put sends Content-MD5: a body that is not the one whose digest was computed is
+// refused by the server (ErrMismatch, not retried) and nothing is stored.
+func TestPutContentMD5(t *testing.T) {
+	m := server(t)
+	s := newStore(t, m.Config(m.NewBucket(t)))
+	ctx := ctxT(t)
+	a, b := storetest.Data(3, 64<<10), storetest.Data(4, 64<<10)
+	err := s.Put(ctx, "changed", &changingBody{a: a, b: b}, int64(len(a)))
+	if !errors.Is(err, objectstore.ErrMismatch) || objectstore.IsTransient(err) {
+		t.Fatalf("put of a body that changed: %v", err)
+	}
+	if _, err := s.Head(ctx, "changed"); !errors.Is(err, objectstore.ErrNotFound) {
+		t.Fatalf("a refused body was stored: %v", err)
+	}
+}
