@@ -69,7 +69,7 @@ const maxUploadBackoff = 5 * time.Second
 // and an object store that refuses every PUT (credentials, a missing bucket) must not
 // make that five a second.
 func (t *Tier) UploadRound() {
-	if time.Now().Before(t.upNotBefore) {
+	if t.d.Now().Before(t.upNotBefore) {
 		t.updateGauges()
 		return
 	}
@@ -78,7 +78,7 @@ func (t *Tier) UploadRound() {
 		if err != nil {
 			t.metrics.uploadFailures.Inc()
 			t.upBackoff = min(max(2*t.upBackoff, t.cfg.CheckInterval), maxUploadBackoff)
-			t.upNotBefore = time.Now().Add(t.upBackoff)
+			t.upNotBefore = t.d.Now().Add(t.upBackoff)
 			t.log.Warn("upload failed; the WAL keeps the data, retrying", "in", t.upBackoff, "err", err)
 			break
 		}
