@@ -141,6 +141,7 @@ func (s *Store) update(fn func(v *metadata.View) error) error {
 		return err
 	}
 	s.view = metadata.NewViewWithObjects(v.Version+1, v.ClusterID, v.ControllerID, v.Brokers, v.Topics, v.Objects)
+	s.view.SetTopicTombstones(v.TopicTombstones())
 	close(s.changed)
 	s.changed = make(chan struct{})
 	return nil
