@@ -25,7 +25,7 @@ func startClusterBroker(t *testing.T, root string, id int32, store *metatest.Sto
 	cfg.OffsetsTopicPartitions = 2
 	cfg.Group.InitialRebalanceDelay = 50 * time.Millisecond
 	cfg.Logger = discardLogger()
-	b, err := New(cfg, store)
+	b, err := New(cfg, store.For(id)) // For: a real registration epoch
 	if err != nil {
 		t.Fatal(err)
 	}
