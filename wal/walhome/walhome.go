@@ -229,11 +229,17 @@ func SealUpTo(fsys wal.FS, home string, epoch int64, opts SealOptions) error {
 	if err != nil {
 		return fmt.Errorf("walhome: %w", err)
 	}
-	var dirs []Dir
-	if listed, err := List(fsys, home); err != nil {
+	listed, err := List(fsys, home)
+	if err != nil {
 		return err
-	} else if len(listed) > 0 && listed[0].Epoch == 0 {
-		dirs = append(dirs, listed[0])
+	}
+	var dirs []Dir
+	for _, d := range listed {
+		// The legacy directory, and a collected one that is back (an owner's refused
+		// Open recreated it, fenced): the listing is only a hint for these.
+		if d.Epoch == 0 || (d.Epoch <= epoch && ef.State(d.Epoch)&wal.EpochCollected != 0) {
+			dirs = append(dirs, d)
+		}
 	}
 	for e := int64(1); e <= epoch; e++ {
 		if ef.State(e)&(wal.EpochSealed|wal.EpochCollected) == 0 {
@@ -264,7 +270,7 @@ func SealUpTo(fsys wal.FS, home string, epoch int64, opts SealOptions) error {
 			return fmt.Errorf("walhome: sealing %s: %w", d.Path, err)
 		}
 		log.Info("sealed a WAL directory", "dir", d.Path, "owner_epoch", d.Epoch, "end", info.End)
-		if d.Epoch > 0 {
+		if d.Epoch > 0 && ef.State(d.Epoch)&wal.EpochCollected == 0 {
 			sealed = append(sealed, wal.EpochMark{Epoch: d.Epoch, State: wal.EpochFenced | wal.EpochSealed})
 		}
 	}
