@@ -36,7 +36,7 @@ const (
 	// EpochDirPrefix starts the name of an epoch's WAL directory.
 	EpochDirPrefix = "epoch-"
 	// TokenFile is the epoch fence token's name in a home.
-	TokenFile = "FENCED-EPOCH"
+	TokenFile  = "FENCED-EPOCH"
 	homePrefix = "broker-"
 )
 
