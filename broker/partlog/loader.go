@@ -8,6 +8,7 @@ import (
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/wal"
+	"github.com/weir-io/weir/wal/walhome"
 )
 
 // Source is one WAL directory: the WAL a broker wrote in one registration epoch (epoch 0:
@@ -171,7 +172,7 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 			// Another broker's partition: part of its log only through the leader's link.
 			if idx != nil {
 				if id, index, _, err := DecodeBatchRec(payload); err == nil {
-					idx.noteProxied(id, index)
+					idx.NoteProxied(id, index)
 				}
 			}
 			return nil
@@ -190,7 +191,7 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 			return fmt.Errorf("partlog: %s at %d: %w", src.Dir, pos, err)
 		}
 		if idx != nil {
-			idx.note(id, index, h.LastOffset())
+			idx.Note(id, index, h.LastOffset())
 		}
 		p := want[id][index]
 		if p == nil {
@@ -212,7 +213,7 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 		return fmt.Errorf("partlog: scanning %s: %w", src.Dir, err)
 	}
 	if idx != nil {
-		if err := writeDirIndex(l.fs, src.Dir, idx); err != nil {
+		if err := walhome.WriteDirIndex(l.fs, src.Dir, idx); err != nil {
 			return fmt.Errorf("partlog: %s: %w", src.Dir, err)
 		}
 	}
@@ -233,7 +234,7 @@ func (l *Loader) collectLink(src Source, own Reader, want map[metadata.TopicID]m
 		return fmt.Errorf("partlog: %s at %d: %w", src.Dir, pos, err)
 	}
 	if idx != nil {
-		idx.note(lk.Topic, lk.Partition, lk.Last())
+		idx.Note(lk.Topic, lk.Partition, lk.Last())
 	}
 	p := want[lk.Topic][lk.Partition]
 	if p == nil {
