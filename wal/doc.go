@@ -225,7 +225,6 @@
 //     idempotent producers are deduplicated). O never writes below its write
 //     offset: after a failed write it starts a new segment, and a fenced Replay
 //     refuses before truncating.
-//
 //   - Uncached reads of what decides an ack: FENCE, SEAL and the epoch fence
 //     token are read with ReadUncached (O_DIRECT, so the READ goes to S). After
 //     O's own WRITE of its owner record, the weak cache consistency attributes in
