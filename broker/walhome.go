@@ -61,10 +61,14 @@ func (b *Broker) loaderSources(id int32) ([]partlog.Source, error) {
 	if err != nil || id != b.cfg.NodeID {
 		return srcs, err
 	}
+	own := false
 	for i := range srcs {
 		if srcs[i].Epoch == b.epoch {
-			srcs[i].Reader = b.wal
+			srcs[i].Reader, own = b.wal, true
 		}
+	}
+	if !own && b.wal != nil { // this process's directory, whatever a listing shows
+		srcs = append(srcs, partlog.Source{Broker: id, Epoch: b.epoch, Dir: b.walDir, Reader: b.wal})
 	}
 	return srcs, nil
 }

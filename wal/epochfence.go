@@ -23,7 +23,8 @@ import (
 //	slot 0, header  | magic "WEIRFEPO" (8) | version u32 = 1 | crc32c of 0..12 |
 //	slot e >= 1     | epoch u64 (= e)      | state u32       | crc32c of 0..12 |
 //
-// A slot is written whole by one pwrite and synced; nothing is ever renamed, truncated
+// A slot is written whole by one pwrite and synced (slots of different writers may
+// share a page: an NFS client sends only the bytes it wrote, not the page); nothing is ever renamed, truncated
 // or removed, so no writer can undo another's slot, and a writer never reads before it
 // writes (no read-modify-write to race). Slot e set (any nonzero bytes) means every
 // epoch <= e is fenced: the token fences up to the highest set slot. A slot that is set
