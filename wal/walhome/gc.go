@@ -14,7 +14,8 @@ import "github.com/weir-io/weir/metadata"
 // holds for every fact the decision uses).
 
 // PartitionNeeded reports whether a sealed directory holding partition (topic,
-// partition) up to offset last is still needed by view v.
+// partition) up to offset last is still needed by view v. For a PROXYEND entry (an
+// exclusive log end), ask with last = end-1.
 func PartitionNeeded(v *metadata.View, topic metadata.TopicID, partition int32, last int64) bool {
 	t := v.TopicByID(topic)
 	if t == nil {
