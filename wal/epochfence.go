@@ -28,9 +28,10 @@ import (
 // or removed, so no writer can undo another's slot, and a writer never reads before it
 // writes (no read-modify-write to race). Slot e set (any nonzero bytes) means every
 // epoch <= e is fenced: the token fences up to the highest set slot. A slot that is set
-// but does not decode (a torn write, damage) counts as fenced with no other state; a
-// header that is set and does not decode, or of another version, makes the token
-// unreadable (ErrCorrupt, ErrVersion), which Open takes as fenced.
+// but does not decode (a torn write, damage) counts as fenced with no other state. An
+// intact header of another version makes the token unreadable (ErrVersion), which Open
+// takes as fenced; a damaged header is ignored: every write writes the same header
+// bytes, so only a torn first write can damage it, and the next write repairs it.
 //
 // The other state bits only save work and are safe to lose (two writers of one slot
 // may race; the fenced bit is in every write): EpochSealed says the directory of that
@@ -97,13 +98,15 @@ func encodeEpochSlot(b []byte, e int64, st EpochState) {
 // ParseEpochFence decodes a token's bytes.
 func ParseEpochFence(b []byte) (EpochFence, error) {
 	f := EpochFence{state: map[int64]EpochState{}}
-	if len(b) >= EpochSlotSize && !allZero(b[:EpochSlotSize]) {
+	if len(b) >= EpochSlotSize {
+		// Only an intact header of another version is refused; a damaged one (a torn
+		// first write: every later write rewrites it) is ignored, the slots check
+		// themselves.
 		h := b[:EpochSlotSize]
-		if [8]byte(h[0:8]) != epochFenceMagic || crc32c.Checksum(h[:12]) != binary.LittleEndian.Uint32(h[12:16]) {
-			return EpochFence{}, fmt.Errorf("%w: epoch fence token header", ErrCorrupt)
-		}
-		if v := binary.LittleEndian.Uint32(h[8:12]); v != EpochFenceVersion {
-			return EpochFence{}, fmt.Errorf("%w: epoch fence token version %d (this build reads %d)", ErrVersion, v, EpochFenceVersion)
+		if [8]byte(h[0:8]) == epochFenceMagic && crc32c.Checksum(h[:12]) == binary.LittleEndian.Uint32(h[12:16]) {
+			if v := binary.LittleEndian.Uint32(h[8:12]); v != EpochFenceVersion {
+				return EpochFence{}, fmt.Errorf("%w: epoch fence token version %d (this build reads %d)", ErrVersion, v, EpochFenceVersion)
+			}
 		}
 	}
 	for off := EpochSlotSize; off < len(b); off += EpochSlotSize {
