@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -31,6 +30,7 @@ import (
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/wal"
+	"github.com/weir-io/weir/wal/walhome"
 )
 
 // ErrClosed is returned by operations on a closed broker.
@@ -229,13 +229,13 @@ func (b *Broker) open() error {
 		b.epoch = e.Epoch()
 	} else {
 		// No registration epochs (the single-node store): one more than any WAL here.
-		n, err := nextLocalEpoch(fsys, home, b.cfg.NodeID)
+		n, err := walhome.NextLocalEpoch(fsys, home)
 		if err != nil {
 			return err
 		}
 		b.epoch = n
 	}
-	srcs, err := walSources(fsys, home, b.cfg.NodeID)
+	srcs, err := walhome.List(fsys, home)
 	if err != nil {
 		return err
 	}
@@ -244,8 +244,9 @@ func (b *Broker) open() error {
 			home, srcs[n-1].Epoch, b.epoch)
 	}
 	wcfg := b.cfg.WAL
-	wcfg.Dir = filepath.Join(home, epochDirName(b.epoch))
+	wcfg.Dir = walhome.EpochDir(home, b.epoch)
 	wcfg.Fence = true
+	wcfg.EpochFence, wcfg.Epoch = walhome.TokenPath(home), b.epoch
 	wcfg.AcceptCorruption = b.cfg.AcceptWALLoss
 	wcfg.Owner = fmt.Sprintf("broker-%d epoch %d", b.cfg.NodeID, b.epoch)
 	if wcfg.Registerer == nil {

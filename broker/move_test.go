@@ -34,7 +34,7 @@ func startClusterBrokerWith(t *testing.T, root string, id int32, store *metatest
 	if mod != nil {
 		mod(&cfg)
 	}
-	b, err := New(cfg, store)
+	b, err := New(cfg, store.For(id)) // For: a real registration epoch
 	if err != nil {
 		t.Fatal(err)
 	}

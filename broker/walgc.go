@@ -2,22 +2,22 @@ package broker
 
 import (
 	"fmt"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/wal"
+	"github.com/weir-io/weir/wal/walhome"
 )
 
 // Sealed WAL directories (a fenced broker's, or this broker's own from earlier
-// processes) are deleted whole once nothing needs them: every partition their INDEX
-// lists is in object storage past what the directory holds, below its log start, or
-// deleted. One broker does it for the cluster (the active broker with the lowest ID, as
-// for object garbage); a standalone broker for its own home. The directory currently
-// written by a live broker is never sealed, so never deleted here (its segments are
-// trimmed one by one, tier/trim.go).
+// processes) are deleted whole once nothing needs them (walhome.PartitionNeeded decides
+// per partition, from a view of any age). One broker does it for the cluster (the
+// active broker with the lowest ID, as for object garbage); a standalone broker for its
+// own home. The directory currently written by a live broker is never sealed, so never
+// deleted here (its segments are trimmed one by one, tier/trim.go). Nothing is deleted
+// while this broker's lease is not valid: cut off from the controllers, its view and its
+// duty may both be over.
 
 // walGCLoop looks at sealed directories as often as the tier collects garbage objects
 // (Tier.RetentionInterval), which is also when uploads let them go.
@@ -41,6 +41,9 @@ func (b *Broker) walGCLoop() {
 
 // collectWALDirs deletes the sealed WAL directories nothing needs; it returns how many.
 func (b *Broker) collectWALDirs() (int, error) {
+	if !b.leaseOK() {
+		return 0, nil
+	}
 	v := b.meta.View()
 	if self, ok := v.Broker(b.cfg.NodeID); ok && self.Draining() {
 		return 0, nil // about to leave: the next broker takes the duty
@@ -57,27 +60,31 @@ func (b *Broker) collectWALDirs() (int, error) {
 			return 0, fmt.Errorf("broker: listing %s: %w", b.cfg.WALRoot, err)
 		}
 		for _, e := range ents {
-			var id int32
-			if _, err := fmt.Sscanf(e.Name(), "broker-%d", &id); err == nil && e.IsDir() {
-				homes[id] = filepath.Join(b.cfg.WALRoot, e.Name())
+			if id, ok := walhome.ParseHomeName(e.Name()); ok && e.IsDir() {
+				homes[id] = walhome.HomeDir(b.cfg.WALRoot, id)
 			}
 		}
 	}
 	n := 0
 	for id, home := range homes {
-		srcs, err := walSources(b.walFS(), home, id)
+		dirs, err := walhome.List(b.walFS(), home)
 		if err != nil {
 			return n, err
 		}
-		for _, s := range srcs {
+		for _, d := range dirs {
+			s := partlog.Source{Broker: id, Epoch: d.Epoch, Dir: d.Path}
+			// The lease is checked again before every deletion: a scan may take long.
+			if !b.leaseOK() {
+				return n, nil
+			}
 			ok, err := b.walDirUnneeded(v, s)
 			if err != nil {
 				return n, err
 			}
-			if !ok {
+			if !ok || !b.leaseOK() {
 				continue
 			}
-			if err := removeWALDir(b.walFS(), s.Dir, s.Epoch == 0); err != nil {
+			if err := walhome.Remove(b.walFS(), home, d); err != nil {
 				return n, err
 			}
 			b.loader.Forget(s.Dir)
@@ -110,12 +117,7 @@ func (b *Broker) walDirUnneeded(v *metadata.View, s partlog.Source) (bool, error
 		return false, err
 	}
 	for _, r := range idx.Partitions {
-		t := v.TopicByID(r.Topic)
-		if t == nil || int(r.Partition) >= len(t.Partitions) {
-			continue
-		}
-		mp := t.Partitions[r.Partition]
-		if mp.UploadedThrough() <= r.LastOffset && mp.LogStartOffset <= r.LastOffset {
+		if walhome.PartitionNeeded(v, r.Topic, r.Partition, r.LastOffset) {
 			return false, nil
 		}
 	}
@@ -123,41 +125,4 @@ func (b *Broker) walDirUnneeded(v *metadata.View, s partlog.Source) (bool, error
 		return b.proxiedUploaded(v, s, seal, idx)
 	}
 	return true, nil
-}
-
-// removeWALDir deletes a sealed WAL directory: its files, then the directory. The seal
-// goes last, so a directory half deleted is still sealed (nobody writes into it). The
-// legacy WAL (epoch 0) is the broker's home itself, which holds the epoch directories:
-// only its files go.
-func removeWALDir(fsys wal.FS, dir string, legacy bool) error {
-	ents, err := fsys.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("broker: listing %s: %w", dir, err)
-	}
-	var seal []string
-	for _, e := range ents {
-		if e.IsDir() {
-			continue
-		}
-		p := filepath.Join(dir, e.Name())
-		if strings.HasPrefix(e.Name(), "SEAL") || strings.HasPrefix(e.Name(), "FENCE") {
-			seal = append(seal, p)
-			continue
-		}
-		if err := fsys.Remove(p); err != nil {
-			return fmt.Errorf("broker: removing %s: %w", p, err)
-		}
-	}
-	for _, p := range seal {
-		if err := fsys.Remove(p); err != nil {
-			return fmt.Errorf("broker: removing %s: %w", p, err)
-		}
-	}
-	if legacy {
-		return fsys.SyncDir(dir)
-	}
-	if err := fsys.Remove(dir); err != nil {
-		return fmt.Errorf("broker: removing %s: %w", dir, err)
-	}
-	return fsys.SyncDir(filepath.Dir(dir))
 }

@@ -346,6 +346,7 @@ func (c *Client) publishView(vj *ViewJSON) (bool, error) {
 		c.view = metadata.NewViewWithObjects(vj.Version, vj.ClusterID, id, vj.Brokers, vj.Topics, vj.Objects)
 		c.view.Scram = vj.Scram
 		c.view.ACLs = acl.NewSet(vj.ACLs)
+		c.view.SetTopicTombstones(vj.TopicTombstones)
 		c.fulls.Add(1)
 	}
 	c.viewVersion.Store(vj.Version)

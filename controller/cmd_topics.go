@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/weir-io/weir/metadata"
 )
@@ -54,6 +55,7 @@ func (c *deleteTopicCmd) apply(m *machine) (any, bool, error) {
 		return nil, false, fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, c.Name)
 	}
 	m.removeTopic(t)
+	m.st.TopicTombstones = append(slices.Clip(m.st.TopicTombstones), t.ID)
 	return t, true, nil
 }
 

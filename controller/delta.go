@@ -263,6 +263,11 @@ func (h *stepHistory) buildDelta(after uint64, cur *metadata.View) []byte {
 	if st.acls {
 		vj.ACLsSet, vj.ACLs = true, cur.ACLSet().Bindings()
 	}
+	if len(vj.DeletedTopics) > 0 || len(vj.Topics) > 0 {
+		// A deletion, or a topic replaced whole (deleted and created again under its
+		// name within the delta): the tombstones may have grown.
+		vj.TopicTombstones = cur.TopicTombstones()
+	}
 	b, err := json.Marshal(vj)
 	if err != nil { // cannot happen: plain data
 		panic(fmt.Sprintf("controller: encode delta: %v", err))
@@ -329,6 +334,10 @@ func applyDelta(base *metadata.View, vj *ViewJSON, controllerID int32) (*metadat
 	}
 	v := metadata.NewViewWithObjects(vj.Version, vj.ClusterID, controllerID, vj.Brokers, topics, objects)
 	v.Scram, v.ACLs = base.Scram, base.ACLs
+	v.SetTopicTombstones(base.TopicTombstones())
+	if vj.TopicTombstones != nil {
+		v.SetTopicTombstones(vj.TopicTombstones)
+	}
 	if vj.ScramSet {
 		v.Scram = vj.Scram
 	}

@@ -203,6 +203,11 @@ func TestFSMCommands(t *testing.T) {
 	if old.Topics["t"] == nil || old.TopicByID(tid) == nil || f.View().Topics["t"] != nil || f.View().TopicByID(tid) != nil {
 		t.Fatal("delete leaked into an old view or did not happen")
 	}
+	// A deleted topic is tombstoned: the WAL directory GC tells it from a topic newer
+	// than its view.
+	if !f.View().TopicDeleted(tid) || old.TopicDeleted(tid) || f.View().TopicDeleted(topicID(77)) {
+		t.Fatalf("tombstones: new view %v, old view %v", f.View().TopicTombstones(), old.TopicTombstones())
+	}
 	if res := apply(t, f, &deleteTopicCmd{Name: "t"}); !errors.Is(res.Err, metadata.ErrUnknownTopic) {
 		t.Fatalf("delete twice: %v", res.Err)
 	}
@@ -268,6 +273,9 @@ func TestFSMDeterministicSnapshotRestore(t *testing.T) {
 	}
 	if got, want := stateJSON(t, c.State()), stateJSON(t, b.State()); got != want {
 		t.Fatalf("restored state differs:\n%s\n%s", got, want)
+	}
+	if v := c.View(); !v.TopicDeleted(topicID(9)) || v.TopicDeleted(topicID(7)) {
+		t.Fatalf("restored tombstones %v, want topic 9's", v.TopicTombstones())
 	}
 	if v := c.View(); v.ClusterID != "cluster-a" || v.TopicByID(topicID(7)) == nil || v.Topics["t"].Partitions[0].Leader != 2 {
 		t.Fatalf("restored view %+v", v)

@@ -38,6 +38,11 @@ type State struct {
 	// ACLs are the ACL bindings, sorted (cmd_acls.go); copy-on-write like Objects.
 	// Absent from snapshots written before ACLs existed: none.
 	ACLs []acl.Binding `json:"acls,omitempty"`
+	// TopicTombstones are the IDs of deleted topics, in deletion order: a View tells a
+	// deleted topic (gone for good: IDs are never reused) from one it does not know yet
+	// (metadata.View.TopicDeleted), which the WAL directory GC needs. Copy-on-write (a
+	// deletion stores a new slice). Absent from snapshots written before it existed.
+	TopicTombstones []metadata.TopicID `json:"topic_tombstones,omitempty"`
 }
 
 // UnmarshalJSON decodes a State. The "objects" field was reserved (and never written)
@@ -121,6 +126,7 @@ func (s *State) view() *metadata.View {
 	v := metadata.NewViewWithObjects(s.Version, s.ClusterID, -1, brokers, topics, s.Objects)
 	v.Scram = s.Scram
 	v.ACLs = acl.NewSet(s.ACLs)
+	v.SetTopicTombstones(s.TopicTombstones)
 	return v
 }
 

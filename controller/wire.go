@@ -33,10 +33,13 @@ type ViewJSON struct {
 	DeletedObjects []uint64                  `json:"deleted_objects,omitempty"`
 	ScramSet       bool                      `json:"scram_set,omitempty"`
 	ACLsSet        bool                      `json:"acls_set,omitempty"`
+	// TopicTombstones: the IDs of every deleted topic (View.TopicDeleted), whole in a
+	// delta too; absent in a delta: unchanged (tombstones are only ever added).
+	TopicTombstones []metadata.TopicID `json:"topic_tombstones,omitempty"`
 }
 
 func viewToWire(v *metadata.View) ViewJSON {
-	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics, Objects: v.Objects, Scram: v.Scram, ACLs: v.ACLSet().Bindings()}
+	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics, Objects: v.Objects, Scram: v.Scram, ACLs: v.ACLSet().Bindings(), TopicTombstones: v.TopicTombstones()}
 }
 
 // RegisterRequest is the body of POST /v1/brokers/register. Incarnation identifies the

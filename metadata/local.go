@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -71,6 +72,8 @@ type localState struct {
 	Scram ScramUsers `json:"scram,omitempty"`
 	// ACLs are the ACL bindings (local_acls.go), sorted; copy-on-write.
 	ACLs []acl.Binding `json:"acls,omitempty"`
+	// TopicTombstones are the IDs of deleted topics (View.TopicDeleted); copy-on-write.
+	TopicTombstones []TopicID `json:"topic_tombstones,omitempty"`
 }
 
 // localEpoch is the registration epoch of LocalStore's only broker.
@@ -160,6 +163,7 @@ func (s *LocalStore) publish() {
 	s.view = NewViewWithObjects(s.state.Version, s.state.ClusterID, self.ID, []Broker{self}, topics, s.state.Objects)
 	s.view.Scram = s.state.Scram
 	s.view.ACLs = acl.NewSet(s.state.ACLs)
+	s.view.SetTopicTombstones(s.state.TopicTombstones)
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
@@ -294,6 +298,7 @@ func (s *LocalStore) DeleteTopic(_ context.Context, name string) (*Topic, error)
 	}
 	prev := s.snapshotState()
 	delete(s.state.Topics, name)
+	s.state.TopicTombstones = append(slices.Clip(s.state.TopicTombstones), t.ID)
 	if err := s.commit(prev); err != nil {
 		return nil, err
 	}

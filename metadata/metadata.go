@@ -9,9 +9,11 @@
 package metadata
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -358,6 +360,36 @@ type View struct {
 	// ACLs are the cluster's ACL bindings (acls.go); nil: none. Immutable, indexed.
 	ACLs *acl.Set
 	byID map[TopicID]*Topic
+	// deleted holds the IDs of deleted topics (tombstones; SetTopicTombstones).
+	deleted map[TopicID]bool
+}
+
+// SetTopicTombstones records the IDs of deleted topics in the View (before it is
+// published). A topic ID is never reused, so a tombstone says for good that a topic is
+// gone, while a topic merely missing from a View may have been created after it.
+func (v *View) SetTopicTombstones(ids []TopicID) {
+	if len(ids) == 0 {
+		v.deleted = nil
+		return
+	}
+	v.deleted = make(map[TopicID]bool, len(ids))
+	for _, id := range ids {
+		v.deleted[id] = true
+	}
+}
+
+// TopicDeleted reports whether the topic with this ID was deleted (tombstoned). False
+// for a topic the View does not know at all: it may be newer than the View.
+func (v *View) TopicDeleted(id TopicID) bool { return v.deleted[id] }
+
+// TopicTombstones lists the IDs of deleted topics, sorted.
+func (v *View) TopicTombstones() []TopicID {
+	out := make([]TopicID, 0, len(v.deleted))
+	for id := range v.deleted {
+		out = append(out, id)
+	}
+	slices.SortFunc(out, func(a, b TopicID) int { return bytes.Compare(a[:], b[:]) })
+	return out
 }
 
 // TopicByID finds a topic by its UUID.

@@ -50,6 +50,14 @@ type Config struct {
 	// writer's record or was fenced. Required wherever another broker may take the
 	// directory over.
 	Fence bool
+	// EpochFence, with Fence, is the path of the epoch fence token of the broker whose
+	// registration Epoch writes Dir (see epochfence.go): Open refuses (ErrFenced) if the
+	// token fences Epoch. Open reads it after writing the owner record, so a taker that
+	// marks the token first and then fences the directory by name cannot miss this
+	// writer (doc.go, Fencing). Empty: no token (a WAL not taken over by epoch).
+	EpochFence string
+	// Epoch is the registration epoch Dir belongs to (>= 1 with EpochFence).
+	Epoch int64
 	// Owner names the writer in FENCE, for operators reading it (e.g. "broker-3 epoch
 	// 17"). At most MaxFenceName bytes.
 	Owner string
@@ -127,6 +135,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRecordSize < 0 || c.MaxRecordSize > MaxPayloadSize {
 		errs = append(errs, fmt.Errorf("MaxRecordSize %d is outside [0, %d]", c.MaxRecordSize, MaxPayloadSize))
+	}
+	if c.EpochFence != "" && (!c.Fence || c.Epoch < 1) {
+		errs = append(errs, fmt.Errorf("EpochFence needs Fence and an Epoch >= 1 (Epoch %d)", c.Epoch))
 	}
 	if len(c.Owner) > MaxFenceName {
 		errs = append(errs, fmt.Errorf("Owner is %d bytes, at most %d fit in FENCE", len(c.Owner), MaxFenceName))

@@ -8,7 +8,8 @@
 // record.go frames records on byte slices and streams (AppendRecord,
 // DecodeRecord, Reader) and knows the segment header. wal.go, commit.go,
 // segment.go and replay.go manage segment files, the committer goroutine and
-// recovery. fence.go (the fence token), seal.go (Seal, the taker's side),
+// recovery. fence.go (the fence token), epochfence.go (the per-broker epoch
+// fence token), uncached.go (O_DIRECT reads), seal.go (Seal, the taker's side),
 // scan.go (reading a directory with fresh opens) and readonly.go (ReadOnly)
 // serve failover: another broker reading this log.
 //
@@ -224,6 +225,32 @@
 //     idempotent producers are deduplicated). O never writes below its write
 //     offset: after a failed write it starts a new segment, and a fenced Replay
 //     refuses before truncating.
+//   - Uncached reads of what decides an ack: FENCE, SEAL and the epoch fence
+//     token are read with ReadUncached (O_DIRECT, so the READ goes to S). After
+//     O's own WRITE of its owner record, the weak cache consistency attributes in
+//     the reply can make O's client take T's later change for its own and keep a
+//     stale page across a fresh open (TestFenceAndTokenReadUncachedAfterOwnWrite
+//     models it with StaleFS.SetOwnWriteStale). Where the file system refuses
+//     O_DIRECT (EINVAL: tmpfs on older kernels, some FUSE) the read falls back to
+//     a plain fresh open; such a file system is not shared between hosts.
+//
+// # The epoch fence
+//
+// A FENCE stops one directory, and only one the taker reaches. The broker's
+// epoch fence token (epochfence.go; file FENCED-EPOCH in the broker's home,
+// package wal/walhome) stops registration epochs by number: an owner that
+// registered epoch N and stalled before creating epoch-N, a directory a stale
+// listing hides, a directory the GC removed (and MkdirAll would recreate). With
+// Config.EpochFence, Open does MkdirAll, writes the owner record into FENCE
+// (synced), and only then reads the token, refusing (ErrFenced, and fencing the
+// directory) an epoch it fences. The taker (walhome.SealUpTo) marks the token
+// first, synced, then fences and seals every epoch up to N by name, creating
+// what is missing. Either O's token read follows T's mark (O is refused), or O's
+// owner record was written before T's by-name Fence of epoch-N, which writes the
+// fence record into that same FENCE, so O's first group commit fails. The
+// post-sync check therefore reads FENCE only: every later fence of an epoch
+// whose Open succeeded fences its directory by name (or removes it, which makes
+// the FENCE read fail: fenced).
 //
 // Errors fail safe: a check that cannot read FENCE counts as fenced (on a soft
 // mount a timeout fails the WAL rather than acking). The fence is the first

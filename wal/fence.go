@@ -174,16 +174,15 @@ func parseFence(b []byte) FenceInfo {
 	return fi
 }
 
-// readFenceFile reads FENCE with a fresh open: on NFS the open revalidates the
-// client's cache against the server (close-to-open), which a cached descriptor would
-// not.
+// readFenceFile reads FENCE uncached (ReadUncached): a fresh open, on NFS, revalidates
+// the client's cache only if it believes another client changed the file, which its own
+// write of the owner record can hide.
 func readFenceFile(fs FS, dir string) ([]byte, error) {
-	f, err := fs.OpenFile(filepath.Join(dir, FenceFile), os.O_RDONLY, 0)
+	b, err := ReadUncached(fs, filepath.Join(dir, FenceFile), uncachedAlign)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return readUpTo(f, fenceFileSize)
+	return b[:min(len(b), fenceFileSize)], nil
 }
 
 // readUpTo reads the first n bytes of f, fewer if the file is shorter.
@@ -196,7 +195,7 @@ func readUpTo(f File, n int) ([]byte, error) {
 	return b[:m], nil
 }
 
-// ReadFence reads the FENCE file of dir with a fresh open; fs nil means the OS file
+// ReadFence reads the FENCE file of dir uncached; fs nil means the OS file
 // system. ok is false if there is none.
 func ReadFence(fs FS, dir string) (info FenceInfo, ok bool, err error) {
 	if fs == nil {
@@ -275,7 +274,7 @@ func openFence(cfg Config, instance uint64) error {
 	if err != nil {
 		return ioError("opening "+path, err)
 	}
-	b, err := readUpTo(f, fenceFileSize)
+	b, err := readFenceFile(cfg.FS, cfg.Dir)
 	if err != nil {
 		f.Close()
 		return ioError("reading "+path, err)
@@ -332,4 +331,23 @@ func (w *WAL) checkFence() error {
 			ErrFenced, FenceFile, w.cfg.Dir, fi.Owner.Who, fi.Owner.Instance)
 	}
 	return nil
+}
+
+// checkEpochFence is Open's last check with Config.EpochFence, after the owner record is
+// written: refuse if the token fences this epoch (or cannot be read). A refused
+// directory is fenced on the way out: Open's MkdirAll may have recreated a directory
+// the WAL directory GC removed, and nobody must ever write there.
+func checkEpochFence(cfg Config) error {
+	if cfg.EpochFence == "" {
+		return nil
+	}
+	ef, err := ReadEpochFence(cfg.FS, cfg.EpochFence)
+	if err != nil {
+		return fmt.Errorf("%w: epoch fence token unreadable: %w", ErrFenced, err)
+	}
+	if !ef.Fenced(cfg.Epoch) {
+		return nil
+	}
+	ferr := Fence(cfg.FS, cfg.Dir, "epoch fence token")
+	return errors.Join(fmt.Errorf("%w: %s: epoch %d is fenced by %s (fenced up to epoch %d)", ErrFenced, cfg.Dir, cfg.Epoch, cfg.EpochFence, ef.Max), ferr)
 }

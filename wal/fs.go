@@ -57,7 +57,7 @@ func OSFS() FS { return osFS{} }
 type osFS struct{}
 
 func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
-	f, err := os.OpenFile(name, flag, perm)
+	f, err := os.OpenFile(name, osFlags(flag), perm)
 	if err != nil {
 		return nil, err
 	}

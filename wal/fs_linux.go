@@ -4,11 +4,31 @@ package wal
 
 import (
 	"errors"
+	"io"
 	"os"
 
 	"github.com/weir-io/weir/internal/sysfile"
 	"golang.org/x/sys/unix"
 )
+
+// OUncached is the OpenFile flag that bypasses the client's page cache (O_DIRECT);
+// see ReadUncached.
+const OUncached = unix.O_DIRECT
+
+// readOnce is one pread(2): O_DIRECT refuses the unaligned retry os.File.ReadAt makes
+// after a short read.
+func (f *osFile) readOnce(p []byte, off int64) (int, error) {
+	var n int
+	err := sysfile.Call(f.File, "pread", func(fd int) error {
+		var err error
+		n, err = unix.Pread(fd, p, off)
+		return err
+	})
+	if err == nil && n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return max(n, 0), err
+}
 
 func fdatasync(f *os.File) error {
 	return sysfile.Call(f, "fdatasync", unix.Fdatasync)
@@ -23,3 +43,5 @@ func fallocate(f *os.File, size int64) error {
 }
 
 func isQuotaError(err error) bool { return errors.Is(err, unix.EDQUOT) }
+
+func osFlags(flag int) int { return flag }

@@ -7,6 +7,10 @@ import (
 	"os"
 )
 
+// OUncached would bypass the page cache; outside Linux it is a flag bit osFS strips
+// (reads are plain fresh opens there), which test file systems still see.
+const OUncached = 1 << 28
+
 // fdatasync falls back to a full fsync where fdatasync is not available.
 func fdatasync(f *os.File) error { return f.Sync() }
 
@@ -15,3 +19,5 @@ func fallocate(f *os.File, size int64) error {
 }
 
 func isQuotaError(error) bool { return false }
+
+func osFlags(flag int) int { return flag &^ OUncached }

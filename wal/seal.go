@@ -114,22 +114,17 @@ func (s *SealInfo) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-// ReadSeal reads the SEAL of dir with a fresh open; fs nil means the OS file system.
-// ok is false if dir is not sealed.
+// ReadSeal reads the SEAL of dir uncached (ReadUncached); fs nil means the OS file
+// system. ok is false if dir is not sealed.
 func ReadSeal(fsys FS, dir string) (info SealInfo, ok bool, err error) {
 	if fsys == nil {
 		fsys = OSFS()
 	}
 	path := filepath.Join(dir, SealFile)
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	b, err := ReadUncached(fsys, path, uncachedAlign)
 	if errors.Is(err, os.ErrNotExist) {
 		return SealInfo{}, false, nil
 	}
-	if err != nil {
-		return SealInfo{}, false, fmt.Errorf("wal: opening %s: %w", path, err)
-	}
-	defer f.Close()
-	b, err := readUpTo(f, SealSize)
 	if err != nil {
 		return SealInfo{}, false, fmt.Errorf("wal: reading %s: %w", path, err)
 	}

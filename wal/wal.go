@@ -100,7 +100,8 @@ type result struct {
 // Open creates cfg.Dir if needed and finds the segments in it, removing
 // leftover temporary files. It does not read them: call Replay before Append.
 // It refuses (ErrFenced) a sealed or fenced directory; with Config.Fence it
-// writes this writer's owner record into FENCE, synced.
+// writes this writer's owner record into FENCE, synced, and then, with
+// Config.EpochFence, refuses an epoch the epoch fence token fences.
 func Open(cfg Config) (*WAL, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -154,6 +155,10 @@ func Open(cfg Config) (*WAL, error) {
 	if cfg.Fence {
 		instance = rand.Uint64()
 		if err := openFence(cfg, instance); err != nil {
+			m.unregister()
+			return nil, err
+		}
+		if err := checkEpochFence(cfg); err != nil {
 			m.unregister()
 			return nil, err
 		}

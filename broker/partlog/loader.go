@@ -8,6 +8,7 @@ import (
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/wal"
+	"github.com/weir-io/weir/wal/walhome"
 )
 
 // Source is one WAL directory: the WAL a broker wrote in one registration epoch (epoch 0:
@@ -33,6 +34,10 @@ type Loader struct {
 
 	mu    sync.Mutex
 	views map[string]*wal.ReadOnly
+	// proxies caches what ProxyReader resolved, by (broker, epoch): listing a broker's
+	// directories (and reading its epoch fence token) per link would cost file system
+	// round trips on the produce path. Forget drops an entry with its directory.
+	proxies map[SourceID]proxySource
 
 	// BytesRead counts the payload bytes of the records scanned (metrics: what a
 	// recovery reads of a dead broker's WAL).
@@ -47,7 +52,7 @@ func NewLoader(fs wal.FS, dirs func(broker int32) ([]Source, error), bytesRead f
 	if bytesRead == nil {
 		bytesRead = func(int32, int) {}
 	}
-	return &Loader{fs: fs, dirs: dirs, views: map[string]*wal.ReadOnly{}, bytesRead: bytesRead}
+	return &Loader{fs: fs, dirs: dirs, views: map[string]*wal.ReadOnly{}, proxies: map[SourceID]proxySource{}, bytesRead: bytesRead}
 }
 
 // View returns the read-only view of one WAL directory.
@@ -73,6 +78,17 @@ func (l *Loader) Forget(dir string) {
 		ro.Close()
 		delete(l.views, dir)
 	}
+	for id, ps := range l.proxies {
+		if ps.dir == dir {
+			delete(l.proxies, id)
+		}
+	}
+}
+
+// proxySource is a resolved ProxyReader.
+type proxySource struct {
+	dir string
+	r   Reader
 }
 
 // LoadOptions adjust a Load.
@@ -171,7 +187,7 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 			// Another broker's partition: part of its log only through the leader's link.
 			if idx != nil {
 				if id, index, _, err := DecodeBatchRec(payload); err == nil {
-					idx.noteProxied(id, index)
+					idx.NoteProxied(id, index)
 				}
 			}
 			return nil
@@ -190,7 +206,7 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 			return fmt.Errorf("partlog: %s at %d: %w", src.Dir, pos, err)
 		}
 		if idx != nil {
-			idx.note(id, index, h.LastOffset())
+			idx.Note(id, index, h.LastOffset())
 		}
 		p := want[id][index]
 		if p == nil {
@@ -212,7 +228,7 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 		return fmt.Errorf("partlog: scanning %s: %w", src.Dir, err)
 	}
 	if idx != nil {
-		if err := writeDirIndex(l.fs, src.Dir, idx); err != nil {
+		if err := walhome.WriteDirIndex(l.fs, src.Dir, idx); err != nil {
 			return fmt.Errorf("partlog: %s: %w", src.Dir, err)
 		}
 	}
@@ -233,7 +249,7 @@ func (l *Loader) collectLink(src Source, own Reader, want map[metadata.TopicID]m
 		return fmt.Errorf("partlog: %s at %d: %w", src.Dir, pos, err)
 	}
 	if idx != nil {
-		idx.note(lk.Topic, lk.Partition, lk.Last())
+		idx.Note(lk.Topic, lk.Partition, lk.Last())
 	}
 	p := want[lk.Topic][lk.Partition]
 	if p == nil {
@@ -254,6 +270,13 @@ func (l *Loader) collectLink(src Source, own Reader, want map[metadata.TopicID]m
 // it) reads as a storage error; the index entries pointing there are below what objects
 // hold and are dropped, so only a reader racing with that finds it.
 func (l *Loader) ProxyReader(broker int32, epoch int64) Reader {
+	id := SourceID{broker, epoch}
+	l.mu.Lock()
+	ps, ok := l.proxies[id]
+	l.mu.Unlock()
+	if ok {
+		return ps.r
+	}
 	srcs, err := l.dirs(broker)
 	if err != nil {
 		return errReader{err}
@@ -262,14 +285,18 @@ func (l *Loader) ProxyReader(broker int32, epoch int64) Reader {
 		if s.Epoch != epoch {
 			continue
 		}
-		if s.Reader != nil {
-			return s.Reader
+		var r Reader = s.Reader
+		if r == nil {
+			ro, err := l.View(s.Dir)
+			if err != nil {
+				return errReader{err}
+			}
+			r = ro
 		}
-		ro, err := l.View(s.Dir)
-		if err != nil {
-			return errReader{err}
-		}
-		return ro
+		l.mu.Lock()
+		l.proxies[id] = proxySource{dir: s.Dir, r: r}
+		l.mu.Unlock()
+		return r
 	}
 	return errReader{fmt.Errorf("WAL of broker %d epoch %d not found", broker, epoch)}
 }
@@ -286,4 +313,5 @@ func (l *Loader) Close() {
 		ro.Close()
 		delete(l.views, dir)
 	}
+	clear(l.proxies)
 }

@@ -35,8 +35,11 @@ var errValidateOnly = errors.New("metatest: validate only")
 //
 //   - The brokers are fixed by NewStore, all active from the start, at 127.0.0.1:1 until
 //     they register; the first one is reported as the controller. RegisterBroker
-//     replaces a listed broker's record (address, rack, epoch as given) and keeps it
-//     active; it ignores an ID NewStore did not list.
+//     replaces a listed broker's record (address, rack) and keeps it active, in the
+//     next registration epoch (the previous one + 1, as the controller counts; an epoch
+//     given explicitly is kept); it ignores an ID NewStore did not list. A broker
+//     started with For(id) learns its epoch from BrokerStore.Epoch, so it writes, and
+//     its takers fence and seal, real epoch directories.
 //   - CreateTopic gives the topic a random ID and places its partitions round-robin
 //     over the brokers in NewStore's order (every topic starts at the first broker,
 //     whatever their state); -1 partitions means 1. Each partition starts with a log
@@ -141,6 +144,7 @@ func (s *Store) update(fn func(v *metadata.View) error) error {
 		return err
 	}
 	s.view = metadata.NewViewWithObjects(v.Version+1, v.ClusterID, v.ControllerID, v.Brokers, v.Topics, v.Objects)
+	s.view.SetTopicTombstones(v.TopicTombstones())
 	close(s.changed)
 	s.changed = make(chan struct{})
 	return nil
@@ -153,6 +157,9 @@ func (s *Store) RegisterBroker(_ context.Context, b metadata.Broker) error {
 		for i := range v.Brokers {
 			if v.Brokers[i].ID == b.ID {
 				b.State = metadata.BrokerActive
+				if b.Epoch == 0 {
+					b.Epoch = v.Brokers[i].Epoch + 1
+				}
 				v.Brokers[i] = b
 				applyUpdates(v, metadata.PlanAdopt(v.Topics, b))
 			}
@@ -412,6 +419,13 @@ func (b *BrokerStore) DrainBroker(context.Context) error { return b.Drain(b.id) 
 func (b *BrokerStore) Draining() bool {
 	br, ok := b.View().Broker(b.id)
 	return ok && br.Draining()
+}
+
+// Epoch is broker id's registration epoch as the View shows it (what the controller
+// client's Epoch says after RegisterBroker).
+func (b *BrokerStore) Epoch() int64 {
+	br, _ := b.View().Broker(b.id)
+	return br.Epoch
 }
 
 // For returns the store broker id hands to its broker.New.

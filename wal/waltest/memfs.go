@@ -105,7 +105,22 @@ func (m *MemFS) Remove(name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.names[name]; !ok {
-		return perr("remove", name, fs.ErrNotExist)
+		if !m.dirs[name] || name == "/" || name == "." {
+			return perr("remove", name, fs.ErrNotExist)
+		}
+		// A directory: only an empty one, as rmdir.
+		for n := range m.names {
+			if filepath.Dir(n) == name {
+				return perr("remove", name, syscall.ENOTEMPTY)
+			}
+		}
+		for d := range m.dirs {
+			if d != name && filepath.Dir(d) == name {
+				return perr("remove", name, syscall.ENOTEMPTY)
+			}
+		}
+		delete(m.dirs, name)
+		return nil
 	}
 	delete(m.names, name)
 	return nil
@@ -155,6 +170,11 @@ func (m *MemFS) ReadDir(dir string) ([]os.DirEntry, error) {
 	for name, n := range m.names {
 		if filepath.Dir(name) == dir {
 			out = append(out, fs.FileInfoToDirEntry(fileInfo{name: filepath.Base(name), size: int64(len(n.data))}))
+		}
+	}
+	for d := range m.dirs {
+		if d != dir && filepath.Dir(d) == dir {
+			out = append(out, fs.FileInfoToDirEntry(fileInfo{name: filepath.Base(d), dir: true}))
 		}
 	}
 	slices.SortFunc(out, func(a, b os.DirEntry) int {
@@ -301,11 +321,17 @@ func (f *memFile) Close() error {
 type fileInfo struct {
 	name string
 	size int64
+	dir  bool
 }
 
-func (i fileInfo) Name() string       { return i.name }
-func (i fileInfo) Size() int64        { return i.size }
-func (i fileInfo) Mode() os.FileMode  { return 0o644 }
+func (i fileInfo) Name() string { return i.name }
+func (i fileInfo) Size() int64  { return i.size }
+func (i fileInfo) Mode() os.FileMode {
+	if i.dir {
+		return os.ModeDir | 0o755
+	}
+	return 0o644
+}
 func (i fileInfo) ModTime() time.Time { return time.Time{} }
-func (i fileInfo) IsDir() bool        { return false }
+func (i fileInfo) IsDir() bool        { return i.dir }
 func (i fileInfo) Sys() any           { return nil }

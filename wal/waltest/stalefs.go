@@ -32,6 +32,12 @@ const PageSize = 4096
 //   - Write-back: writes stay in the client, visible to its own reads only, until Sync or
 //     Close sends them to the server (Sync then syncs the server's file: an NFS COMMIT).
 //     Truncate and Allocate go to the server at once, as a SETATTR does.
+//   - Weak cache consistency (SetOwnWriteStale): an NFS client that wrote a file itself
+//     takes the attributes in its WRITE replies as its own change and may keep its pages
+//     across a later open even after another client changed the file. With the setting
+//     on, OpenFile of a file this client has written keeps its cached pages; a read
+//     through a descriptor opened with wal.OUncached (O_DIRECT) always goes to the
+//     server, which is why FENCE, SEAL and the epoch fence token are read that way.
 //   - Names: creations, removals, renames and links go to the server at once, and OpenFile
 //     looks a name up there (lookupcache=positive). ReadDir is fresh unless SetStaleDirs
 //     is on: then each directory's listing is cached at its first ReadDir and afterwards
@@ -44,6 +50,7 @@ type StaleFS struct {
 	mu        sync.Mutex
 	files     map[string]*cachedFile
 	staleDirs bool
+	ownStale  bool
 	dirs      map[string][]os.DirEntry
 }
 
@@ -52,6 +59,7 @@ type cachedFile struct {
 	size  int64            // as of the last open, grown by this client's writes
 	pages map[int64][]byte // clean pages read from the server, by index (the last may be short)
 	dirty []pendingWrite   // this client's writes the server has not seen yet, in order
+	wrote bool             // this client sent writes of the file to the server
 }
 
 type pendingWrite struct {
@@ -75,6 +83,14 @@ func (s *StaleFS) SetStaleDirs(on bool) {
 	}
 }
 
+// SetOwnWriteStale turns on or off keeping the pages of files this client wrote across
+// opens (weak cache consistency, see StaleFS).
+func (s *StaleFS) SetOwnWriteStale(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ownStale = on
+}
+
 // DropCaches forgets every cached page, size and listing (not unwritten data), as if
 // the host dropped its caches.
 func (s *StaleFS) DropCaches() {
@@ -88,7 +104,8 @@ func (s *StaleFS) DropCaches() {
 
 func (s *StaleFS) OpenFile(name string, flag int, perm os.FileMode) (wal.File, error) {
 	name = filepath.Clean(name)
-	f, err := s.inner.OpenFile(name, flag, perm)
+	direct := flag&wal.OUncached != 0
+	f, err := s.inner.OpenFile(name, flag&^wal.OUncached, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +121,9 @@ func (s *StaleFS) OpenFile(name string, flag int, perm os.FileMode) (wal.File, e
 		c = &cachedFile{}
 		s.files[name] = c
 	}
-	c.pages = map[int64][]byte{} // close-to-open revalidation
+	if !(s.ownStale && c.wrote) || c.pages == nil {
+		c.pages = map[int64][]byte{} // close-to-open revalidation
+	}
 	if flag&os.O_TRUNC != 0 {
 		c.dirty = nil
 	}
@@ -112,7 +131,7 @@ func (s *StaleFS) OpenFile(name string, flag int, perm os.FileMode) (wal.File, e
 	if flag&os.O_CREATE != 0 {
 		s.addEntry(name)
 	}
-	return &staleFile{fs: s, f: f, c: c, name: name, writable: flag&(os.O_WRONLY|os.O_RDWR) != 0}, nil
+	return &staleFile{fs: s, f: f, c: c, name: name, writable: flag&(os.O_WRONLY|os.O_RDWR) != 0, direct: direct}, nil
 }
 
 func (c *cachedFile) dirtyEnd() int64 {
@@ -224,6 +243,7 @@ type staleFile struct {
 	c        *cachedFile
 	name     string
 	writable bool
+	direct   bool // opened with wal.OUncached: reads bypass the cached pages
 	closed   bool // guarded by fs.mu
 }
 
@@ -242,6 +262,9 @@ func (f *staleFile) ReadAt(p []byte, off int64) (int, error) {
 	for pos := off; pos < off+int64(n); {
 		idx := pos / PageSize
 		pg, ok := c.pages[idx]
+		if f.direct {
+			ok = false
+		}
 		if !ok {
 			buf := make([]byte, PageSize)
 			m, err := f.f.ReadAt(buf, idx*PageSize)
@@ -249,7 +272,9 @@ func (f *staleFile) ReadAt(p []byte, off int64) (int, error) {
 				return 0, err
 			}
 			pg = buf[:m]
-			c.pages[idx] = pg
+			if !f.direct {
+				c.pages[idx] = pg
+			}
 		}
 		in := pos - idx*PageSize
 		stop := min(off+int64(n), (idx+1)*PageSize)
@@ -289,6 +314,7 @@ func (f *staleFile) WriteAt(p []byte, off int64) (int, error) {
 func (f *staleFile) flush() (bool, error) {
 	c := f.c
 	wrote := len(c.dirty) > 0
+	c.wrote = c.wrote || wrote
 	for len(c.dirty) > 0 {
 		w := c.dirty[0]
 		if _, err := w.via.WriteAt(w.data, w.off); err != nil {
