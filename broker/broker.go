@@ -336,7 +336,7 @@ func (b *Broker) openTier() error {
 	}
 	t, err := tier.New(b.cfg.Tier, tier.Deps{
 		NodeID: b.cfg.NodeID, Store: b.cfg.Objects, Meta: b.meta, Manifest: m, WAL: b.wal,
-		Led: b.parts.All, Registerer: b.cfg.Registerer, Logger: b.log, Now: b.clock,
+		Led: b.parts.All, Registerer: b.cfg.Registerer, Logger: b.log, Now: b.clock, LeaseOK: b.leaseOK,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)

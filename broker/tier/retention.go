@@ -111,6 +111,9 @@ func (t *Tier) gcDuty(v *metadata.View) bool {
 
 // collectGarbage deletes the objects no one needs any more.
 func (t *Tier) collectGarbage() {
+	if t.d.LeaseOK != nil && !t.d.LeaseOK() {
+		return // cut off from the controllers: the view may be stale, delete nothing
+	}
 	v := t.d.Meta.View()
 	t.forgetOwnPrepared(t.ownStalePrepared(v))
 	if !t.gcDuty(v) {

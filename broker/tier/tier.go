@@ -37,6 +37,10 @@ type Deps struct {
 	Logger     *slog.Logger
 	// Now is the clock for retention.ms; nil: time.Now.
 	Now func() time.Time
+	// LeaseOK reports whether the broker's lease is valid; nil: always. Garbage
+	// collection deletes nothing without it: a broker cut off from the controllers
+	// works from a view that may be arbitrarily old.
+	LeaseOK func() bool
 }
 
 // Tier runs the object tier of one broker.
