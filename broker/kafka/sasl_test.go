@@ -47,6 +47,12 @@ func startSASLServer(t *testing.T, cfg sasl.Config) *saslHarness {
 // startSASLServerTLS is startSASLServer with a SASL_SSL listener when tc is set.
 func startSASLServerTLS(t *testing.T, cfg sasl.Config, tc *tls.Config) *saslHarness {
 	t.Helper()
+	return startSASLServerWith(t, cfg, tc, nil)
+}
+
+// startSASLServerWith is startSASLServerTLS with an internal handler (nil: none).
+func startSASLServerWith(t *testing.T, cfg sasl.Config, tc *tls.Config, internal InternalHandler) *saslHarness {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +70,7 @@ func startSASLServerTLS(t *testing.T, cfg sasl.Config, tc *tls.Config) *saslHarn
 	t.Cleanup(groups.Close)
 	reg := prometheus.NewRegistry()
 	s := NewServer(Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1, SASL: cfg},
-		Deps{Meta: meta, Backend: &fakeBackend{meta: meta}, Groups: groups, Registerer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Deps{Meta: meta, Backend: &fakeBackend{meta: meta}, Groups: groups, Registerer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Internal: internal})
 	s.ServeListener(ln, Listener{SASL: true, TLS: tc})
 	t.Cleanup(s.Close)
 	return &saslHarness{s: s, meta: meta, reg: reg, addr: ln.Addr().String()}
