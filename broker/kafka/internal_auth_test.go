@@ -14,10 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"github.com/weir-io/weir/broker/peer"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/acl"
 	"github.com/weir-io/weir/security/sasl"
-	"github.com/weir-io/weir/broker/peer"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/security/tlstest"
 )
