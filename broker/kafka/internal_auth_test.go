@@ -310,7 +310,7 @@ func TestInternalRefusedWithoutClusterToken(t *testing.T) {
 	}
 
 	hs := &echoInternal{}
-	sh := startSASLServerWith(t, sasl.DefaultConfig(), nil, hs)
+	sh := startSASLServerWith(t, sasl.DefaultConfig(), nil, hs, nil)
 	sh.addUser(t, "mallory", "pw", metadata.ScramSHA256)
 	r := dialAddr(t, sh.addr)
 	saslLogin(t, r, "mallory", "pw")
