@@ -102,7 +102,7 @@ func TestPreAuthBudgetOfItsOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the stalled frames to hold more than the small pool", func() bool { return h.s.lim.inUse() > 1<<20 })
+	waitFor(t, "the stalled frames to hold as much as the small pool", func() bool { return h.s.lim.inUse() >= 1<<20 })
 	md := kmsg.NewPtrMetadataRequest()
 	md.Version = 1
 	r.send(9, md)
