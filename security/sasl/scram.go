@@ -21,7 +21,8 @@ const (
 	MinIterations = 4096
 	MaxIterations = 16384
 	// DefaultIterations is what `weir admin user set` uses, and what an unknown user
-	// appears to have (so the usual credential and a made-up one look alike).
+	// appears to have when no user has a credential of the mechanism (else the
+	// iterations most users have: Typical).
 	DefaultIterations = 8192
 )
 
