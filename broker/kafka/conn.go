@@ -215,7 +215,7 @@ func (c *conn) readLoop() (err error) {
 				return err
 			}
 		}
-		body, held, err := c.readBody(r, int(n), pool, &deadline)
+		body, held, err := c.readBody(r, int(n), pool, pre, &deadline)
 		if err != nil {
 			return err
 		}
@@ -324,7 +324,11 @@ func (c *conn) oneFetch(s *slot) bool {
 // extra copy of a quarter of it. It returns the budget bytes held for the body; on error it
 // has given them back. Time spent waiting for budget is added to the frame's read
 // deadline: a client is not closed for the broker's backpressure.
-func (c *conn) readBody(r *bufio.Reader, n int, pool *budget, deadline *time.Time) (body []byte, held int64, err error) {
+//
+// Before authentication (pre, sasl_preauth.go) the whole frame is read in chunks of at
+// most what has arrived (at least 4 KiB), never ahead of the bytes: a stalled
+// unauthenticated frame holds what its client sent and 4 KiB, not four times as much.
+func (c *conn) readBody(r *bufio.Reader, n int, pool *budget, pre bool, deadline *time.Time) (body []byte, held int64, err error) {
 	defer func() {
 		if err != nil {
 			c.s.lim.release(pool, held)
@@ -349,6 +353,9 @@ func (c *conn) readBody(r *bufio.Reader, n int, pool *budget, deadline *time.Tim
 	}
 	var chunks [][]byte
 	quarter := (n + 3) / 4
+	if pre {
+		quarter = n
+	}
 	got, size := 0, 0
 	for {
 		// Wait for the first byte before taking anything; later chunks follow bytes that
@@ -371,6 +378,9 @@ func (c *conn) readBody(r *bufio.Reader, n int, pool *budget, deadline *time.Tim
 			return body, held, err
 		}
 		size = min(quarter-got, max(minBodyChunk, r.Buffered(), min(2*size, maxBodyChunk)))
+		if pre {
+			size = min(quarter-got, max(minBodyChunk, r.Buffered()))
+		}
 		if err = take(size, got > 0); err != nil {
 			return
 		}

@@ -45,7 +45,7 @@ func BenchmarkReadBody(b *testing.B) {
 	b.SetBytes(n)
 	for i := 0; i < b.N; i++ {
 		var deadline time.Time
-		body, held, err := c.readBody(r, n, s.lim.pool(n, false), &deadline)
+		body, held, err := c.readBody(r, n, s.lim.pool(n, false), false, &deadline)
 		if err != nil || len(body) != n {
 			b.Fatal(err)
 		}

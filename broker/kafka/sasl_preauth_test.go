@@ -82,9 +82,11 @@ func TestPreAuthFramesRefusedUnread(t *testing.T) {
 	}
 }
 
-// TestPreAuthBudgetOfItsOwn (issue 20, item 2): 40 unauthenticated connections each send
+// TestPreAuthBudgetOfItsOwn (issue 20, item 2): 60 unauthenticated connections each send
 // 16 KiB of a 64 KiB frame and stall; a logged-in client's Metadata is still answered,
-// because their bytes come from a pool of their own, not the small requests' pool.
+// because their bytes come from a pool of their own, not the small requests' pool; and
+// a new client still logs in, because a stalled unauthenticated frame holds only what
+// arrived of it (plus 4 KiB), not the whole frame.
 func TestPreAuthBudgetOfItsOwn(t *testing.T) {
 	h := startSASLServerWith(t, sasl.DefaultConfig(), nil, nil, func(c *Config) {
 		// Small requests' pool: 1 MiB; the stalled frames would want 2.5 MiB of it. The
@@ -94,7 +96,7 @@ func TestPreAuthBudgetOfItsOwn(t *testing.T) {
 	h.addUser(t, "alice", "pw", metadata.ScramSHA256)
 	r := dialAddr(t, h.addr)
 	saslLogin(t, r, "alice", "pw")
-	const conns = 40
+	const conns = 60
 	for i := 0; i < conns; i++ {
 		a := dialAddr(t, h.addr)
 		b := append(rawHeader(64<<10, 18, 0), make([]byte, 16<<10)...)
@@ -112,6 +114,10 @@ func TestPreAuthBudgetOfItsOwn(t *testing.T) {
 	if n := h.s.lim.small.inUse(); n != 0 {
 		t.Fatalf("unauthenticated frames hold %d bytes of the small requests' pool", n)
 	}
+	if n := h.s.lim.preAuth.inUse(); n > conns*(16<<10+minBodyChunk) {
+		t.Fatalf("unauthenticated frames hold %d bytes, more than what arrived of them and a chunk each", n)
+	}
+	saslLogin(t, dialAddr(t, h.addr), "alice", "pw")
 }
 
 // TestFrameReadDeadline (issue 20, item 2): a connection that stalls in the middle of a
