@@ -434,6 +434,11 @@ func parseRequest(body []byte) (reqHeader, kmsg.Request, error) {
 			return h, nil, errors.New("kafka: truncated request header tags")
 		}
 	}
+	if h.key == 0 {
+		if err := checkProduceShape(h.version, rd.Src); err != nil {
+			return h, nil, err
+		}
+	}
 	if err := req.ReadFrom(rd.Src); err != nil {
 		return h, nil, fmt.Errorf("kafka: decode %s v%d: %w", kmsg.NameForKey(h.key), h.version, err)
 	}

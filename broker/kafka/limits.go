@@ -211,7 +211,7 @@ func newLimiter(cfg Limits, set *metricset.Set, log *slog.Logger) *limiter {
 		Help: "The broker-wide budget of request bytes in flight: --queued-max-request-bytes plus the pools of requests up to 64 KiB and of unauthenticated connections (0: unlimited)."})
 	if cfg.QueuedMaxRequestBytes > 0 {
 		smallSize := max(cfg.QueuedMaxRequestBytes/8, 1<<20)
-		preSize := max(cfg.QueuedMaxRequestBytes/16, 8*maxPreAuthFrame)
+		preSize := max(cfg.QueuedMaxRequestBytes/16, 4<<20)
 		g := &sumGauge{g: inFlight}
 		l.budget = newBudget(cfg.QueuedMaxRequestBytes, g.part(0))
 		l.small = newBudget(smallSize, g.part(1))

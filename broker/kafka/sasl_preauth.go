@@ -11,9 +11,9 @@ import (
 // open one, so what it may make the broker hold is bounded apart from what logged-in
 // clients hold:
 //
-//   - a frame is at most maxPreAuthFrame bytes (Kafka's SaslServerAuthenticator caps
-//     them at 512 KiB too); a larger announced size closes the connection before a byte
-//     of the body is read;
+//   - a frame is at most maxPreAuthFrame bytes, 64 KiB (Kafka's SaslServerAuthenticator
+//     caps them at 512 KiB); a larger announced size closes the connection before a
+//     byte of the body is read;
 //   - the request's API key is looked at (bufio Peek, nothing allocated) before its body
 //     is read: anything but ApiVersions, SaslHandshake, SaslAuthenticate (and a broker's
 //     internal request when cluster tokens are on) closes the connection unread and
@@ -30,8 +30,12 @@ import (
 // the budget its partial frame held comes back.
 
 const (
-	// maxPreAuthFrame bounds a frame of an unauthenticated connection.
-	maxPreAuthFrame = 512 << 10
+	// maxPreAuthFrame bounds a frame of an unauthenticated connection. Kafka allows
+	// 512 KiB, for GSSAPI tickets and OAUTHBEARER tokens; PLAIN and SCRAM messages are
+	// at most 8 KiB (security/sasl), so 64 KiB is plenty, and it bounds what the few
+	// requests decoded before login can make kmsg allocate (unknown tagged fields
+	// become map entries: tens of bytes for every two bytes of frame).
+	maxPreAuthFrame = 64 << 10
 	// preAuthIdle bounds the wait for the next request of an unauthenticated connection
 	// (clients authenticate at once after connecting).
 	preAuthIdle = 30 * time.Second

@@ -22,7 +22,7 @@ func rawHeader(size int, key, version int16) []byte {
 
 // TestPreAuthFramesRefusedUnread (issue 20, items 2 and 3): on a SASL listener, before
 // login: a 100 MiB Produce whose topic array claims 52 M entries is refused at its size
-// (over 512 KiB) and a 256 KiB Produce at its API key, both before their bodies arrive
+// (over 64 KiB) and a 32 KiB Produce at its API key, both before their bodies arrive
 // and with nothing taken from the budget; ApiVersions is still answered and, after
 // login, a 600 KiB request is served.
 func TestPreAuthFramesRefusedUnread(t *testing.T) {
@@ -46,17 +46,17 @@ func TestPreAuthFramesRefusedUnread(t *testing.T) {
 	}
 
 	mid := dialAddr(t, h.addr)
-	if _, err := mid.nc.Write(rawHeader(256<<10, 0, 3)); err != nil {
+	if _, err := mid.nc.Write(rawHeader(32<<10, 0, 3)); err != nil {
 		t.Fatal(err)
 	}
 	if !isClosed(mid.nc) {
-		t.Fatal("an unauthenticated 256 KiB Produce frame was not refused before its body")
+		t.Fatal("an unauthenticated 32 KiB Produce frame was not refused before its body")
 	}
 	if n := h.s.lim.inUse(); n != 0 {
 		t.Fatalf("refused frames hold %d budget bytes", n)
 	}
 	if got := h.s.sasl.refused.WithLabelValues("unauthenticated"); metricValue(got) != 1 {
-		t.Fatalf("refusals before login: %v, want 1 (the 256 KiB Produce)", metricValue(got))
+		t.Fatalf("refusals before login: %v, want 1 (the 32 KiB Produce)", metricValue(got))
 	}
 
 	r := dialAddr(t, h.addr)
