@@ -324,6 +324,36 @@ func (c *Config) Validate() error {
 	return c.Group.Validate()
 }
 
+// ErrNoClusterToken: a broker of a cluster with SASL or an authorizer on and no cluster
+// token, whose links other brokers could not tell from a client's.
+var ErrNoClusterToken = errors.New("broker: SASL or an authorizer is on but no cluster token is set")
+
+// ValidateCluster checks what a broker of a cluster needs on top of Validate: with a
+// SASL listener or the authorizer on, a cluster token (ClusterTokenFile). Internal
+// requests carry no ACL check (kafka/internal.go); without a token to prove, the
+// listeners refuse them, so links between brokers would fail. A standalone broker has
+// no links and does not need one.
+func (c *Config) ValidateCluster() error {
+	if c.ClusterTokenFile != "" {
+		return nil
+	}
+	what := ""
+	if c.ACL.Authorizer != "" {
+		what = "--authorizer " + c.ACL.Authorizer
+	}
+	for _, p := range c.protocols() {
+		if protocolSASL(p) {
+			what = strings.TrimPrefix(what+" and a "+p+" listener", " and ")
+			break
+		}
+	}
+	if what == "" {
+		return nil
+	}
+	return fmt.Errorf("%w (%s): other brokers' internal requests bypass ACLs and SASL, so they must prove a shared secret; "+
+		"set --cluster-token-file on every broker and controller (generate one with `weir admin token`), or run `weir dev --secure`, which generates the secure setup", ErrNoClusterToken, what)
+}
+
 // BindFlags registers the broker's flags on fs, writing into c.
 func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.Func("node-id", "broker id, unique in the cluster (default 0)", func(s string) error {

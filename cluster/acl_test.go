@@ -3,6 +3,8 @@ package cluster
 import (
 	"errors"
 	"github.com/weir-io/weir/internal/testutil"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/security"
 	"github.com/weir-io/weir/security/acl"
+	"github.com/weir-io/weir/security/token"
 )
 
 // TestClusterACLs: ACLs live in the Raft controllers' metadata and every broker enforces
@@ -22,10 +25,17 @@ import (
 // the rest with kadm over Kafka by the principal that first ACL lets manage ACLs. The
 // clients are plaintext, so their principal is User:ANONYMOUS.
 func TestClusterACLs(t *testing.T) {
+	// An authorizer needs a cluster token for the links between brokers (they bypass
+	// ACLs): brokers refuse to start without one.
+	tokFile := filepath.Join(t.TempDir(), "cluster-token")
+	if err := os.WriteFile(tokFile, []byte(token.Generate()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	c := startCluster(t, func(cfg *Config) {
 		inner := cfg.BrokerConfig
 		cfg.BrokerConfig = func(b *broker.Config) {
 			inner(b)
+			b.ClusterTokenFile = tokFile
 			b.ACL.Authorizer = "acl"
 			b.ACL.SuperUsers = []security.Principal{"User:admin"}
 		}

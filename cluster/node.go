@@ -102,6 +102,9 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 		// One cluster token for every link: the controller API and the other brokers.
 		o.Broker.ClusterTokenFile = o.Client.TokenFile
 	}
+	if err := o.Broker.ValidateCluster(); err != nil {
+		return nil, err
+	}
 	n := &BrokerNode{log: log, stopped: make(chan struct{})}
 	if o.Broker.Traffic == nil && o.Registerer != nil {
 		// Bytes by peer zone and kind: clients', links', WAL reads', the controllers'

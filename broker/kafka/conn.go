@@ -177,25 +177,48 @@ func (c *conn) readLoop() (err error) {
 	var size [4]byte
 	r := bufio.NewReaderSize(c.nc, readBufSize)
 	for {
-		if c.s.cfg.IdleTimeout > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		// Idle until the next frame's first byte; from then on the frame has a deadline
+		// of its own (sasl_preauth.go).
+		c.nc.SetReadDeadline(c.idleDeadline())
+		if _, err := r.Peek(1); err != nil {
+			return err
 		}
+		start := time.Now()
+		c.nc.SetReadDeadline(c.frameDeadline(start, 0))
 		if _, err := io.ReadFull(r, size[:]); err != nil {
 			return err
 		}
 		n := int32(binary.BigEndian.Uint32(size[:]))
+		pre := c.preAuth()
+		limit := c.s.cfg.MaxRequestBytes
+		if pre {
+			limit = min(limit, maxPreAuthFrame)
+		}
 		// The header alone is 8 bytes; anything beyond the limit is refused before
 		// allocating so a hostile size cannot exhaust memory.
-		if n < 8 || n > c.s.cfg.MaxRequestBytes {
+		if n < 8 || n > limit {
 			c.s.metrics.badFrames.Inc()
-			c.s.lim.badFrameLog.Warn("closing connection: request frame size out of bounds", "remote", c.nc.RemoteAddr().String(), "size", n, "max", c.s.cfg.MaxRequestBytes)
+			c.s.lim.badFrameLog.Warn("closing connection: request frame size out of bounds", "remote", c.nc.RemoteAddr().String(), "size", n, "max", limit, "unauthenticated", pre)
 			return fmt.Errorf("%w: %d", errFrameSize, n)
 		}
-		body, held, err := c.readBody(r, int(n))
+		deadline := c.frameDeadline(start, int(n))
+		c.nc.SetReadDeadline(deadline)
+		pool := c.s.lim.pool(int(n), pre)
+		if pre {
+			// Before authentication only a few keys are served: anything else is refused
+			// before its body is read, let alone parsed.
+			key, err := peekKey(r)
+			if err != nil {
+				return err
+			}
+			if err := c.saslGate(key); err != nil {
+				return err
+			}
+		}
+		body, held, err := c.readBody(r, int(n), pool, pre, &deadline)
 		if err != nil {
 			return err
 		}
-		pool := c.s.lim.pool(int(n))
 		s, req, err := c.parse(body)
 		if err != nil {
 			c.s.lim.release(pool, held)
@@ -299,9 +322,13 @@ func (c *conn) oneFetch(s *slot) bool {
 // allocated once, the chunks copied in and the rest read in place. So a frame holds at most
 // four times what its client has sent (plus a 4 KiB chunk), and a large frame costs one
 // extra copy of a quarter of it. It returns the budget bytes held for the body; on error it
-// has given them back.
-func (c *conn) readBody(r *bufio.Reader, n int) (body []byte, held int64, err error) {
-	pool := c.s.lim.pool(n)
+// has given them back. Time spent waiting for budget is added to the frame's read
+// deadline: a client is not closed for the broker's backpressure.
+//
+// Before authentication (pre, sasl_preauth.go) the whole frame is read in chunks of at
+// most what has arrived (at least 4 KiB), never ahead of the bytes: a stalled
+// unauthenticated frame holds what its client sent and 4 KiB, not four times as much.
+func (c *conn) readBody(r *bufio.Reader, n int, pool *budget, pre bool, deadline *time.Time) (body []byte, held int64, err error) {
 	defer func() {
 		if err != nil {
 			c.s.lim.release(pool, held)
@@ -309,7 +336,12 @@ func (c *conn) readBody(r *bufio.Reader, n int) (body []byte, held int64, err er
 		}
 	}()
 	take := func(k int, partial bool) error {
+		t0 := time.Now()
 		err := c.s.lim.take(c.ctx, pool, int64(k), partial)
+		if waited := time.Since(t0); waited > time.Millisecond {
+			*deadline = deadline.Add(waited)
+			c.nc.SetReadDeadline(*deadline)
+		}
 		if errors.Is(err, errBudgetTimeout) {
 			c.s.lim.budgetLog.Warn("closing connection: its partly read request got no budget in time (--queued-max-request-bytes)",
 				"remote", c.nc.RemoteAddr().String(), "size", n, "wait", c.s.lim.cfg.BudgetWait)
@@ -321,6 +353,9 @@ func (c *conn) readBody(r *bufio.Reader, n int) (body []byte, held int64, err er
 	}
 	var chunks [][]byte
 	quarter := (n + 3) / 4
+	if pre {
+		quarter = n
+	}
 	got, size := 0, 0
 	for {
 		// Wait for the first byte before taking anything; later chunks follow bytes that
@@ -343,6 +378,9 @@ func (c *conn) readBody(r *bufio.Reader, n int) (body []byte, held int64, err er
 			return body, held, err
 		}
 		size = min(quarter-got, max(minBodyChunk, r.Buffered(), min(2*size, maxBodyChunk)))
+		if pre {
+			size = min(quarter-got, max(minBodyChunk, r.Buffered()))
+		}
 		if err = take(size, got > 0); err != nil {
 			return
 		}
@@ -394,6 +432,11 @@ func parseRequest(body []byte) (reqHeader, kmsg.Request, error) {
 		kmsg.SkipTags(&rd)
 		if !rd.Ok() {
 			return h, nil, errors.New("kafka: truncated request header tags")
+		}
+	}
+	if h.key == 0 {
+		if err := checkProduceShape(h.version, rd.Src); err != nil {
+			return h, nil, err
 		}
 	}
 	if err := req.ReadFrom(rd.Src); err != nil {

@@ -9,11 +9,23 @@ package kafka
 // order), and it answers later with the response body, from any goroutine. Without
 // Deps.Internal the key is refused like any unknown one.
 //
-// When the handler has cluster tokens (PeerAuthenticator), a connection must pass the
-// peer authentication (broker/peer/auth.go: OpChallenge, then OpAuth, answered here)
-// before any other internal request reaches the handler; an unauthenticated one is
-// refused and the connection closed. That check is per connection and happens on the
-// reader goroutine, where the requests of a connection are dispatched in order.
+// Internal requests are not a client's and no ACL is checked for them (they read and
+// link any partition's batches), so only another broker may send them:
+//
+//   - only on the inter-broker listener (Listener.InterBroker: the main one, which other
+//     brokers dial); any other listener closes the connection at the first one;
+//   - when the handler has cluster tokens (PeerAuthenticator), a connection must pass the
+//     peer authentication (broker/peer/auth.go: OpChallenge, then OpAuth, answered here)
+//     before any other internal request reaches the handler; an unauthenticated one is
+//     refused and the connection closed;
+//   - without cluster tokens there is no broker identity to check: internal requests are
+//     then served only where nothing else is checked either (no SASL on the listener, no
+//     authorizer), so they give nobody more than a plain Fetch or Produce would. With
+//     SASL or an authorizer on and no token they are refused (broker.Config refuses to
+//     start a cluster broker so configured: links would fail).
+//
+// These checks are per connection and happen on the reader goroutine, where the
+// requests of a connection are dispatched in order.
 
 import (
 	"errors"
@@ -39,6 +51,14 @@ func init() {
 	register(api{key: InternalKey, min: 0, max: 0, internal: true, newReq: func() kmsg.Request { return new(internalMsg) },
 		handle: func(s *Server, c *conn, sl *slot, req kmsg.Request) {
 			if s.internal == nil {
+				sl.closeIt = true
+				sl.respond(nil)
+				return
+			}
+			if reason := s.internalRefused(c); reason != "" {
+				s.internalRefusals.WithLabelValues(reason).Inc()
+				s.lim.badFrameLog.Warn("internal request refused; closing the connection", "remote", c.nc.RemoteAddr().String(),
+					"client_id", sl.clientID, "reason", reason)
 				sl.closeIt = true
 				sl.respond(nil)
 				return
@@ -84,6 +104,30 @@ type PeerAuthenticator interface {
 	PeerTokens() [][]byte
 }
 
+// peerTokens returns the cluster tokens links must prove (nil: none configured).
+func (s *Server) peerTokens() [][]byte {
+	if pa, ok := s.internal.(PeerAuthenticator); ok {
+		return pa.PeerTokens()
+	}
+	return nil
+}
+
+// internalRefused says why a connection may not send internal requests at all ("": it
+// may, subject to authorizeInternal).
+func (s *Server) internalRefused(c *conn) string {
+	switch {
+	case c.lis == nil || !c.lis.InterBroker():
+		return "not_inter_broker_listener"
+	case len(s.peerTokens()) > 0:
+		return ""
+	case c.lis.SASL || s.cfg.Authorizer != nil:
+		// Without a broker identity to check, anyone could read and write past the
+		// ACLs, or around SASL.
+		return "no_cluster_token"
+	}
+	return ""
+}
+
 // brokerAuth is a connection's inter-broker authentication state, used on its reader
 // goroutine only (atomics for the tests and metrics that may look).
 type brokerAuth struct {
@@ -95,13 +139,9 @@ type brokerAuth struct {
 // authorizeInternal answers the authentication ops and reports whether an internal
 // request may be served; when not, it has answered (and the connection is closing).
 func (s *Server) authorizeInternal(c *conn, sl *slot, body []byte) bool {
-	pa, ok := s.internal.(PeerAuthenticator)
-	if !ok {
-		return true
-	}
-	tokens := pa.PeerTokens()
-	if tokens == nil {
-		return true
+	tokens := s.peerTokens()
+	if len(tokens) == 0 {
+		return true // internalRefused allowed it: nothing is checked on this broker
 	}
 	respond := func(b []byte) { sl.respond(&internalMsg{body: b}) }
 	switch body[0] {

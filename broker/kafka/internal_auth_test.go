@@ -11,7 +11,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/weir-io/weir/broker/peer"
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
+	"github.com/weir-io/weir/security/sasl"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/security/tlstest"
 )
@@ -36,7 +42,12 @@ var (
 
 func startInternalServer(t *testing.T, h *echoInternal, lis Listener) string {
 	t.Helper()
-	s := NewServer(Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1},
+	return startInternalServerCfg(t, h, lis, Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1})
+}
+
+func startInternalServerCfg(t *testing.T, h *echoInternal, lis Listener, cfg Config) string {
+	t.Helper()
+	s := NewServer(cfg,
 		Deps{Internal: h, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -177,7 +188,7 @@ func TestInternalAuthTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &echoInternal{tokens: [][]byte{linkTokenA}}
-	addr := startInternalServer(t, h, Listener{Name: "SSL", TLS: srv.Server()})
+	addr := startInternalServer(t, h, Listener{TLS: srv.Server()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if got, err := peerClient(t, addr, linkTokenA, cli).Call(ctx, offsetsBody); err != nil || string(got) != string(offsetsBody) {
@@ -262,5 +273,106 @@ func BenchmarkPeerConnect(b *testing.B) {
 				c.Close()
 			}
 		})
+	}
+}
+
+// rawAt dials addr for hand-made requests.
+func rawAt(t *testing.T, addr string) *rawConn {
+	return dialRaw(t, &Server{lns: []net.Listener{fakeAddrListener(addr)}})
+}
+
+// refusedInternal sends an internal request that, were it served, would tell where a
+// partition's batches sit (what a follow or a link needs), and checks the connection is
+// closed without an answer.
+func refusedInternal(t *testing.T, r *rawConn, corr int32, what string) {
+	t.Helper()
+	r.sendInternal(corr, offsetsBody)
+	if _, ans, err := r.recv(5 * time.Second); err == nil || errors.Is(err, errTimeout(err)) {
+		t.Fatalf("%s: internal request answered (%x) or left open (%v)", what, ans, err)
+	}
+}
+
+// TestInternalRefusedWithoutClusterToken (issue 20, item 1): a broker without a cluster
+// token and with an authorizer on refuses internal requests from an anonymous client of
+// its PLAINTEXT listener (which would read and link partitions past the ACLs), and a
+// SASL listener refuses them from a logged-in user; neither reaches the handler.
+func TestInternalRefusedWithoutClusterToken(t *testing.T) {
+	h := &echoInternal{}
+	addr := startInternalServerCfg(t, h, Listener{}, Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1,
+		Authorizer: acl.NewAuthorizer(nil, false)})
+	refusedInternal(t, rawAt(t, addr), 1, "anonymous client, authorizer on, no token")
+	for _, op := range [][]byte{{peer.OpChallenge}, offsetsBody} {
+		r := rawAt(t, addr)
+		r.sendInternal(1, op)
+		if _, ans, err := r.recv(5 * time.Second); err == nil {
+			t.Fatalf("op %d answered without a token configured: %x", op[0], ans)
+		}
+	}
+
+	hs := &echoInternal{}
+	sh := startSASLServerWith(t, sasl.DefaultConfig(), nil, hs, nil)
+	sh.addUser(t, "mallory", "pw", metadata.ScramSHA256)
+	r := dialAddr(t, sh.addr)
+	saslLogin(t, r, "mallory", "pw")
+	refusedInternal(t, r, 9, "SASL user, no token")
+	if n := h.served.Load() + hs.served.Load(); n != 0 {
+		t.Fatalf("handlers served %d internal requests, want 0", n)
+	}
+	if got := testutil.ToFloat64(sh.s.internalRefusals.WithLabelValues("no_cluster_token")); got != 1 {
+		t.Fatalf("refusals counted: %v, want 1", got)
+	}
+}
+
+// TestInternalOnlyOnInterBrokerListener (issue 20, item 1): with cluster tokens, a
+// named listener (one for clients) serves no internal request, not even to a link that
+// proves the token; the main listener does.
+func TestInternalOnlyOnInterBrokerListener(t *testing.T) {
+	h := &echoInternal{tokens: [][]byte{linkTokenA}}
+	addr := startInternalServer(t, h, Listener{Name: "EXTERNAL"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if got, err := peerClient(t, addr, linkTokenA, nil).Call(ctx, offsetsBody); err == nil {
+		t.Fatalf("a named listener served an internal request: %x", got)
+	}
+	refusedInternal(t, rawAt(t, addr), 1, "named listener")
+	if n := h.served.Load(); n != 0 {
+		t.Fatalf("handler served %d requests, want 0", n)
+	}
+	main := startInternalServer(t, h, Listener{})
+	if got, err := peerClient(t, main, linkTokenA, nil).Call(ctx, offsetsBody); err != nil || string(got) != string(offsetsBody) {
+		t.Fatalf("main listener: %x %v", got, err)
+	}
+}
+
+// saslLogin authenticates r with SCRAM-SHA-256 by hand (franz-go's scram client).
+func saslLogin(t *testing.T, r *rawConn, user, pass string) {
+	t.Helper()
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, sasl.ScramSHA256
+	r.send(1, hs)
+	if resp := r.expect(t, hs).(*kmsg.SASLHandshakeResponse); resp.ErrorCode != 0 {
+		t.Fatalf("handshake: %d", resp.ErrorCode)
+	}
+	sess, first, err := scram.Auth{User: user, Pass: pass}.AsSha256Mechanism().Authenticate(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := first
+	for corr := int32(2); ; corr++ {
+		au := kmsg.NewPtrSASLAuthenticateRequest()
+		au.Version, au.SASLAuthBytes = 1, msg
+		r.send(corr, au)
+		resp := r.expect(t, au).(*kmsg.SASLAuthenticateResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("authenticate: %d", resp.ErrorCode)
+		}
+		done, next, err := sess.Challenge(resp.SASLAuthBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			return
+		}
+		msg = next
 	}
 }

@@ -18,7 +18,7 @@ package kafka
 // Exported series (besides those of metrics.go):
 //
 //	weir_broker_request_bytes_in_flight          gauge, budget bytes held by requests
-//	weir_broker_request_bytes_budget             gauge, the budget with the small requests' pool (0: unlimited)
+//	weir_broker_request_bytes_budget             gauge, the budget with the small requests' and unauthenticated connections' pools (0: unlimited)
 //	weir_broker_request_budget_waits_total       reads that waited for budget
 //	weir_broker_request_budget_timeouts_total    connections closed: a partly read frame got no budget in time
 //	weir_broker_connections_refused_total{reason} max_connections or max_connections_per_ip
@@ -54,6 +54,10 @@ type Limits struct {
 	// BudgetWait is how long a connection whose frame is partly read may wait for more
 	// budget before it is closed (its budget returned): see budget.
 	BudgetWait time.Duration
+	// FrameReadTimeout is how long a request frame may take to arrive from its first
+	// byte, plus a second per MiB of its size (sasl_preauth.go): a client stalled in the
+	// middle of a frame is closed and the budget it held comes back.
+	FrameReadTimeout time.Duration
 	// MaxConnections bounds open client connections of the broker (max.connections).
 	MaxConnections int
 	// MaxConnectionsPerIP bounds open connections from one source address
@@ -75,6 +79,9 @@ const (
 	// requests are merely queued (responses are written in milliseconds), short enough
 	// that budget held by stuck half-read frames comes back quickly.
 	defaultBudgetWait = 5 * time.Second
+	// defaultFrameReadTimeout: a request of a few KiB arrives in milliseconds; seconds
+	// leave room for a congested link.
+	defaultFrameReadTimeout = 10 * time.Second
 )
 
 // DefaultLimits is what a broker runs with unless told otherwise.
@@ -82,6 +89,7 @@ func DefaultLimits() Limits {
 	return Limits{
 		QueuedMaxRequestBytes: 100 << 20,
 		BudgetWait:            defaultBudgetWait,
+		FrameReadTimeout:      defaultFrameReadTimeout,
 		MaxConnections:        10000,
 		MaxConnectionsPerIP:   1000,
 		FetchMaxBytes:         DefaultFetchMaxBytes,
@@ -100,9 +108,14 @@ func (l *Limits) Validate(maxRequestBytes int32) error {
 		return fmt.Errorf("fetch max bytes %d is too small", l.FetchMaxBytes)
 	case l.BudgetWait < 0:
 		return errors.New("request budget wait must be >= 0")
+	case l.FrameReadTimeout < 0:
+		return errors.New("request read timeout must be >= 0")
 	}
 	if l.BudgetWait == 0 {
 		l.BudgetWait = defaultBudgetWait
+	}
+	if l.FrameReadTimeout == 0 {
+		l.FrameReadTimeout = defaultFrameReadTimeout
 	}
 	return nil
 }
@@ -113,11 +126,15 @@ func (l *Limits) BindFlags(fs *flag.FlagSet) {
 		"broker-wide budget of request bytes read and not yet answered (Kafka's queued.max.request.bytes): "+
 			"a request's bytes count from the moment they arrive until its response is written; when the budget is used up "+
 			"the broker stops reading sockets until responses free some (clients see latency, not errors). "+
-			"Requests up to 64 KiB have a pool of their own on top, an eighth of this (at least 1 MiB), so large ones cannot hold them up. "+
+			"Requests up to 64 KiB have a pool of their own on top, an eighth of this (at least 1 MiB), so large ones cannot hold them up; "+
+			"requests of connections not yet authenticated (SASL listeners) another, a sixteenth (at least 4 MiB). "+
 			"Must be >= --max-request-bytes; 0: unlimited")
 	fs.DurationVar(&l.BudgetWait, "request-budget-wait", l.BudgetWait,
 		"how long a connection with a partly read request may wait for --queued-max-request-bytes budget before it is closed and its budget returned "+
 			"(so half-read large requests cannot hold the budget against each other forever)")
+	fs.DurationVar(&l.FrameReadTimeout, "request-read-timeout", l.FrameReadTimeout,
+		"how long one request may take to arrive from its first byte, plus a second per MiB of its size (and any time it waited for --queued-max-request-bytes budget): "+
+			"a client stalled in the middle of a request is closed and the budget its partial request held comes back")
 	fs.IntVar(&l.MaxConnections, "max-connections", l.MaxConnections,
 		"most open Kafka connections (clients and other brokers); more are closed at accept and counted in weir_broker_connections_refused_total (max.connections; 0: unlimited)")
 	fs.IntVar(&l.MaxConnectionsPerIP, "max-connections-per-ip", l.MaxConnectionsPerIP,
@@ -142,8 +159,11 @@ type limiter struct {
 	log    *slog.Logger
 	budget *budget // nil: unlimited
 	small  *budget // frames up to smallFrame: a pool of their own (nil with budget)
-	conns  connCounter
-	q      *quotas
+	// preAuth: frames of unauthenticated connections (sasl_preauth.go), a pool of their
+	// own (nil with budget).
+	preAuth *budget
+	conns   connCounter
+	q       *quotas
 
 	refusedLog  rateLog
 	badFrameLog rateLog
@@ -163,6 +183,9 @@ func newLimiter(cfg Limits, set *metricset.Set, log *slog.Logger) *limiter {
 	}
 	if cfg.BudgetWait <= 0 {
 		cfg.BudgetWait = defaultBudgetWait
+	}
+	if cfg.FrameReadTimeout <= 0 {
+		cfg.FrameReadTimeout = defaultFrameReadTimeout
 	}
 	l := &limiter{cfg: cfg, log: log,
 		conns:       connCounter{max: cfg.MaxConnections, maxPerIP: cfg.MaxConnectionsPerIP, perIP: map[string]int{}},
@@ -185,13 +208,15 @@ func newLimiter(cfg Limits, set *metricset.Set, log *slog.Logger) *limiter {
 	inFlight := prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_broker_request_bytes_in_flight",
 		Help: "Request bytes read and not yet answered, taken from --queued-max-request-bytes."})
 	size := prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_broker_request_bytes_budget",
-		Help: "The broker-wide budget of request bytes in flight: --queued-max-request-bytes plus the pool of requests up to 64 KiB (0: unlimited)."})
+		Help: "The broker-wide budget of request bytes in flight: --queued-max-request-bytes plus the pools of requests up to 64 KiB and of unauthenticated connections (0: unlimited)."})
 	if cfg.QueuedMaxRequestBytes > 0 {
 		smallSize := max(cfg.QueuedMaxRequestBytes/8, 1<<20)
+		preSize := max(cfg.QueuedMaxRequestBytes/16, 4<<20)
 		g := &sumGauge{g: inFlight}
 		l.budget = newBudget(cfg.QueuedMaxRequestBytes, g.part(0))
 		l.small = newBudget(smallSize, g.part(1))
-		size.Set(float64(cfg.QueuedMaxRequestBytes + smallSize))
+		l.preAuth = newBudget(preSize, g.part(2))
+		size.Set(float64(cfg.QueuedMaxRequestBytes + smallSize + preSize))
 	}
 	l.q = newQuotas(cfg, time.Now)
 	set.MustRegister(inFlight, size, l.budgetWaits, l.budgetTimeouts, l.refused, l.inFlightWaits, l.fetchClamped, l.panics, l.q.throttled, l.q.throttleTime)
@@ -207,8 +232,12 @@ var errBudgetTimeout = errors.New("kafka: no request budget for a partly read re
 // half-way, or just many) cannot hold up everyone's small ones.
 const smallFrame = 64 << 10
 
-// pool is the budget a frame of n bytes takes from.
-func (l *limiter) pool(n int) *budget {
+// pool is the budget a frame of n bytes takes from; pre: its connection has not
+// authenticated (sasl_preauth.go).
+func (l *limiter) pool(n int, pre bool) *budget {
+	if pre {
+		return l.preAuth
+	}
 	if n <= smallFrame {
 		return l.small
 	}
@@ -242,19 +271,19 @@ func (l *limiter) release(b *budget, n int64) {
 	}
 }
 
-// inUse is the bytes held in both pools.
+// inUse is the bytes held in every pool.
 func (l *limiter) inUse() int64 {
 	if l.budget == nil {
 		return 0
 	}
-	return l.budget.inUse() + l.small.inUse()
+	return l.budget.inUse() + l.small.inUse() + l.preAuth.inUse()
 }
 
 // sumGauge shows the sum of several parts (the pools) as one gauge.
 type sumGauge struct {
 	mu    sync.Mutex
 	g     prometheus.Gauge
-	parts [2]float64
+	parts [3]float64
 }
 
 type gaugePart struct {
@@ -267,7 +296,7 @@ func (s *sumGauge) part(i int) gaugePart { return gaugePart{s, i} }
 func (p gaugePart) Set(v float64) {
 	p.s.mu.Lock()
 	p.s.parts[p.i] = v
-	p.s.g.Set(p.s.parts[0] + p.s.parts[1])
+	p.s.g.Set(p.s.parts[0] + p.s.parts[1] + p.s.parts[2])
 	p.s.mu.Unlock()
 }
 

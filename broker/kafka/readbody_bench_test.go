@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/weir-io/weir/internal/metricset"
 )
@@ -43,11 +44,12 @@ func BenchmarkReadBody(b *testing.B) {
 	c := &conn{s: s, ctx: context.Background()}
 	b.SetBytes(n)
 	for i := 0; i < b.N; i++ {
-		body, held, err := c.readBody(r, n)
+		var deadline time.Time
+		body, held, err := c.readBody(r, n, s.lim.pool(n, false), false, &deadline)
 		if err != nil || len(body) != n {
 			b.Fatal(err)
 		}
-		s.lim.release(s.lim.pool(n), held)
+		s.lim.release(s.lim.pool(n, false), held)
 	}
 }
 

@@ -40,7 +40,15 @@ func handleSaslAuthenticate(s *Server, c *conn, sl *slot, req kmsg.Request) {
 		// served on it (a failed re-authentication loses the earlier one).
 		st.session, st.mechanism, st.user = nil, "", ""
 		sl.closeIt = true
-		sl.respond(resp)
+		if code != kerr.SaslAuthenticationFailed.Code {
+			sl.respond(resp)
+			return
+		}
+		// A failed authentication is answered late (sasl_gate.go); the reader goes on
+		// and refuses whatever comes next (saslConn.failed), the writer waits for it.
+		st.failed = true
+		s.sasl.delayed.Inc()
+		time.AfterFunc(s.sasl.cfg.FailedDelay, func() { sl.respond(resp) })
 	}
 	if c.lis == nil || !c.lis.SASL {
 		msg := "SaslAuthenticate on a listener without SASL"

@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,13 @@ import (
 // SaslHandshake and SaslAuthenticate; any other closes the connection unanswered, as
 // Kafka does ("Unexpected Kafka request ... during SASL handshake"). A failed
 // authentication is answered, then the connection is closed.
+//
+// A failed authentication (unknown user, wrong password, malformed exchange) is
+// answered only after sasl.Config.FailedDelay (Kafka's
+// connection.failed.authentication.delay.ms, 100 ms), then the connection is closed;
+// nothing else is served on it meanwhile (saslConn.failed), so a guesser gets one guess
+// per connection and delay, and the failures are counted
+// (weir_broker_sasl_failed_authentications_total).
 //
 // KIP-368: with a session lifetime, SaslAuthenticate v1+ tells the client how long its
 // authentication lasts; the client re-authenticates on the same connection (a new
@@ -39,10 +47,14 @@ import (
 var (
 	errSASLRequired = errors.New("kafka: request before SASL authentication")
 	errSASLExpired  = errors.New("kafka: SASL session expired (KIP-368) without re-authentication")
+	errSASLFailed   = errors.New("kafka: request after a failed SASL authentication")
 )
 
 // saslConn is one connection's SASL state.
 type saslConn struct {
+	// failed: an authentication failed; its answer is held back (FailedDelay) and the
+	// connection closes after it, serving nothing more.
+	failed    bool
 	session   sasl.Session // between SaslHandshake and the end of its exchange
 	mechanism string       // of session
 	// user is who the connection authenticated as ("" before); a re-authentication must
@@ -58,11 +70,26 @@ type saslServer struct {
 
 	attempts *prometheus.CounterVec // mechanism, result
 	refused  *prometheus.CounterVec // reason
+	delayed  prometheus.Counter     // failed authentications answered after FailedDelay
+
+	// typical caches what real credentials look like, per metadata view.
+	typicalMu   sync.Mutex
+	typicalView *metadata.View
+	typicalOf   map[string]typicalCred
+}
+
+type typicalCred struct {
+	iterations int
+	salt       []byte
+	ok         bool
 }
 
 func newSASLServer(cfg sasl.Config, meta metadata.Store, set *metricset.Set) *saslServer {
 	if len(cfg.Mechanisms) == 0 {
-		cfg = sasl.DefaultConfig()
+		cfg.Mechanisms = sasl.DefaultConfig().Mechanisms
+	}
+	if cfg.FailedDelay <= 0 {
+		cfg.FailedDelay = sasl.DefaultFailedDelay
 	}
 	ss := &saslServer{cfg: cfg,
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -71,10 +98,14 @@ func newSASLServer(cfg sasl.Config, meta metadata.Store, set *metricset.Set) *sa
 		}, []string{"mechanism", "result"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "weir_broker_sasl_closed_connections_total",
-			Help: "Connections of SASL listeners closed for a request other than ApiVersions/SaslHandshake/SaslAuthenticate before authentication (unauthenticated) or after the session expired (expired).",
+			Help: "Connections of SASL listeners closed for a request other than ApiVersions/SaslHandshake/SaslAuthenticate before authentication (unauthenticated), after the session expired (expired), or for any request after a failed authentication (failed).",
 		}, []string{"reason"}),
 	}
-	set.MustRegister(ss.attempts, ss.refused)
+	ss.delayed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "weir_broker_sasl_failed_authentications_total",
+		Help: "Failed SASL authentications (unknown user, wrong password, malformed exchange, principal change), each answered after --sasl-failed-authentication-delay and its connection closed: a rising rate is password guessing.",
+	})
+	set.MustRegister(ss.attempts, ss.refused, ss.delayed)
 	ss.auth = sasl.NewAuthenticator(cfg.Mechanisms, func(user, mechanism string) (sasl.Credential, bool) {
 		m, ok := metadata.ParseScramMechanism(mechanism)
 		if !ok || meta == nil {
@@ -90,7 +121,59 @@ func newSASLServer(cfg sasl.Config, meta metadata.Store, set *metricset.Set) *sa
 		}
 		return sasl.Credential{Iterations: int(c.Iterations), Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey}, true
 	})
+	ss.auth.SetTypical(func(mechanism string) (int, []byte, bool) {
+		if meta == nil {
+			return 0, nil, false
+		}
+		t := ss.typical(meta.View(), mechanism)
+		return t.iterations, t.salt, t.ok
+	})
 	return ss
+}
+
+// typical is what most users' credentials of mechanism look like in view (the
+// iteration count and salt length most have, a salt of that length), so that an unknown
+// user's made-up credential looks the same (security/sasl). Computed once per view.
+func (ss *saslServer) typical(v *metadata.View, mechanism string) typicalCred {
+	if v == nil {
+		return typicalCred{}
+	}
+	ss.typicalMu.Lock()
+	defer ss.typicalMu.Unlock()
+	if ss.typicalView != v {
+		ss.typicalView, ss.typicalOf = v, map[string]typicalCred{}
+	}
+	if t, ok := ss.typicalOf[mechanism]; ok {
+		return t
+	}
+	var t typicalCred
+	if m, ok := metadata.ParseScramMechanism(mechanism); ok {
+		type shape struct{ iterations, saltLen int }
+		counts := map[shape]int{}
+		samples := map[shape][]byte{}
+		best, bestN := shape{}, 0
+		for _, creds := range v.Scram {
+			for _, c := range creds {
+				if c.Mechanism != m {
+					continue
+				}
+				k := shape{int(c.Iterations), len(c.Salt)}
+				counts[k]++
+				if samples[k] == nil {
+					samples[k] = c.Salt
+				}
+				// The most common shape; ties to the smaller, so the choice is stable.
+				if n := counts[k]; n > bestN || n == bestN && (k.iterations < best.iterations || k.iterations == best.iterations && k.saltLen < best.saltLen) {
+					best, bestN = k, n
+				}
+			}
+		}
+		if bestN > 0 {
+			t = typicalCred{iterations: best.iterations, salt: samples[best], ok: true}
+		}
+	}
+	ss.typicalOf[mechanism] = t
+	return t
 }
 
 // mechanismLabel bounds the label's values to the known mechanisms.
@@ -109,13 +192,18 @@ func (c *conn) saslGate(key int16) error {
 	if c.lis == nil || !c.lis.SASL {
 		return nil
 	}
+	if c.sasl.failed {
+		c.s.sasl.refused.WithLabelValues("failed").Inc()
+		return fmt.Errorf("%w: %s", errSASLFailed, kmsg.NameForKey(key))
+	}
 	switch key {
 	case 18, 17, 36: // ApiVersions, SaslHandshake, SaslAuthenticate
 		return nil
 	case InternalKey:
-		// Other brokers' links prove the cluster token instead (internal.go); without
-		// tokens there is no proof, and a SASL listener serves them nothing.
-		if pa, ok := c.s.internal.(PeerAuthenticator); ok && len(pa.PeerTokens()) > 0 {
+		// Other brokers' links prove the cluster token instead (internal.go), on the
+		// inter-broker listener only; without tokens there is no proof, and a SASL
+		// listener serves them nothing.
+		if c.lis.InterBroker() && len(c.s.peerTokens()) > 0 {
 			return nil
 		}
 	}

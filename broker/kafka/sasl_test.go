@@ -47,6 +47,13 @@ func startSASLServer(t *testing.T, cfg sasl.Config) *saslHarness {
 // startSASLServerTLS is startSASLServer with a SASL_SSL listener when tc is set.
 func startSASLServerTLS(t *testing.T, cfg sasl.Config, tc *tls.Config) *saslHarness {
 	t.Helper()
+	return startSASLServerWith(t, cfg, tc, nil, nil)
+}
+
+// startSASLServerWith is startSASLServerTLS with an internal handler (nil: none) and
+// the front end's configuration changed by mod (nil: none).
+func startSASLServerWith(t *testing.T, cfg sasl.Config, tc *tls.Config, internal InternalHandler, mod func(*Config)) *saslHarness {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -63,8 +70,12 @@ func startSASLServerTLS(t *testing.T, cfg sasl.Config, tc *tls.Config) *saslHarn
 	groups := group.New(gcfg, nopOffsets{}, allTopics{})
 	t.Cleanup(groups.Close)
 	reg := prometheus.NewRegistry()
-	s := NewServer(Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1, SASL: cfg},
-		Deps{Meta: meta, Backend: &fakeBackend{meta: meta}, Groups: groups, Registerer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	scfg := Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1, SASL: cfg}
+	if mod != nil {
+		mod(&scfg)
+	}
+	s := NewServer(scfg,
+		Deps{Meta: meta, Backend: &fakeBackend{meta: meta}, Groups: groups, Registerer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Internal: internal})
 	s.ServeListener(ln, Listener{SASL: true, TLS: tc})
 	t.Cleanup(s.Close)
 	return &saslHarness{s: s, meta: meta, reg: reg, addr: ln.Addr().String()}

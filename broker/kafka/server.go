@@ -85,6 +85,9 @@ type Server struct {
 	lim      *limiter
 	now      func() time.Time
 	sasl     *saslServer
+	// internalRefusals counts connections closed for an internal request they may not
+	// send (internal.go), by reason.
+	internalRefusals *prometheus.CounterVec
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -115,13 +118,18 @@ func NewServer(cfg Config, d Deps) *Server {
 	s.lim = newLimiter(cfg.Limits, s.metrics.set, d.Logger)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sasl = newSASLServer(cfg.SASL, d.Meta, s.metrics.set)
+	s.internalRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_internal_requests_refused_total",
+		Help: "Connections closed at an inter-broker request they may not send: not_inter_broker_listener (not the main listener), no_cluster_token (SASL or an authorizer on and no --cluster-token-file)."},
+		[]string{"reason"})
+	s.metrics.set.MustRegister(s.internalRefusals)
 	return s
 }
 
 // Listener is what the server knows of one of its Kafka listeners.
 type Listener struct {
 	// Name keys the listener among a broker's listeners: a client connected to a named
-	// listener is given every broker's listener of the same name ("" the main one).
+	// listener is given every broker's listener of the same name ("" the main one, which
+	// is also the inter-broker listener: InterBroker).
 	Name string
 	// Zone: clients connecting here are clients of this zone (zone routing).
 	Zone string
@@ -131,6 +139,11 @@ type Listener struct {
 	// request but ApiVersions, SaslHandshake and SaslAuthenticate.
 	SASL bool
 }
+
+// InterBroker reports whether other brokers' links come in here: the main listener
+// (Name ""), the address brokers register and dial. Internal requests (internal.go) are
+// refused on every other listener.
+func (l *Listener) InterBroker() bool { return l.Name == "" }
 
 // Serve accepts connections on ln until Close.
 func (s *Server) Serve(ln net.Listener) { s.ServeListener(ln, Listener{}) }

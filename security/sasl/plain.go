@@ -10,7 +10,8 @@ import (
 // against the user's SCRAM credential: the password is salted with the credential's salt
 // and iterations and the resulting StoredKey compared in constant time. SCRAM-SHA-512's
 // credential is preferred when the user has both. An unknown user is checked against a
-// made-up credential, so the work done, and the time taken, are the same.
+// made-up credential of the mechanism and iterations real users have (plainMock), so the
+// work done, and the time taken, are the same.
 type plainSession struct {
 	a    *Authenticator
 	user string
@@ -53,9 +54,10 @@ func (s *plainSession) Step(msg []byte) ([]byte, bool, error) {
 			}
 		}
 	}
+	// The made-up credential is made for a known user too, so both cost the same.
+	mockMech, mock := s.a.plainMock(user)
 	if !found {
-		mech = ScramSHA512
-		cred = s.a.mockCredential(user, mech)
+		mech, cred = mockMech, mock
 	}
 	salted, err := SaltedPassword(mech, password, cred.Salt, cred.Iterations)
 	if err != nil {

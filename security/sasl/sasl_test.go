@@ -145,21 +145,72 @@ func TestFranzClients(t *testing.T) {
 	}
 }
 
-// TestUnknownUserLooksKnown: an unknown user gets a server-first message like a known
-// one's (a salt, stable across attempts, DefaultIterations) and fails only at the proof.
-func TestUnknownUserLooksKnown(t *testing.T) {
-	a := NewAuthenticator(Mechanisms, users{}.lookup)
-	first := func() string {
-		s, _ := a.Start(ScramSHA512)
-		out, _, err := s.Step([]byte("n,,n=ghost,r=abc"))
-		if err != nil {
-			t.Fatal(err)
+// typical shapes made-up credentials after the first user's (the tests' users agree).
+func (u users) typical(mech string) (int, []byte, bool) {
+	for _, ms := range u {
+		if c, ok := ms[mech]; ok {
+			return c.Iterations, c.Salt, true
 		}
-		_, salt, _ := strings.Cut(string(out), ",s=")
-		return salt
 	}
-	if s1, s2 := first(), first(); s1 != s2 || !strings.HasSuffix(s1, ",i=8192") {
-		t.Fatalf("salts %q, %q", s1, s2)
+	return 0, nil, false
+}
+
+// serverFirst runs a client-first for user and returns the server's salt (decoded) and
+// iteration count.
+func serverFirst(t *testing.T, a *Authenticator, mech, user string) ([]byte, string) {
+	t.Helper()
+	s, _ := a.Start(mech)
+	out, _, err := s.Step([]byte("n,,n=" + user + ",r=abc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(out), ",s=")
+	salt64, iter, _ := strings.Cut(rest, ",i=")
+	salt, err := base64.StdEncoding.DecodeString(salt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return salt, iter
+}
+
+// TestUnknownUserLooksKnown (issue 20, item 7): an unknown user gets a server-first
+// message like a known one's: the same iteration count as real users (4096 here, not
+// the default 8192), a salt of the same length and alphabet, the same salt at every
+// attempt; it fails only at the proof. Without users, DefaultIterations.
+func TestUnknownUserLooksKnown(t *testing.T) {
+	u := users{}
+	u.add(t, "alice", "pw", ScramSHA256, ScramSHA512)
+	a := NewAuthenticator(Mechanisms, u.lookup)
+	a.SetTypical(u.typical)
+	for _, mech := range []string{ScramSHA256, ScramSHA512} {
+		known, ki := serverFirst(t, a, mech, "alice")
+		ghost, gi := serverFirst(t, a, mech, "ghost")
+		again, _ := serverFirst(t, a, mech, "ghost")
+		if ki != gi || gi != "4096" {
+			t.Fatalf("%s: iterations known %s, unknown %s", mech, ki, gi)
+		}
+		if len(known) != len(ghost) || !bytes.Equal(ghost, again) {
+			t.Fatalf("%s: salts known %x, unknown %x then %x", mech, known, ghost, again)
+		}
+	}
+	// Java clients' printable salts: the made-up one is printable too.
+	j := users{"bob": {ScramSHA256: {Iterations: 4096, Salt: []byte("1n2k3l4m5n6o7p8q9r0s1t2u3"), StoredKey: make([]byte, 32), ServerKey: make([]byte, 32)}}}
+	aj := NewAuthenticator(Mechanisms, j.lookup)
+	aj.SetTypical(j.typical)
+	if salt, _ := serverFirst(t, aj, ScramSHA256, "ghost"); len(salt) != 25 || !base36(salt) {
+		t.Fatalf("made-up salt %q does not look like a Java client's", salt)
+	}
+	if _, it := serverFirst(t, NewAuthenticator(Mechanisms, users{}.lookup), ScramSHA512, "ghost"); it != "8192" {
+		t.Fatalf("iterations without users: %s", it)
+	}
+	// PLAIN checks an unknown user against what a known user's check uses: here users
+	// have SCRAM-SHA-256 only, at 4096 iterations.
+	o := users{}
+	o.add(t, "carol", "pw", ScramSHA256)
+	ao := NewAuthenticator(Mechanisms, o.lookup)
+	ao.SetTypical(o.typical)
+	if mech, c := ao.plainMock("ghost"); mech != ScramSHA256 || c.Iterations != 4096 {
+		t.Fatalf("PLAIN's made-up credential: %s, %d iterations", mech, c.Iterations)
 	}
 }
 

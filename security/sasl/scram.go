@@ -21,7 +21,8 @@ const (
 	MinIterations = 4096
 	MaxIterations = 16384
 	// DefaultIterations is what `weir admin user set` uses, and what an unknown user
-	// appears to have (so the usual credential and a made-up one look alike).
+	// appears to have when no user has a credential of the mechanism (else the
+	// iterations most users have: Typical).
 	DefaultIterations = 8192
 )
 
@@ -216,10 +217,12 @@ func (s *scramSession) first(msg string) ([]byte, error) {
 	if s.a.lookup != nil {
 		cred, found = s.a.lookup(user, s.mechanism())
 	}
+	// The made-up credential is made for a known user too, so both cost the same.
+	mock := s.a.mockCredential(user, s.mechanism())
 	if !found || len(cred.StoredKey) != s.h.size || len(cred.ServerKey) != s.h.size || len(cred.Salt) == 0 || cred.Iterations <= 0 {
 		// Carry on with a made-up credential: the proof fails at the next step, like a
 		// wrong password's.
-		cred = s.a.mockCredential(user, s.mechanism())
+		cred = mock
 	}
 	s.cred = cred
 	s.nonce = cnonce + s.a.nonce()
