@@ -115,6 +115,10 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 				fail(out, errTopicAuthorization, false)
 				continue
 			}
+			if err := refuseInternal("produce to", rt.Topic); err != nil {
+				fail(out, err, true)
+				continue
+			}
 			w, err := s.be.Writer(t, rp.Partition, zone)
 			if err == nil && walErr != nil {
 				fail(out, walErr, true)
