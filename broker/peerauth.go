@@ -45,7 +45,7 @@ func newPeerSecurity(cfg *Config) (peerSecurity, error) {
 // PeerTokens implements kafka.PeerAuthenticator.
 func (ps peerServer) PeerTokens() [][]byte {
 	if t := ps.b.peerSec.tokens; t != nil {
-		return t.All()
+		return t.Keys(token.PurposeBrokerLink)
 	}
 	return nil
 }
@@ -55,7 +55,7 @@ func (b *Broker) securePeer(cfg *peer.Config) {
 	cfg.BrokerID = b.cfg.NodeID
 	cfg.TLS = b.peerSec.tls
 	if t := b.peerSec.tokens; t != nil {
-		cfg.Token = t.Current
+		cfg.Token = func() []byte { return t.Key(token.PurposeBrokerLink) }
 	}
 }
 
