@@ -158,6 +158,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		Traffic:           cfg.Traffic,
 		SASL:              cfg.SASL,
 		Authorizer:        cfg.ACL.New(),
+		PrincipalRules:    cfg.ACL.PrincipalRules(),
 		SlowRequests:      slow,
 	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Internal: peerServer{b}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil
