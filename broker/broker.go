@@ -27,6 +27,7 @@ import (
 	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/internal/datamode"
 	"github.com/weir-io/weir/internal/slowtrace"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/tlsconf"
@@ -174,6 +175,8 @@ func (b *Broker) Start() error {
 		return fmt.Errorf("broker: listen %s: %w", b.cfg.ListenAddr, err)
 	}
 	b.ln = ln
+	// Messages (the WAL) and, single-node, SCRAM keys (metadata.json) live here.
+	datamode.Check(b.log, "broker data", b.cfg.DataDir, b.cfg.WAL.Dir, b.cfg.WALRoot)
 	for _, zl := range b.cfg.ZoneListeners {
 		zln, err := net.Listen("tcp", zl.Listen)
 		if err != nil {

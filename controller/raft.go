@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"log/slog"
 	"net"
@@ -16,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/weir-io/weir/internal/datamode"
 )
 
 // raftNode is the Raft side of a controller: stores, transport and the raft instance.
@@ -35,9 +38,12 @@ type raftNode struct {
 func openRaftStores(cfg *Config, hlog hclog.Logger) (*raftNode, error) {
 	n := &raftNode{logs: cfg.LogStore, stable: cfg.StableStore, snaps: cfg.SnapshotStore}
 	if n.logs == nil || n.stable == nil || n.snaps == nil {
-		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		if err := os.MkdirAll(cfg.DataDir, datamode.DirMode); err != nil {
 			return nil, fmt.Errorf("controller: %w", err)
 		}
+		// The Raft log and snapshots hold the SCRAM salts and keys: warn when others may
+		// read them (raft.db itself is created 0600 by raft-boltdb).
+		datamode.Check(cfg.Logger, "controller Raft data", cfg.DataDir, filepath.Join(cfg.DataDir, "raft.db"), filepath.Join(cfg.DataDir, "snapshots"))
 	}
 	if n.logs == nil || n.stable == nil {
 		store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.DataDir, "raft.db"))
@@ -53,10 +59,20 @@ func openRaftStores(cfg *Config, hlog hclog.Logger) (*raftNode, error) {
 		}
 	}
 	if n.snaps == nil {
+		snapDir := filepath.Join(cfg.DataDir, "snapshots")
+		_, statErr := os.Stat(snapDir)
 		snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog.Named("snapshots"))
 		if err != nil {
 			n.closeBolt()
 			return nil, fmt.Errorf("controller: snapshot store: %w", err)
+		}
+		if errors.Is(statErr, fs.ErrNotExist) {
+			// raft makes it 0755 (and its files with the umask): made private here, the
+			// snapshots inside are out of other users' reach whatever their own mode.
+			if err := os.Chmod(snapDir, datamode.DirMode); err != nil {
+				n.closeBolt()
+				return nil, fmt.Errorf("controller: snapshot store: %w", err)
+			}
 		}
 		n.snaps = snaps
 	}
