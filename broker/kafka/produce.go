@@ -4,7 +4,10 @@ package kafka
 //
 // Each partition's data must be exactly one record batch v2 (Kafka's rule for v3+). The
 // batch is validated (size against the topic's max.message.bytes, CRC32C, header sanity,
-// no transactional or control batches), copied once into a WAL record and queued on the
+// no transactional or control batches), its records decoded and checked like Kafka's
+// LogValidator does (recbatch.ValidateRecords: counts, offset deltas, lengths,
+// timestamps, keys of compacted topics; compressed batches decompressed within
+// maxDecompressedBatch), copied once into a WAL record and queued on the
 // WAL. Offsets are assigned when the WAL's committer prepares the record, so offset order
 // is log order, and the partition acknowledges only after the record's group has been
 // fdatasync'ed. acks=0, 1 and all are therefore equally durable; acks=0 just sends no
@@ -21,6 +24,7 @@ package kafka
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +35,11 @@ import (
 	"github.com/weir-io/weir/routing"
 	"github.com/weir-io/weir/security/acl"
 )
+
+// maxDecompressedBatch bounds what one compressed batch may decompress to for the
+// record check (recbatch.ValidateRecords): max.message.bytes bounds the compressed size
+// only.
+const maxDecompressedBatch = 128 << 20
 
 func init() {
 	register(api{key: 0, min: 3, max: 11, handle: func(s *Server, c *conn, sl *slot, req kmsg.Request) {
@@ -131,6 +140,11 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 			maxBytes, _ := t.Config("max.message.bytes")
 			mb, _ := strconv.Atoi(maxBytes)
 			h, err := recbatch.ValidateProduce(rp.Records, mb)
+			if err == nil {
+				policy, _ := t.Config("cleanup.policy")
+				err = recbatch.ValidateRecords(&h, rp.Records, recbatch.RecordRules{MaxDecompressed: maxDecompressedBatch,
+					RequireKeys: strings.Contains(policy, "compact")})
+			}
 			if err != nil {
 				fail(out, err, true)
 				continue
