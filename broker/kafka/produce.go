@@ -39,7 +39,7 @@ import (
 // maxDecompressedBatch bounds what one compressed batch may decompress to for the
 // record check (recbatch.ValidateRecords): max.message.bytes bounds the compressed size
 // only.
-const maxDecompressedBatch = 128 << 20
+const maxDecompressedBatch = recbatch.MaxDecompressed
 
 func init() {
 	register(api{key: 0, min: 3, max: 11, handle: func(s *Server, c *conn, sl *slot, req kmsg.Request) {
