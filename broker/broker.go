@@ -170,6 +170,9 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 // epoch, loads every partition it leads and then serves. Clients that connect while it
 // loads wait in the listen queue.
 func (b *Broker) Start() error {
+	if err := b.checkControllerAuth(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", b.cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("broker: listen %s: %w", b.cfg.ListenAddr, err)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
@@ -57,4 +58,18 @@ func (cfg *ClientConfig) BindSecurityFlags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.TLS.KeyFile, "controller-tls-key", cfg.TLS.KeyFile, "PEM private key of --controller-tls-cert")
 	fs.BoolVar(&cfg.InsecurePlaintextToken, "insecure-plaintext-token", cfg.InsecurePlaintextToken, "allow --cluster-token-file with plain-HTTP controllers (the key crosses the network in the clear)")
 	fs.StringVar(&cfg.TLS.ServerName, "controller-tls-server-name", cfg.TLS.ServerName, "name verified in the controllers' certificates (default: the host dialled)")
+}
+
+// APIAuthRequired reports whether the controllers' API refuses unauthenticated callers
+// (Status.AuthRequired of the first controller that answers). A broker enforcing ACLs
+// asks before it starts: ACLs are worthless if anyone may change them there.
+func (c *Client) APIAuthRequired(ctx context.Context) (bool, error) {
+	var err error
+	for i := range c.cfg.Controllers {
+		var st Status
+		if st, err = c.Status(ctx, i); err == nil {
+			return st.AuthRequired, nil
+		}
+	}
+	return false, err
 }
