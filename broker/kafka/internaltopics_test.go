@@ -15,7 +15,8 @@ import (
 
 // TestInternalTopicsRefuseClients mounts issue 20's attack over TLS: mallory holds ALL
 // on every topic (`*`) but no group ACL, and tries to forge a commit into
-// __consumer_offsets, drop its records, delete it and change its configs. Each is
+// __consumer_offsets, drop its records, add partitions to it (moving groups off their
+// offsets), delete it and change its configs. Each is
 // refused with INVALID_TOPIC_EXCEPTION, for the super user too, while the same requests
 // on an ordinary topic succeed (so the refusal is not an ACL's).
 func TestInternalTopicsRefuseClients(t *testing.T) {
@@ -56,6 +57,12 @@ func TestInternalTopicsRefuseClients(t *testing.T) {
 		ar.Configs = append(ar.Configs, ac)
 		alter.Resources = append(alter.Resources, ar)
 
+		parts := kmsg.NewPtrCreatePartitionsRequest()
+		parts.ValidateOnly = true
+		ct := kmsg.NewCreatePartitionsRequestTopic()
+		ct.Topic, ct.Count = topic, 4
+		parts.Topics = append(parts.Topics, ct)
+
 		del := kmsg.NewPtrDeleteTopicsRequest()
 		del.TopicNames = []string{topic}
 		dt := kmsg.NewDeleteTopicsRequestTopic()
@@ -66,6 +73,7 @@ func TestInternalTopicsRefuseClients(t *testing.T) {
 			"Produce":                 request(t, cl, produce).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode,
 			"DeleteRecords":           request(t, cl, delRecs).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0].ErrorCode,
 			"IncrementalAlterConfigs": request(t, cl, alter).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode,
+			"CreatePartitions":        request(t, cl, parts).(*kmsg.CreatePartitionsResponse).Topics[0].ErrorCode,
 			"DeleteTopics":            request(t, cl, del).(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode,
 		}
 	}
