@@ -6,8 +6,7 @@ package kafka
 // batch is validated (size against the topic's max.message.bytes, CRC32C, header sanity,
 // no transactional or control batches), its records decoded and checked like Kafka's
 // LogValidator does (recbatch.ValidateRecords: counts, offset deltas, lengths,
-// timestamps, keys of compacted topics; compressed batches decompressed within
-// maxDecompressedBatch), copied once into a WAL record and queued on the
+// timestamps; compressed batches decompressed within maxDecompressedBatch), copied once into a WAL record and queued on the
 // WAL. Offsets are assigned when the WAL's committer prepares the record, so offset order
 // is log order, and the partition acknowledges only after the record's group has been
 // fdatasync'ed. acks=0, 1 and all are therefore equally durable; acks=0 just sends no
@@ -24,7 +23,6 @@ package kafka
 import (
 	"errors"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -141,9 +139,7 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 			mb, _ := strconv.Atoi(maxBytes)
 			h, err := recbatch.ValidateProduce(rp.Records, mb)
 			if err == nil {
-				policy, _ := t.Config("cleanup.policy")
-				err = recbatch.ValidateRecords(&h, rp.Records, recbatch.RecordRules{MaxDecompressed: maxDecompressedBatch,
-					RequireKeys: strings.Contains(policy, "compact")})
+				err = recbatch.ValidateRecords(&h, rp.Records, recbatch.RecordRules{MaxDecompressed: maxDecompressedBatch})
 			}
 			if err != nil {
 				fail(out, err, true)

@@ -27,8 +27,6 @@ type RecordRules struct {
 	// that decompresses to more is refused (a decompression bomb costs the broker no
 	// more than this).
 	MaxDecompressed int
-	// RequireKeys refuses records without a key (Kafka: a compacted topic).
-	RequireKeys bool
 }
 
 // ValidateRecords decodes every record of the v2 batch b (whose header h was validated
@@ -49,7 +47,7 @@ func ValidateRecords(h *Header, b []byte, rules RecordRules) error {
 		if n <= 0 || l <= 0 || l > int64(len(data)-n) {
 			return fmt.Errorf("%w: record %d of %d: length does not fit the batch", ErrInvalid, i, h.RecordCount)
 		}
-		if err := checkRecord(h, i, data[n:n+int(l)], rules); err != nil {
+		if err := checkRecord(h, i, data[n:n+int(l)]); err != nil {
 			return err
 		}
 		data = data[n+int(l):]
@@ -60,7 +58,7 @@ func ValidateRecords(h *Header, b []byte, rules RecordRules) error {
 	return nil
 }
 
-func checkRecord(h *Header, i int32, rec []byte, rules RecordRules) error {
+func checkRecord(h *Header, i int32, rec []byte) error {
 	bad := func(what string) error {
 		return fmt.Errorf("%w: record %d of %d: %s", ErrInvalid, i, h.RecordCount, what)
 	}
@@ -76,9 +74,7 @@ func checkRecord(h *Header, i int32, rec []byte, rules RecordRules) error {
 	if (tsDelta > 0 && h.BaseTimestamp > math.MaxInt64-tsDelta) || (tsDelta < 0 && h.BaseTimestamp < math.MinInt64-tsDelta) || h.BaseTimestamp+tsDelta < -1 {
 		return bad(fmt.Sprintf("timestamp delta %d from base %d", tsDelta, h.BaseTimestamp))
 	}
-	if key := r.bytes(true); !r.err && key == nil && rules.RequireKeys {
-		return bad("no key, and the topic is compacted")
-	}
+	r.bytes(true) // key
 	r.bytes(true) // value
 	headers := r.varint()
 	if r.err || headers < 0 || headers > int64(len(r.b)) {

@@ -175,13 +175,6 @@ func TestValidateRecords(t *testing.T) {
 			}
 		}
 	}
-	// Compacted topics need keys.
-	if err := validate(batchOf(t, 0, 1, rec{value: []byte("a")}), RecordRules{RequireKeys: true}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("keyless record for a compacted topic: %v, want ErrInvalid", err)
-	}
-	if err := validate(batchOf(t, 0, 1, rec{key: []byte{}, value: []byte("a")}), RecordRules{RequireKeys: true}); err != nil {
-		t.Errorf("empty (not null) key for a compacted topic: %v", err)
-	}
 }
 
 func FuzzValidateRecords(f *testing.F) {
