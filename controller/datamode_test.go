@@ -16,8 +16,8 @@ import (
 // TestRaftDataPrivate: issue 20's finding was a world-readable Raft snapshot holding
 // the SCRAM salts, StoredKeys and ServerKeys. A controller on a fresh data directory
 // stores a SCRAM credential and snapshots it; then nothing under its data directory is
-// reachable by other users: the directory and snapshots/ are 0700, raft.db 0600 (the
-// snapshot files inside take the umask, out of reach behind 0700). A data directory
+// reachable by other users: the directory, snapshots/ and each snapshot's directory are
+// 0700, raft.db and the snapshot files 0600. A data directory
 // left 0755 by an older version is warned about at the next start.
 func TestRaftDataPrivate(t *testing.T) {
 	// A data directory the controller makes itself (not the test's temporary one).
@@ -51,8 +51,16 @@ func TestRaftDataPrivate(t *testing.T) {
 			if st.Mode().Perm() != 0o600 {
 				t.Errorf("%s: mode %v, want 0600", rel, st.Mode().Perm())
 			}
-		case strings.HasPrefix(rel, "snapshots"+string(filepath.Separator)) && !d.IsDir():
-			snapFiles++
+		case strings.HasPrefix(rel, "snapshots"+string(filepath.Separator)):
+			want := os.FileMode(0o600)
+			if d.IsDir() {
+				want = 0o700
+			} else {
+				snapFiles++
+			}
+			if st.Mode().Perm() != want {
+				t.Errorf("%s: mode %v, want %v", rel, st.Mode().Perm(), want)
+			}
 		}
 		return nil
 	})

@@ -67,14 +67,14 @@ func openRaftStores(cfg *Config, hlog hclog.Logger) (*raftNode, error) {
 			return nil, fmt.Errorf("controller: snapshot store: %w", err)
 		}
 		if errors.Is(statErr, fs.ErrNotExist) {
-			// raft makes it 0755 (and its files with the umask): made private here, the
-			// snapshots inside are out of other users' reach whatever their own mode.
+			// raft makes it 0755: made private here, the snapshots inside are out of
+			// other users' reach whatever their own mode.
 			if err := os.Chmod(snapDir, datamode.DirMode); err != nil {
 				n.closeBolt()
 				return nil, fmt.Errorf("controller: snapshot store: %w", err)
 			}
 		}
-		n.snaps = snaps
+		n.snaps = privateSnapshots{FileSnapshotStore: snaps, dir: snapDir, log: cfg.Logger}
 	}
 	if cfg.RaftTransport != nil {
 		n.transport = cfg.RaftTransport
@@ -331,4 +331,49 @@ type lineWriter struct{ a *hclogAdapter }
 func (w lineWriter) Write(p []byte) (int, error) {
 	w.a.Info(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// privateSnapshots makes every snapshot raft's file store writes private (0700
+// directory, 0600 files) once it is complete: the store creates them 0755 and with the
+// umask (0644), and they hold the SCRAM salts and keys.
+type privateSnapshots struct {
+	*raft.FileSnapshotStore
+	dir string
+	log *slog.Logger
+}
+
+func (p privateSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := p.FileSnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil {
+		return nil, err
+	}
+	return privateSink{SnapshotSink: sink, dir: filepath.Join(p.dir, sink.ID()), log: p.log}, nil
+}
+
+type privateSink struct {
+	raft.SnapshotSink
+	dir string // where the store moves the snapshot on Close
+	log *slog.Logger
+}
+
+func (s privateSink) Close() error {
+	if err := s.SnapshotSink.Close(); err != nil {
+		return err
+	}
+	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := datamode.FileMode
+		if d.IsDir() {
+			mode = datamode.DirMode
+		}
+		return os.Chmod(path, mode)
+	})
+	if err != nil && s.log != nil {
+		// The snapshot is written and usable; only its mode is looser than wanted.
+		s.log.Warn("could not make a Raft snapshot private", "dir", s.dir, "err", err)
+	}
+	return nil
 }
