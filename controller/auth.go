@@ -66,6 +66,11 @@ func (c *Config) bindSecurityFlags(fs *flag.FlagSet) {
 		c.CertPrincipals = splitPrincipals(s)
 		return nil
 	})
+	fs.Func("raft-tls-principals", "principals separated by ; (subject DNs after the mapping rules) of the controllers' certificates: with --raft-tls, "+
+		"a Raft peer must present one (default: any certificate of --controller-tls-ca)", func(s string) error {
+		c.RaftPrincipals = splitPrincipals(s)
+		return nil
+	})
 	fs.StringVar(&c.PrincipalRules, "controller-tls-principal-mapping-rules", c.PrincipalRules, "Kafka's ssl.principal.mapping.rules for client certificates of the API: RULE:pattern/replacement/[LU],...,DEFAULT")
 	fs.BoolVar(&c.RaftTLS, "raft-tls", c.RaftTLS, "Raft between controllers over mutual TLS: --controller-tls-cert is presented both ways and the other side "+
 		"must hold a certificate of --controller-tls-ca (set it on every controller)")

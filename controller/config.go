@@ -163,6 +163,9 @@ type Config struct {
 	// (--controller-tls-principals, --controller-tls-principal-mapping-rules).
 	CertPrincipals []string
 	PrincipalRules string
+	// RaftPrincipals pin the principals of the controllers' certificates on Raft's
+	// mutual TLS (raft_tls.go, --raft-tls-principals); empty: any certificate of the CA.
+	RaftPrincipals []string
 	// RaftTLS runs Raft between controllers over mutual TLS with the TLS files
 	// (raft_tls.go, --raft-tls).
 	RaftTLS bool

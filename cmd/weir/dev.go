@@ -199,7 +199,7 @@ func devSecurity(dir, host string) (*devSecure, error) {
 		c.ControllerConfig = func(cc *controller.Config) {
 			cc.TokenFile = d.tokenFile
 			cc.TLS = tlsconf.Files{CertFile: ctrl.CertFile, KeyFile: ctrl.KeyFile, CAFile: ca.CAFile}
-			cc.RaftTLS = true
+			cc.RaftTLS, cc.RaftPrincipals = true, []string{"CN=weir-controller"}
 			cc.Authorizer = "acl"
 		}
 		c.ClientConfig = func(cc *controller.ClientConfig) {
