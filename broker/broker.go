@@ -26,6 +26,7 @@ import (
 	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/internal/datamode"
 	"github.com/weir-io/weir/internal/slowtrace"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/tlsconf"
@@ -158,6 +159,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		Traffic:           cfg.Traffic,
 		SASL:              cfg.SASL,
 		Authorizer:        cfg.ACL.New(),
+		PrincipalRules:    cfg.ACL.PrincipalRules(),
 		SlowRequests:      slow,
 	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Internal: peerServer{b}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil
@@ -168,11 +170,16 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 // epoch, loads every partition it leads and then serves. Clients that connect while it
 // loads wait in the listen queue.
 func (b *Broker) Start() error {
+	if err := b.checkControllerAuth(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", b.cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("broker: listen %s: %w", b.cfg.ListenAddr, err)
 	}
 	b.ln = ln
+	// Messages (the WAL) and, single-node, SCRAM keys (metadata.json) live here.
+	datamode.Check(b.log, "broker data", b.cfg.DataDir, b.cfg.WAL.Dir, b.cfg.WALRoot)
 	for _, zl := range b.cfg.ZoneListeners {
 		zln, err := net.Listen("tcp", zl.Listen)
 		if err != nil {

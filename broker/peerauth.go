@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/weir-io/weir/broker/peer"
 	"github.com/weir-io/weir/security/tlsconf"
@@ -45,7 +48,7 @@ func newPeerSecurity(cfg *Config) (peerSecurity, error) {
 // PeerTokens implements kafka.PeerAuthenticator.
 func (ps peerServer) PeerTokens() [][]byte {
 	if t := ps.b.peerSec.tokens; t != nil {
-		return t.All()
+		return t.Keys(token.PurposeBrokerLink)
 	}
 	return nil
 }
@@ -55,7 +58,7 @@ func (b *Broker) securePeer(cfg *peer.Config) {
 	cfg.BrokerID = b.cfg.NodeID
 	cfg.TLS = b.peerSec.tls
 	if t := b.peerSec.tokens; t != nil {
-		cfg.Token = t.Current
+		cfg.Token = func() []byte { return t.Key(token.PurposeBrokerLink) }
 	}
 }
 
@@ -66,4 +69,32 @@ func (c *Config) bindPeerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PeerTLS.CertFile, "peer-tls-cert", c.PeerTLS.CertFile, "PEM client certificate presented on links to other brokers (when their listener asks for one)")
 	fs.StringVar(&c.PeerTLS.KeyFile, "peer-tls-key", c.PeerTLS.KeyFile, "PEM private key of --peer-tls-cert")
 	fs.StringVar(&c.PeerTLS.ServerName, "peer-tls-server-name", c.PeerTLS.ServerName, "name verified in other brokers' certificates (default: the advertised host dialled)")
+}
+
+// ErrOpenControllers: the broker enforces ACLs but the controllers' API does not
+// authenticate its callers, so anyone could change the ACLs (and read the SCRAM keys).
+var ErrOpenControllers = errors.New("broker: --authorizer acl, but the controllers' API is open to unauthenticated callers: " +
+	"anyone reaching it could grant themselves ALL; give the controllers --cluster-token-file (with TLS) or client certificates, and --authorizer acl")
+
+// checkControllerAuth refuses to start a broker that enforces ACLs against controllers
+// whose API is open (controllers older than the status field count as open).
+// Controllers that cannot be asked (down) are not held against it: registration fails
+// or succeeds on its own.
+func (b *Broker) checkControllerAuth() error {
+	if b.cfg.ACL.Authorizer == "" {
+		return nil
+	}
+	ca, ok := b.meta.(interface {
+		APIAuthRequired(context.Context) (bool, error)
+	})
+	if !ok {
+		return nil // a standalone broker: no controller API
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	required, err := ca.APIAuthRequired(ctx)
+	if err == nil && !required {
+		return ErrOpenControllers
+	}
+	return nil
 }

@@ -2,12 +2,16 @@ package cluster
 
 import (
 	"errors"
-	"github.com/weir-io/weir/internal/testutil"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/weir-io/weir/internal/testutil"
+	"github.com/weir-io/weir/security/tlsconf"
+	"github.com/weir-io/weir/security/tlstest"
+	"github.com/weir-io/weir/security/token"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,25 +21,48 @@ import (
 	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/security"
 	"github.com/weir-io/weir/security/acl"
-	"github.com/weir-io/weir/security/token"
 )
 
-// TestClusterACLs: ACLs live in the Raft controllers' metadata and every broker enforces
-// them. The first ACL is created through the controller API (as weir admin acl does);
-// the rest with kadm over Kafka by the principal that first ACL lets manage ACLs. The
-// clients are plaintext, so their principal is User:ANONYMOUS.
-func TestClusterACLs(t *testing.T) {
-	// An authorizer needs a cluster token for the links between brokers (they bypass
-	// ACLs): brokers refuse to start without one.
-	tokFile := filepath.Join(t.TempDir(), "cluster-token")
+// secureControllers gives the controllers of cfg (and every controller client) a
+// cluster token over TLS and --authorizer acl, as brokers enforcing ACLs require; it
+// returns the client configuration an admin uses.
+func secureControllers(t *testing.T, cfg *Config) func(*controller.ClientConfig) {
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "cluster.token")
 	if err := os.WriteFile(tokFile, []byte(token.Generate()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	ca, err := tlstest.NewCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Issue("controller", "controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ControllerConfig = func(cc *controller.Config) {
+		cc.TokenFile, cc.Authorizer = tokFile, "acl"
+		cc.TLS = tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile, CAFile: ca.CAFile}
+	}
+	client := func(cc *controller.ClientConfig) {
+		cc.TokenFile, cc.TLS = tokFile, tlsconf.Files{CAFile: ca.CAFile}
+	}
+	cfg.ClientConfig = client
+	return client
+}
+
+// TestClusterACLs: ACLs live in the Raft controllers' metadata and every broker enforces
+// them. The first ACL is created through the controller API (as weir admin acl does,
+// with the cluster token: brokers enforcing ACLs refuse open controllers); the rest with
+// kadm over Kafka by the principal that first ACL lets manage ACLs. The clients are
+// plaintext, so their principal is User:ANONYMOUS.
+func TestClusterACLs(t *testing.T) {
+	var adminCreds func(*controller.ClientConfig)
 	c := startCluster(t, func(cfg *Config) {
+		adminCreds = secureControllers(t, cfg)
 		inner := cfg.BrokerConfig
 		cfg.BrokerConfig = func(b *broker.Config) {
 			inner(b)
-			b.ClusterTokenFile = tokFile
 			b.ACL.Authorizer = "acl"
 			b.ACL.SuperUsers = []security.Principal{"User:admin"}
 		}
@@ -44,6 +71,7 @@ func TestClusterACLs(t *testing.T) {
 	anon := security.Anonymous
 	ccfg := controller.DefaultClientConfig()
 	ccfg.Controllers = c.APIAddrs()
+	adminCreds(&ccfg)
 	admin, err := controller.NewClient(ccfg)
 	if err != nil {
 		t.Fatal(err)
@@ -175,5 +203,21 @@ func TestClusterACLs(t *testing.T) {
 	}
 	if perr != nil {
 		t.Fatalf("produce to secret after the deny was deleted: %v", perr)
+	}
+}
+
+// TestACLBrokersRefuseOpenControllers: issue 20's finding was an unauthenticated POST to
+// the controller API granting a user ALL while the brokers enforced ACLs. A broker with
+// --authorizer acl now refuses to start against controllers whose API is open.
+func TestACLBrokersRefuseOpenControllers(t *testing.T) {
+	cfg := Config{Dir: t.TempDir(), Controllers: 1, Brokers: 1, Logger: testLogger(),
+		BrokerConfig: func(b *broker.Config) { b.ACL.Authorizer = "acl" }}
+	c, err := Start(cfg)
+	if err == nil {
+		c.Close()
+		t.Fatal("a broker enforcing ACLs started against an open controller API")
+	}
+	if !errors.Is(err, broker.ErrOpenControllers) {
+		t.Fatalf("Start: %v, want broker.ErrOpenControllers", err)
 	}
 }

@@ -75,7 +75,7 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, controllers: make([]*controller.Controller, cfg.Controllers), brokers: make([]*BrokerNode, cfg.Brokers)}
 	for _, d := range []string{"wal", "objects"} {
-		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o700); err != nil {
 			return nil, err
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/security/tlstest"
+	"github.com/weir-io/weir/security/token"
 )
 
 // TestSecureLinks: a cluster with every internal link secured — the controller API
@@ -109,11 +110,12 @@ func TestSecureLinks(t *testing.T) {
 	body := peer.AppendOffsetsRequest(nil, []peer.PartitionRef{{Topic: tp.ID, Partition: 0}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	call := func(tok string) error {
+	// key is what the link's HMAC is keyed with: a broker derives it from the token.
+	call := func(key []byte) error {
 		cfg := peer.DefaultConfig()
 		cfg.ClientID, cfg.BrokerID, cfg.Timeout = "weir-broker-99", 99, 5*time.Second
-		if tok != "" {
-			cfg.Token = func() []byte { return []byte(tok) }
+		if key != nil {
+			cfg.Token = func() []byte { return key }
 		}
 		pc := peer.NewClient(c.KafkaAddrs()[0], cfg)
 		defer pc.Close()
@@ -123,13 +125,22 @@ func TestSecureLinks(t *testing.T) {
 		}
 		return err
 	}
-	if err := call(""); !errors.Is(err, peer.ErrLost) {
+	linkKey := func(tok string) []byte { return token.Derive([]byte(tok), token.PurposeBrokerLink) }
+	if err := call(nil); !errors.Is(err, peer.ErrLost) {
 		t.Errorf("peer link without the token: %v, want refused (connection closed)", err)
 	}
-	if err := call("another-token-0123456789"); !errors.Is(err, peer.ErrAuth) {
+	if err := call(linkKey("another-token-0123456789")); !errors.Is(err, peer.ErrAuth) {
 		t.Errorf("peer link with another token: %v, want ErrAuth", err)
 	}
-	if err := call("secure-links-token-0123456789"); err != nil {
+	// The raw token, or the controller API's key (what a controller sees), is not the
+	// link's key.
+	if err := call([]byte("secure-links-token-0123456789")); !errors.Is(err, peer.ErrAuth) {
+		t.Errorf("peer link keyed with the raw token: %v, want ErrAuth", err)
+	}
+	if err := call(token.Derive([]byte("secure-links-token-0123456789"), token.PurposeControllerAPI)); !errors.Is(err, peer.ErrAuth) {
+		t.Errorf("peer link keyed with the controller API key: %v, want ErrAuth", err)
+	}
+	if err := call(linkKey("secure-links-token-0123456789")); err != nil {
 		t.Errorf("peer link with the token: %v", err)
 	}
 

@@ -14,6 +14,7 @@ import (
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/security/tlstest"
+	"github.com/weir-io/weir/security/token"
 )
 
 const (
@@ -37,7 +38,18 @@ func writeTokenFile(t testing.TB, path string, tokens ...string) {
 	}
 }
 
-// rawCall sends one API request and returns the status and the APIError code.
+// bearer is what a client holding tok sends: the controller-API key derived from it.
+func bearer(t testing.TB, tok string) string {
+	t.Helper()
+	f, err := token.Static(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Bearer()
+}
+
+// rawCall sends one API request, authenticated as a holder of tok (when not ""), and
+// returns the status and the APIError code.
 func rawCall(t testing.TB, hc *http.Client, method, url, tok string, body any) (int, string, error) {
 	t.Helper()
 	var rd *bytes.Reader
@@ -52,8 +64,12 @@ func rawCall(t testing.TB, hc *http.Client, method, url, tok string, body any) (
 		t.Fatal(err)
 	}
 	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Authorization", "Bearer "+bearer(t, tok))
 	}
+	return doCall(hc, req)
+}
+
+func doCall(hc *http.Client, req *http.Request) (int, string, error) {
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, "", err
@@ -74,7 +90,7 @@ func TestAPITokenAuth(t *testing.T) {
 	ctrlTokens := filepath.Join(dir, "controllers.token")
 	writeTokenFile(t, ctrlTokens, tokenA, tokenB)
 	tc := newTestCluster(t, 3, func(c *Config) {
-		c.TokenFile = ctrlTokens
+		c.TokenFile, c.InsecurePlaintextToken = ctrlTokens, true
 		c.LeaseTimeout, c.LeaseGrace, c.SuspectTimeout = 500*time.Millisecond, 250*time.Millisecond, time.Second
 	})
 	leader := tc.waitLeader()
@@ -111,7 +127,7 @@ func TestAPITokenAuth(t *testing.T) {
 	// several lease periods.
 	clientTokens := filepath.Join(dir, "client.token")
 	writeTokenFile(t, clientTokens, tokenA)
-	br := tc.client(7, func(c *ClientConfig) { c.TokenFile = clientTokens; c.Rack = "a" })
+	br := tc.client(7, func(c *ClientConfig) { c.TokenFile, c.InsecurePlaintextToken = clientTokens, true; c.Rack = "a" })
 	ctx := ctxT(t)
 	if err := br.RegisterBroker(ctx, brokerFor(7, "a")); err != nil {
 		t.Fatalf("register with the token: %v", err)
@@ -139,7 +155,7 @@ func TestAPITokenAuth(t *testing.T) {
 	writeTokenFile(t, wrong, tokenX)
 	for name, file := range map[string]string{"no token": "", "wrong token": wrong} {
 		cfg := DefaultClientConfig()
-		cfg.Controllers, cfg.TokenFile, cfg.StartTimeout = tc.apiAddrs(), file, 20*time.Second
+		cfg.Controllers, cfg.TokenFile, cfg.StartTimeout, cfg.InsecurePlaintextToken = tc.apiAddrs(), file, 20*time.Second, true
 		start := time.Now()
 		cl, err := NewClient(cfg)
 		if err == nil {
@@ -188,6 +204,7 @@ func TestAPIMutualTLS(t *testing.T) {
 	tc := newTestCluster(t, 3, func(c *Config) {
 		c.TokenFile = tokFile
 		c.TLS = tlsconf.Files{CertFile: srv.CertFile, KeyFile: srv.KeyFile, CAFile: ca.CAFile, ClientAuth: "request"}
+		c.CertPrincipals = []string{"CN=admin"}
 	})
 	leader := tc.waitLeader()
 	follower := tc.follower(leader)
@@ -242,6 +259,8 @@ func TestAPIMutualTLS(t *testing.T) {
 	// Required client certificates: the handshake itself refuses a caller without one.
 	req := newTestCluster(t, 3, func(c *Config) {
 		c.TLS = tlsconf.Files{CertFile: srv.CertFile, KeyFile: srv.KeyFile, CAFile: ca.CAFile, ClientAuth: "require"}
+		// The controllers' own certificate too: with no token, a follower forwards with it.
+		c.CertPrincipals = []string{"CN=admin", "CN=controller"}
 	})
 	rl := req.waitLeader()
 	base := "https://" + req.peers[rl].APIAddr

@@ -76,13 +76,16 @@ type ClientConfig struct {
 	// returns instead (e.g. to count its bytes). It runs once per connection, on the
 	// dialing goroutine; it must not block. Nil: connections are used as dialed.
 	WrapConn func(addr string, nc net.Conn) net.Conn
-	// TokenFile names the cluster token file (security/token): its first token is sent
-	// as `Authorization: Bearer` on every request. TLS, when its CAFile or CertFile is
+	// TokenFile names the cluster token file (security/token): the controller-API key
+	// derived from its first token is sent as `Authorization: Bearer` on every request. TLS, when its CAFile or CertFile is
 	// set, makes the client speak HTTPS: the controllers are verified against CAFile
 	// (the system roots if empty) and CertFile/KeyFile is presented when they ask for a
 	// client certificate. Flags: BindSecurityFlags (clientauth.go).
 	TokenFile string
 	TLS       tlsconf.Files
+	// InsecurePlaintextToken allows TokenFile without TLS (the controllers' key then
+	// crosses the network in the clear); without it NewClient refuses.
+	InsecurePlaintextToken bool
 }
 
 // DefaultClientConfig returns the defaults (BrokerID -1: set it for a broker).

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
@@ -26,6 +27,10 @@ func newClientSecurity(cfg *ClientConfig) (clientSecurity, error) {
 		}
 		s.tokens = f
 	}
+	if s.tokens != nil && !cfg.TLS.Enabled() && !cfg.InsecurePlaintextToken {
+		return s, fmt.Errorf("controller client: %w: a cluster token file without controller TLS would send the cluster's key over plain HTTP; "+
+			"set --controller-tls-ca (or --insecure-plaintext-token)", ErrBadConfig)
+	}
 	if cfg.TLS.Enabled() {
 		src, err := tlsconf.New(cfg.TLS, cfg.Logger)
 		if err != nil {
@@ -38,7 +43,7 @@ func newClientSecurity(cfg *ClientConfig) (clientSecurity, error) {
 
 func (s *clientSecurity) authorize(req *http.Request) {
 	if s.tokens != nil {
-		req.Header.Set("Authorization", "Bearer "+string(s.tokens.Current()))
+		req.Header.Set("Authorization", "Bearer "+s.tokens.Bearer())
 	}
 }
 
@@ -51,5 +56,20 @@ func (cfg *ClientConfig) BindSecurityFlags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.TLS.CAFile, "controller-tls-ca", cfg.TLS.CAFile, "PEM CA bundle verifying the controllers' certificates; setting it (or --controller-tls-cert) makes the controller API calls HTTPS")
 	fs.StringVar(&cfg.TLS.CertFile, "controller-tls-cert", cfg.TLS.CertFile, "PEM client certificate presented to the controllers (mutual TLS; reloaded when the file changes)")
 	fs.StringVar(&cfg.TLS.KeyFile, "controller-tls-key", cfg.TLS.KeyFile, "PEM private key of --controller-tls-cert")
+	fs.BoolVar(&cfg.InsecurePlaintextToken, "insecure-plaintext-token", cfg.InsecurePlaintextToken, "allow --cluster-token-file with plain-HTTP controllers (the key crosses the network in the clear)")
 	fs.StringVar(&cfg.TLS.ServerName, "controller-tls-server-name", cfg.TLS.ServerName, "name verified in the controllers' certificates (default: the host dialled)")
+}
+
+// APIAuthRequired reports whether the controllers' API refuses unauthenticated callers
+// (Status.AuthRequired of the first controller that answers). A broker enforcing ACLs
+// asks before it starts: ACLs are worthless if anyone may change them there.
+func (c *Client) APIAuthRequired(ctx context.Context) (bool, error) {
+	var err error
+	for i := range c.cfg.Controllers {
+		var st Status
+		if st, err = c.Status(ctx, i); err == nil {
+			return st.AuthRequired, nil
+		}
+	}
+	return false, err
 }

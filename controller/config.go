@@ -150,6 +150,22 @@ type Config struct {
 	// ClientAuth request or require a verified client certificate authenticates too.
 	TokenFile string
 	TLS       tlsconf.Files
+	// Authorizer "acl" says the brokers enforce ACLs (--authorizer acl): the API then
+	// must authenticate its callers (a token file or client certificates), or anyone who
+	// reaches it could grant themselves ALL and read the SCRAM keys.
+	Authorizer string
+	// InsecurePlaintextToken allows a token file without TLS on the API: the token then
+	// crosses the network in the clear (--insecure-plaintext-token).
+	InsecurePlaintextToken bool
+	// CertPrincipals are the client-certificate principals (the subject DN mapped by
+	// PrincipalRules, tlsconf) the API accepts as callers: a certificate of the CA alone
+	// is not enough, since the same CA may sign the brokers' Kafka client certificates
+	// (--controller-tls-principals, --controller-tls-principal-mapping-rules).
+	CertPrincipals []string
+	PrincipalRules string
+	// RaftPrincipals pin the principals of the controllers' certificates on Raft's
+	// mutual TLS (raft_tls.go, --raft-tls-principals); empty: any certificate of the CA.
+	RaftPrincipals []string
 	// RaftTLS runs Raft between controllers over mutual TLS with the TLS files
 	// (raft_tls.go, --raft-tls).
 	RaftTLS bool

@@ -188,7 +188,8 @@ func (c *Controller) IsLeader() bool { return c.raftState() == raft.Leader }
 // Status describes this controller's Raft state.
 func (c *Controller) Status() Status {
 	v := c.fsm.View()
-	st := Status{ID: c.cfg.NodeID, State: "Starting", LeaderID: -1, Version: v.Version, ClusterID: v.ClusterID, Peers: c.cfg.Peers}
+	st := Status{ID: c.cfg.NodeID, State: "Starting", LeaderID: -1, Version: v.Version, ClusterID: v.ClusterID, Peers: c.cfg.Peers,
+		AuthRequired: c.auth != nil && c.auth.required()}
 	r := c.r.Load()
 	if r == nil {
 		return st

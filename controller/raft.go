@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"log/slog"
 	"net"
@@ -16,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/weir-io/weir/internal/datamode"
 )
 
 // raftNode is the Raft side of a controller: stores, transport and the raft instance.
@@ -35,9 +38,12 @@ type raftNode struct {
 func openRaftStores(cfg *Config, hlog hclog.Logger) (*raftNode, error) {
 	n := &raftNode{logs: cfg.LogStore, stable: cfg.StableStore, snaps: cfg.SnapshotStore}
 	if n.logs == nil || n.stable == nil || n.snaps == nil {
-		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		if err := os.MkdirAll(cfg.DataDir, datamode.DirMode); err != nil {
 			return nil, fmt.Errorf("controller: %w", err)
 		}
+		// The Raft log and snapshots hold the SCRAM salts and keys: warn when others may
+		// read them (raft.db itself is created 0600 by raft-boltdb).
+		datamode.Check(cfg.Logger, "controller Raft data", cfg.DataDir, filepath.Join(cfg.DataDir, "raft.db"), filepath.Join(cfg.DataDir, "snapshots"))
 	}
 	if n.logs == nil || n.stable == nil {
 		store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.DataDir, "raft.db"))
@@ -53,12 +59,22 @@ func openRaftStores(cfg *Config, hlog hclog.Logger) (*raftNode, error) {
 		}
 	}
 	if n.snaps == nil {
+		snapDir := filepath.Join(cfg.DataDir, "snapshots")
+		_, statErr := os.Stat(snapDir)
 		snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog.Named("snapshots"))
 		if err != nil {
 			n.closeBolt()
 			return nil, fmt.Errorf("controller: snapshot store: %w", err)
 		}
-		n.snaps = snaps
+		if errors.Is(statErr, fs.ErrNotExist) {
+			// raft makes it 0755: made private here, the snapshots inside are out of
+			// other users' reach whatever their own mode.
+			if err := os.Chmod(snapDir, datamode.DirMode); err != nil {
+				n.closeBolt()
+				return nil, fmt.Errorf("controller: snapshot store: %w", err)
+			}
+		}
+		n.snaps = privateSnapshots{FileSnapshotStore: snaps, dir: snapDir, log: cfg.Logger}
 	}
 	if cfg.RaftTransport != nil {
 		n.transport = cfg.RaftTransport
@@ -315,4 +331,49 @@ type lineWriter struct{ a *hclogAdapter }
 func (w lineWriter) Write(p []byte) (int, error) {
 	w.a.Info(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// privateSnapshots makes every snapshot raft's file store writes private (0700
+// directory, 0600 files) once it is complete: the store creates them 0755 and with the
+// umask (0644), and they hold the SCRAM salts and keys.
+type privateSnapshots struct {
+	*raft.FileSnapshotStore
+	dir string
+	log *slog.Logger
+}
+
+func (p privateSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := p.FileSnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil {
+		return nil, err
+	}
+	return privateSink{SnapshotSink: sink, dir: filepath.Join(p.dir, sink.ID()), log: p.log}, nil
+}
+
+type privateSink struct {
+	raft.SnapshotSink
+	dir string // where the store moves the snapshot on Close
+	log *slog.Logger
+}
+
+func (s privateSink) Close() error {
+	if err := s.SnapshotSink.Close(); err != nil {
+		return err
+	}
+	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := datamode.FileMode
+		if d.IsDir() {
+			mode = datamode.DirMode
+		}
+		return os.Chmod(path, mode)
+	})
+	if err != nil && s.log != nil {
+		// The snapshot is written and usable; only its mode is looser than wanted.
+		s.log.Warn("could not make a Raft snapshot private", "dir", s.dir, "err", err)
+	}
+	return nil
 }

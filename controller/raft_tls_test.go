@@ -88,3 +88,65 @@ func TestRaftMutualTLS(t *testing.T) {
 		t.Fatalf("the Raft port refused a certificate of the CA: %v", err)
 	}
 }
+
+// TestRaftTLSPinnedPrincipals: with --raft-tls-principals, a certificate of the
+// controllers' own CA but another principal (a broker's, a client's) is refused on the
+// Raft port; the controllers' own still replicate.
+func TestRaftTLSPinnedPrincipals(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := tlstest.NewCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Issue("controller", "controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker, err := ca.Issue("broker", "broker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile, CAFile: ca.CAFile}
+	tc := newTestCluster(t, 3, func(c *Config) { c.TLS, c.RaftTLS, c.RaftPrincipals = files, true, []string{"CN=controller"} })
+	leader := tc.waitLeader()
+	cl := tc.client(-1, func(c *ClientConfig) { c.TLS = tlsconf.Files{CAFile: ca.CAFile} })
+	br := tc.client(1, func(c *ClientConfig) { c.TLS = tlsconf.Files{CAFile: ca.CAFile} })
+	if err := br.RegisterBroker(ctxT(t), brokerFor(1, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateTopic(ctxT(t), metadata.TopicSpec{Name: "pinned", Partitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the topic on every controller", func() bool {
+		for _, c := range tc.ctrls {
+			if c.View().Topics["pinned"] == nil {
+				return false
+			}
+		}
+		return true
+	})
+	dial := func(f tlsconf.Files) error {
+		src, err := tlsconf.New(f, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", tc.peers[leader].RaftAddr, src.Client())
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil
+		}
+		return err
+	}
+	if err := dial(tlsconf.Files{CAFile: ca.CAFile, CertFile: broker.CertFile, KeyFile: broker.KeyFile}); err == nil {
+		t.Fatal("the Raft port accepted a certificate of the CA with another principal")
+	}
+	if err := dial(files); err != nil {
+		t.Fatalf("the Raft port refused the controllers' certificate: %v", err)
+	}
+}

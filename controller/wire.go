@@ -248,4 +248,7 @@ type Status struct {
 	Version           uint64 `json:"version"`
 	ClusterID         string `json:"cluster_id"`
 	Peers             Peers  `json:"peers"`
+	// AuthRequired: the API refuses unauthenticated callers (auth.go). Brokers that
+	// enforce ACLs refuse to start against controllers without it.
+	AuthRequired bool `json:"auth_required,omitempty"`
 }

@@ -98,7 +98,7 @@ func OpenLocal(cfg LocalConfig) (*LocalStore, error) {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		s.state = localState{FormatVersion: LocalFormatVersion, ClusterID: newClusterID(), Topics: map[string]*Topic{}}
-		if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
 			return nil, fmt.Errorf("metadata: %w", err)
 		}
 		if err := s.persist(); err != nil {

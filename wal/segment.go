@@ -60,7 +60,7 @@ const zeroStep = 256 << 10
 // committer, by Replay and by the background precreator.
 func (w *WAL) createTmp(size int64) (*tmpFile, error) {
 	path := filepath.Join(w.cfg.Dir, fmt.Sprintf("segment-%d%s", w.tmpSeq.Add(1), tmpSuffix))
-	f, err := w.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := w.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600) // message data: the owner only
 	if err != nil {
 		return nil, ioError("creating segment", err)
 	}

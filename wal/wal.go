@@ -107,7 +107,7 @@ func Open(cfg Config) (*WAL, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	if err := cfg.FS.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := cfg.FS.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("wal: creating %s: %w", cfg.Dir, err)
 	}
 	entries, err := cfg.FS.ReadDir(cfg.Dir)

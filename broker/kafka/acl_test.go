@@ -29,8 +29,8 @@ import (
 )
 
 // The ACL tests run a front end on a TLS listener that requires client certificates:
-// a client's principal is User:<CN of its certificate>, the path a user of mutual TLS
-// takes. User:admin is a super user; the others get what the admin grants them with
+// a client's principal is User:<CN of its certificate> (a mapping rule of its DN
+// CN=<name>), the path a user of mutual TLS takes. User:admin is a super user; the others get what the admin grants them with
 // kadm (CreateAcls over the same listener).
 
 type aclEnv struct {
@@ -76,6 +76,13 @@ func startACLServer(t *testing.T, mods ...func(*Config)) *aclEnv {
 	t.Cleanup(groups.Close)
 	cfg := Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1, BrokerConfigs: map[string]string{"broker.id": "0"},
 		Authorizer: acl.NewAuthorizer([]security.Principal{"User:admin"}, false)}
+	// The test certificates' subject is CN=<user> alone; map it to the plain name, as a
+	// deployment naming its users by CN would (principals are the full DN by default).
+	rules, err := tlsconf.ParsePrincipalRules("RULE:^CN=([^,]*)$/$1/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.PrincipalRules = rules
 	for _, m := range mods {
 		m(&cfg)
 	}

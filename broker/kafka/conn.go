@@ -18,7 +18,6 @@ import (
 	"github.com/weir-io/weir/routing"
 	"github.com/weir-io/weir/security"
 	"github.com/weir-io/weir/security/acl"
-	"github.com/weir-io/weir/security/tlsconf"
 )
 
 // A connection has a reader goroutine and a writer goroutine. The reader parses each
@@ -135,7 +134,13 @@ func (c *conn) tlsHandshake() error {
 		return err
 	}
 	tc.SetDeadline(time.Time{})
-	if name := tlsconf.PeerName(tc.ConnectionState()); name != "" {
+	name, err := c.s.cfg.PrincipalRules.Principal(tc.ConnectionState())
+	if err != nil {
+		c.s.metrics.tlsFailures.Inc()
+		c.s.log.Info("TLS client certificate refused", "remote", c.nc.RemoteAddr().String(), "err", err)
+		return err
+	}
+	if name != "" {
 		c.setPrincipal(security.User(name))
 	}
 	return nil

@@ -28,6 +28,13 @@ func (s *Server) handleCreatePartitions(ctx context.Context, req *kmsg.CreatePar
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		// A group's coordinator partition is its hash modulo the partition count: more
+		// partitions in __consumer_offsets would move groups away from their offsets.
+		if err := refuseInternal("add partitions to", rt.Topic); err != nil {
+			st.ErrorCode, st.ErrorMessage = kafkaCode(err), errMessage(err)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if err := s.meta.CreatePartitions(ctx, rt.Topic, rt.Count, req.ValidateOnly); err != nil {
 			st.ErrorCode = kafkaCode(err)
 			st.ErrorMessage = errMessage(err)

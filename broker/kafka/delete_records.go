@@ -35,6 +35,11 @@ func (s *Server) handleDeleteRecords(ctx context.Context, req *kmsg.DeleteRecord
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			if err := refuseInternal("delete records of", rt.Topic); err != nil {
+				sp.ErrorCode = kafkaCode(err)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			w, err := s.be.Writer(t, rp.Partition, "")
 			if err != nil {
 				sp.ErrorCode = kafkaCode(err)

@@ -61,6 +61,11 @@ func (s *Server) handleDeleteTopics(ctx context.Context, req *kmsg.DeleteTopicsR
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if err := refuseInternal("delete", name); err != nil {
+			st.ErrorCode, st.ErrorMessage = kafkaCode(err), errMessage(err)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		t, err := s.meta.DeleteTopic(ctx, name)
 		if err != nil {
 			st.ErrorCode = kafkaCode(err)

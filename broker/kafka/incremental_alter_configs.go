@@ -32,6 +32,10 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, req *kmsg.In
 				sr.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				break
 			}
+			if err := refuseInternal("change the configs of", rr.ResourceName); err != nil {
+				sr.ErrorCode, sr.ErrorMessage = kafkaCode(err), errMessage(err)
+				break
+			}
 			ops := make([]metadata.ConfigOp, 0, len(rr.Configs))
 			for _, c := range rr.Configs {
 				op := metadata.ConfigOp{Key: c.Name, Op: metadata.ConfigOpType(c.Op)}

@@ -4,7 +4,9 @@ package kafka
 //
 // Each partition's data must be exactly one record batch v2 (Kafka's rule for v3+). The
 // batch is validated (size against the topic's max.message.bytes, CRC32C, header sanity,
-// no transactional or control batches), copied once into a WAL record and queued on the
+// no transactional or control batches), its records decoded and checked like Kafka's
+// LogValidator does (recbatch.ValidateRecords: counts, offset deltas, lengths,
+// timestamps; compressed batches decompressed within maxDecompressedBatch), copied once into a WAL record and queued on the
 // WAL. Offsets are assigned when the WAL's committer prepares the record, so offset order
 // is log order, and the partition acknowledges only after the record's group has been
 // fdatasync'ed. acks=0, 1 and all are therefore equally durable; acks=0 just sends no
@@ -31,6 +33,11 @@ import (
 	"github.com/weir-io/weir/routing"
 	"github.com/weir-io/weir/security/acl"
 )
+
+// maxDecompressedBatch bounds what one compressed batch may decompress to for the
+// record check (recbatch.ValidateRecords): max.message.bytes bounds the compressed size
+// only.
+const maxDecompressedBatch = recbatch.MaxDecompressed
 
 func init() {
 	register(api{key: 0, min: 3, max: 11, handle: func(s *Server, c *conn, sl *slot, req kmsg.Request) {
@@ -115,6 +122,10 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 				fail(out, errTopicAuthorization, false)
 				continue
 			}
+			if err := refuseInternal("produce to", rt.Topic); err != nil {
+				fail(out, err, true)
+				continue
+			}
 			w, err := s.be.Writer(t, rp.Partition, zone)
 			if err == nil && walErr != nil {
 				fail(out, walErr, true)
@@ -127,6 +138,9 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 			maxBytes, _ := t.Config("max.message.bytes")
 			mb, _ := strconv.Atoi(maxBytes)
 			h, err := recbatch.ValidateProduce(rp.Records, mb)
+			if err == nil {
+				err = recbatch.ValidateRecords(&h, rp.Records, recbatch.RecordRules{MaxDecompressed: maxDecompressedBatch})
+			}
 			if err != nil {
 				fail(out, err, true)
 				continue

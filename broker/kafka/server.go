@@ -16,6 +16,7 @@ import (
 	"github.com/weir-io/weir/routing"
 	"github.com/weir-io/weir/security/acl"
 	"github.com/weir-io/weir/security/sasl"
+	"github.com/weir-io/weir/security/tlsconf"
 )
 
 // Config is the front end's part of the broker's configuration.
@@ -50,6 +51,9 @@ type Config struct {
 	SASL sasl.Config
 	// Authorizer checks every request against the ACLs (authz.go); nil: off.
 	Authorizer *acl.Authorizer
+	// PrincipalRules map a TLS client certificate's subject DN to its principal name
+	// (Kafka's ssl.principal.mapping.rules); the zero value is DEFAULT, the full DN.
+	PrincipalRules tlsconf.PrincipalRules
 	// SlowRequests writes an execution trace when a request takes longer than its
 	// threshold (internal/slowtrace); nil: off.
 	SlowRequests *slowtrace.Recorder

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/metadata"
@@ -39,9 +40,11 @@ func tlsPrincipals(s *Server) []security.Principal {
 	return ps
 }
 
-// A client's verified certificate makes the connection's principal User:<CN>, set by
-// the handshake before the first request; on a listener that only requests
-// certificates, a client without one stays anonymous.
+// A client's verified certificate makes the connection's principal User:<subject DN>
+// (Kafka's default, not the CN alone), or what the principal mapping rules make of the
+// DN, set by the handshake before the first request; a certificate no rule maps is
+// refused; on a listener that only requests certificates, a client without one stays
+// anonymous.
 func TestTLSClientCertificatePrincipal(t *testing.T) {
 	ca, err := tlstest.NewCA(t.TempDir())
 	if err != nil {
@@ -50,17 +53,23 @@ func TestTLSClientCertificatePrincipal(t *testing.T) {
 	srv, _ := ca.Issue("broker", "broker")
 	alice, _ := ca.Issue("alice", "alice")
 	for _, tc := range []struct {
-		auth string
-		cert *tlstest.Pair
-		want security.Principal
+		auth  string
+		cert  *tlstest.Pair
+		rules string
+		want  security.Principal
 	}{
-		{"require", &alice, security.User("alice")},
-		{"request", &alice, security.User("alice")},
-		{"request", nil, security.Anonymous},
-		{"none", &alice, security.Anonymous}, // not asked for: not sent
+		{"require", &alice, "", security.User("CN=alice")},
+		{"request", &alice, "", security.User("CN=alice")},
+		{"require", &alice, "RULE:^CN=([^,]*)$/$1/U", security.User("ALICE")},
+		{"require", &alice, "RULE:^CN=(admin)$/$1/", ""}, // no rule matches: refused
+		{"request", nil, "", security.Anonymous},
+		{"none", &alice, "", security.Anonymous}, // not asked for: not sent
 	} {
-		t.Run(fmt.Sprintf("%s/cert=%v", tc.auth, tc.cert != nil), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/cert=%v/rules=%s", tc.auth, tc.cert != nil, tc.rules), func(t *testing.T) {
 			s, _ := startServer(t)
+			if s.cfg.PrincipalRules, err = tlsconf.ParsePrincipalRules(tc.rules); err != nil {
+				t.Fatal(err)
+			}
 			src, err := tlsconf.New(tlsconf.Files{CertFile: srv.CertFile, KeyFile: srv.KeyFile, CAFile: ca.CAFile, ClientAuth: tc.auth}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -82,6 +91,12 @@ func TestTLSClientCertificatePrincipal(t *testing.T) {
 			rc := &rawConn{t: t, nc: nc}
 			req := kmsg.NewPtrApiVersionsRequest()
 			rc.send(1, req)
+			if tc.want == "" {
+				if _, _, err := rc.recv(10 * time.Second); err == nil {
+					t.Fatal("a certificate no rule maps was served")
+				}
+				return
+			}
 			if resp := recvDecode(t, rc, req).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
 				t.Fatalf("ApiVersions error %d", resp.ErrorCode)
 			}

@@ -17,12 +17,13 @@ import (
 // does it works with the flags devSecurity prints, and is refused without the token.
 func TestAdminSecureLinks(t *testing.T) {
 	dir := t.TempDir()
-	secure, flags, err := devSecurity(dir)
+	sec, err := devSecurity(dir, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
+	flags := sec.adminFlags
 	cfg := cluster.Config{Dir: dir, Controllers: 3, Brokers: 1, NoGossip: false, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	secure(&cfg)
+	sec.apply(&cfg)
 	c, err := cluster.Start(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ func runBroker(ctx context.Context, args []string) error {
 	defer p.stop()
 	logger, reg := p.log, p.reg
 	cfg.Logger, cfg.Registerer = logger, reg
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return err
 	}
 	if scfg.Kind == storeconfig.KindLocal && scfg.Dir == "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -10,12 +11,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/cluster"
 	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/gossip"
+	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore/storeconfig"
+	"github.com/weir-io/weir/security"
+	"github.com/weir-io/weir/security/acl"
+	"github.com/weir-io/weir/security/sasl"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/security/tlstest"
 	"github.com/weir-io/weir/security/token"
@@ -35,8 +41,9 @@ func runDev(ctx context.Context, args []string) error {
 	raftPort := fs.Int("raft-port", 9301, "Raft port of the first controller; the others follow")
 	apiPort := fs.Int("api-port", 9401, "controller API port of the first controller; the others follow")
 	gossipPort := fs.Int("gossip-port", 9501, "gossip port of the first broker; the others follow")
-	secure := fs.Bool("secure", false, "secure the internal links: a cluster token (<data-dir>/cluster.token, kept), the controller API and Raft over TLS "+
-		"(a throw-away CA and certificate in <data-dir>/tls, made at each start), encrypted gossip (<data-dir>/gossip.key, kept); the Kafka listeners stay plaintext")
+	secure := fs.Bool("secure", false, "a secure deployment: Kafka listeners SASL_SSL with ACLs enforced (super user admin, password in <data-dir>/admin.password, "+
+		"client settings in <data-dir>/client.properties), a cluster token (<data-dir>/cluster.token), the controller API and Raft over TLS and authenticated "+
+		"(a throw-away CA in <data-dir>/tls, made at each start), encrypted gossip (<data-dir>/gossip.key); the files but the CA are kept across restarts")
 	scfg := storeconfig.DefaultConfig("")
 	scfg.BindFlags(fs)
 	p := newProcess(fs, "warn", "127.0.0.1:9644", "address for /metrics (every node, labelled), /healthz and /readyz (empty: off)")
@@ -65,10 +72,9 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	noObjects := objects == nil
-	var secureCfg func(*cluster.Config)
-	var adminFlags string
+	var sec *devSecure
 	if *secure {
-		if secureCfg, adminFlags, err = devSecurity(*dir); err != nil {
+		if sec, err = devSecurity(*dir, *host); err != nil {
 			return err
 		}
 	}
@@ -84,21 +90,29 @@ func runDev(ctx context.Context, args []string) error {
 		RaftAddrs: ports(*raftPort, *controllers), APIAddrs: ports(*apiPort, *controllers),
 		Logger: p.log, Registerer: p.reg,
 	}
-	if secureCfg != nil {
-		secureCfg(&ccfg)
+	if sec != nil {
+		sec.apply(&ccfg)
 	}
 	c, err := cluster.Start(ccfg)
 	if err != nil {
 		return err
 	}
-	p.ready.Store(true)
 	first := c.KafkaAddrs()[0]
+	if sec != nil {
+		if err := sec.bootstrap(ctx, c, *brokers, c.Bootstrap()); err != nil {
+			c.Close()
+			return err
+		}
+	}
+	p.ready.Store(true)
 	fmt.Printf("weir dev is ready: %d controllers, %d brokers in zones %s. Kafka bootstrap %s  (try: kcat -b %s -L)\n",
 		*controllers, *brokers, *zones, first, first)
 	fmt.Printf("brokers %s; controllers %s; data in %s; metrics on http://%s/metrics; Ctrl-C stops\n",
 		c.Bootstrap(), strings.Join(c.APIAddrs(), ","), *dir, *p.metricsAddr)
-	if adminFlags != "" {
-		fmt.Printf("internal links secured; administer with: weir admin status %s\n", adminFlags)
+	if sec != nil {
+		fmt.Printf("secured: Kafka SASL_SSL with ACLs (super user %s, password in %s); client settings in %s (kcat -F %s -L)\n",
+			devAdmin, sec.passwordFile, sec.propsFile, sec.propsFile)
+		fmt.Printf("administer with: weir admin status %s\n", sec.adminFlags)
 	}
 	<-ctx.Done()
 	p.ready.Store(false)
@@ -106,52 +120,164 @@ func runDev(ctx context.Context, args []string) error {
 	return c.Close()
 }
 
-// devSecurity prepares `weir dev --secure` under dir: the cluster token and gossip key
-// (made once, kept across restarts) and a CA with a controller certificate (made at each
-// start: tlstest keeps no CA key on disk). It returns the cluster configuration's
-// adjustment and the flags `weir admin` needs.
-func devSecurity(dir string) (func(*cluster.Config), string, error) {
+// devSecure is what `weir dev --secure` sets up under its data directory: a secure
+// deployment in miniature, every item of the README's security checklist.
+//
+//   - the cluster token (cluster.token, kept across restarts): the controller API's
+//     bearer and the broker links' HMAC key are derived from it (security/token);
+//   - TLS from a throw-away CA (tls/, made at each start: tlstest keeps no CA key): the
+//     controller API and Raft (mutual TLS), and the brokers' Kafka listeners;
+//   - Kafka listeners SASL_SSL: every client authenticates (SCRAM or PLAIN) over TLS;
+//   - ACLs enforced (--authorizer acl) with User:admin the super user, and the
+//     controllers told so (they refuse to start without authentication);
+//   - an admin SCRAM user whose password is admin.password (kept), created through the
+//     authenticated controller API at each start, and client.properties (librdkafka's
+//     keys: kcat -F) with everything a client needs;
+//   - encrypted gossip (gossip.key, kept).
+type devSecure struct {
+	apply        func(*cluster.Config)
+	adminFlags   string // what `weir admin` needs
+	dir          string
+	caFile       string
+	tokenFile    string
+	passwordFile string
+	password     string
+	propsFile    string
+}
+
+// devAdmin is the super user `weir dev --secure` creates.
+const devAdmin = "admin"
+
+func devSecurity(dir, host string) (*devSecure, error) {
 	tlsDir := filepath.Join(dir, "tls")
 	if err := os.MkdirAll(tlsDir, 0o700); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	tokFile := filepath.Join(dir, "cluster.token")
+	d := &devSecure{dir: dir, tokenFile: filepath.Join(dir, "cluster.token"), passwordFile: filepath.Join(dir, "admin.password"),
+		propsFile: filepath.Join(dir, "client.properties")}
 	keyFile := filepath.Join(dir, "gossip.key")
-	if err := writeIfMissing(tokFile, token.Generate()+"\n"); err != nil {
-		return nil, "", err
+	if err := writeIfMissing(d.tokenFile, token.Generate()+"\n"); err != nil {
+		return nil, err
 	}
+	if err := writeIfMissing(d.passwordFile, token.Generate()+"\n"); err != nil {
+		return nil, err
+	}
+	pw, err := os.ReadFile(d.passwordFile)
+	if err != nil {
+		return nil, err
+	}
+	d.password = strings.TrimSpace(string(pw))
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := writeIfMissing(keyFile, base64.StdEncoding.EncodeToString(key)+"\n"); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	keys, err := gossip.LoadKeyFile(keyFile)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	ca, err := tlstest.NewCA(tlsDir)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	pair, err := ca.Issue("controller", "weir-controller")
+	d.caFile = ca.CAFile
+	ctrl, err := ca.Issue("controller", "weir-controller")
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	apply := func(c *cluster.Config) {
+	hosts := []string{"localhost", "127.0.0.1"}
+	if host != "" && host != "127.0.0.1" && host != "localhost" {
+		hosts = append(hosts, host)
+	}
+	brk, err := ca.Issue("broker", "weir-broker", hosts...)
+	if err != nil {
+		return nil, err
+	}
+	d.apply = func(c *cluster.Config) {
 		c.ControllerConfig = func(cc *controller.Config) {
-			cc.TokenFile = tokFile
-			cc.TLS = tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile, CAFile: ca.CAFile}
-			cc.RaftTLS = true
+			cc.TokenFile = d.tokenFile
+			cc.TLS = tlsconf.Files{CertFile: ctrl.CertFile, KeyFile: ctrl.KeyFile, CAFile: ca.CAFile}
+			cc.RaftTLS, cc.RaftPrincipals = true, []string{"CN=weir-controller"}
+			cc.Authorizer = "acl"
 		}
 		c.ClientConfig = func(cc *controller.ClientConfig) {
-			cc.TokenFile = tokFile
+			cc.TokenFile = d.tokenFile
 			cc.TLS = tlsconf.Files{CAFile: ca.CAFile}
+		}
+		inner := c.BrokerConfig
+		c.BrokerConfig = func(b *broker.Config) {
+			if inner != nil {
+				inner(b)
+			}
+			b.ListenProtocol = "SASL_SSL"
+			b.TLS = tlsconf.Files{CertFile: brk.CertFile, KeyFile: brk.KeyFile}
+			b.PeerTLS = tlsconf.Files{CAFile: ca.CAFile} // links to the other brokers' SASL_SSL listeners
+			b.ACL = acl.Config{Authorizer: "acl", SuperUsers: []security.Principal{security.User(devAdmin)}}
 		}
 		c.GossipConfig = func(g *gossip.Config) { g.SecretKey, g.OldKeys = keys[0], keys[1:] }
 	}
-	return apply, fmt.Sprintf("--cluster-token-file %s --controller-tls-ca %s", tokFile, ca.CAFile), nil
+	d.adminFlags = fmt.Sprintf("--cluster-token-file %s --controller-tls-ca %s", d.tokenFile, ca.CAFile)
+	return d, nil
+}
+
+// bootstrap creates (or resets) the admin SCRAM user through the controller API, as
+// `weir admin user set` does, and writes client.properties for bootstrap.
+func (d *devSecure) bootstrap(ctx context.Context, c *cluster.Cluster, nBrokers int, bootstrap string) error {
+	ccfg := controller.DefaultClientConfig()
+	ccfg.Controllers, ccfg.TokenFile, ccfg.TLS = c.APIAddrs(), d.tokenFile, tlsconf.Files{CAFile: d.caFile}
+	cl, err := controller.NewClient(ccfg)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	// One alteration per request: the API refuses a user altered twice in one.
+	var last []byte // the SHA-512 credential's StoredKey, to see it reach the brokers
+	for _, m := range []metadata.ScramMechanism{metadata.ScramSHA256, metadata.ScramSHA512} {
+		cred, err := sasl.NewCredential(m.String(), d.password, 4096)
+		if err != nil {
+			return err
+		}
+		res, err := cl.AlterScram(ctx, []metadata.ScramAlteration{{User: devAdmin, Mechanism: m,
+			Credential: metadata.ScramCredential{Mechanism: m, Iterations: 4096, Salt: cred.Salt, StoredKey: cred.StoredKey, ServerKey: cred.ServerKey}}})
+		if err == nil && len(res) == 1 {
+			err = res[0].Err
+		}
+		if err != nil {
+			return fmt.Errorf("creating the admin user (%s): %w", m, err)
+		}
+		last = cred.StoredKey
+	}
+	// Ready when every broker knows the new credential: the printed settings work then.
+	for known := false; !known; {
+		known = true
+		for i := 0; i < nBrokers; i++ {
+			if n := c.Broker(i); n != nil {
+				cred, ok := n.Client.View().Scram.Credential(devAdmin, metadata.ScramSHA512)
+				known = known && ok && bytes.Equal(cred.StoredKey, last)
+			}
+		}
+		if !known {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for the brokers to learn the admin user: %w", ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	props := fmt.Sprintf("# weir dev --secure: kcat -F %s -L\nbootstrap.servers=%s\nsecurity.protocol=SASL_SSL\nsasl.mechanisms=SCRAM-SHA-512\n"+
+		"sasl.username=%s\nsasl.password=%s\nssl.ca.location=%s\n", d.propsFile, bootstrap, devAdmin, d.password, d.caFile)
+	return writeFile(d.propsFile, props)
+}
+
+// writeFile replaces path with content, mode 0600 (it holds a password).
+func writeFile(path, content string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 func writeIfMissing(path, content string) error {

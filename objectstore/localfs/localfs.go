@@ -365,7 +365,7 @@ func mkdirAllSync(dir string) error {
 			return err
 		}
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			if info, serr := os.Stat(dir); serr == nil && info.IsDir() {
 				return nil // created concurrently

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/weir-io/weir/security"
+	"github.com/weir-io/weir/security/tlsconf"
 )
 
 // Config turns the authorizer on and configures it (Kafka: authorizer.class.name,
@@ -19,6 +20,17 @@ type Config struct {
 	// AllowEveryoneIfNoACLFound allows a request on a resource that has no ACL at all
 	// (default false: such a resource is closed to all but super users).
 	AllowEveryoneIfNoACLFound bool
+	// PrincipalMappingRules map a TLS client certificate's subject DN to its principal
+	// name (Kafka's ssl.principal.mapping.rules, security/tlsconf); empty: DEFAULT, the
+	// full DN, e.g. User:CN=alice,OU=eng,O=acme.
+	PrincipalMappingRules string
+}
+
+// PrincipalRules returns the parsed PrincipalMappingRules (DEFAULT if they do not parse:
+// Validate reports that).
+func (c *Config) PrincipalRules() tlsconf.PrincipalRules {
+	r, _ := tlsconf.ParsePrincipalRules(c.PrincipalMappingRules)
+	return r
 }
 
 // DefaultConfig is the authorizer off.
@@ -28,6 +40,9 @@ func DefaultConfig() Config { return Config{} }
 func (c *Config) Validate() error {
 	if c.Authorizer != "" && c.Authorizer != "acl" {
 		return fmt.Errorf("acl: --authorizer %q: want \"acl\" or nothing", c.Authorizer)
+	}
+	if _, err := tlsconf.ParsePrincipalRules(c.PrincipalMappingRules); err != nil {
+		return fmt.Errorf("acl: --ssl-principal-mapping-rules: %w", err)
 	}
 	for _, p := range c.SuperUsers {
 		if !validPrincipal(p) {
@@ -71,6 +86,9 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		c.SuperUsers = ps
 		return err
 	})
+	fs.StringVar(&c.PrincipalMappingRules, "ssl-principal-mapping-rules", c.PrincipalMappingRules,
+		"Kafka's ssl.principal.mapping.rules: how a TLS client certificate's subject DN becomes its principal, RULE:pattern/replacement/[LU],...,DEFAULT "+
+			`(default DEFAULT: the full DN, e.g. User:CN=alice,OU=eng; RULE:^CN=([^,]*)(,.*)?$/$1/ names users by CN alone)`)
 	fs.BoolVar(&c.AllowEveryoneIfNoACLFound, "allow-everyone-if-no-acl-found", c.AllowEveryoneIfNoACLFound,
 		"allow a request on a resource that has no ACL at all (Kafka's allow.everyone.if.no.acl.found); default: only super users may use it")
 }

@@ -231,7 +231,8 @@ func (s *Source) Client() *tls.Config {
 }
 
 // PeerName is the subject common name of the verified client certificate of a TLS
-// connection state ("" none): the principal name of a mutual-TLS client.
+// connection state ("" none). It is not a principal: principals are the full DN mapped
+// by PrincipalRules (principal.go), since CNs repeat across OUs and organisations.
 func PeerName(cs tls.ConnectionState) string {
 	if len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
 		return ""

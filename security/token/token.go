@@ -17,7 +17,9 @@ package token
 import (
 	"bufio"
 	"bytes"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -172,4 +174,50 @@ func Generate() string {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Purposes of the keys derived from a cluster token. Each use gets its own key, so what
+// one side learns cannot be replayed on another: a controller (or anyone who sees a
+// controller API request) holds only the controller-API key, never the key of the
+// broker links' HMAC challenge, and the other way round.
+const (
+	PurposeControllerAPI = "weir controller api v1"
+	PurposeBrokerLink    = "weir broker link v1"
+)
+
+// Derive returns the key for purpose derived from a cluster token: HMAC-SHA256 keyed by
+// the token over the purpose label (HKDF's extract-and-expand is not needed: the token
+// is already uniformly random, Generate, and one 32-byte output is enough).
+func Derive(tok []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, tok)
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
+}
+
+// Key is the key this process presents for purpose (derived from Current).
+func (f *File) Key(purpose string) []byte { return Derive(f.Current(), purpose) }
+
+// Keys is every accepted key for purpose, the current one first.
+func (f *File) Keys(purpose string) [][]byte {
+	all := f.All()
+	out := make([][]byte, len(all))
+	for i, t := range all {
+		out[i] = Derive(t, purpose)
+	}
+	return out
+}
+
+// Bearer is the controller API's bearer token: the controller-API key, base64url.
+func (f *File) Bearer() string {
+	return base64.RawURLEncoding.EncodeToString(f.Key(PurposeControllerAPI))
+}
+
+// MatchBearer reports whether got is the bearer of one of the accepted tokens, comparing
+// every one in constant time.
+func (f *File) MatchBearer(got []byte) bool {
+	ok := 0
+	for _, k := range f.Keys(PurposeControllerAPI) {
+		ok |= subtle.ConstantTimeCompare([]byte(base64.RawURLEncoding.EncodeToString(k)), got)
+	}
+	return ok == 1 && len(got) > 0
 }

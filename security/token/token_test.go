@@ -1,6 +1,7 @@
 package token
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,5 +73,33 @@ func TestParseRefuses(t *testing.T) {
 	}
 	if len(Generate()) < MinLen || Generate() == Generate() {
 		t.Error("Generate")
+	}
+}
+
+// TestDerivedKeysSeparate: the controller-API key and the broker-link key of one token
+// differ from each other and from the token, are stable, and differ between tokens, so
+// a holder of one (a controller sees bearers) learns neither the other nor the token.
+func TestDerivedKeysSeparate(t *testing.T) {
+	f, err := Static("token-a-0123456789abcdef", "token-b-0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, link := f.Key(PurposeControllerAPI), f.Key(PurposeBrokerLink)
+	if bytes.Equal(api, link) || bytes.Equal(api, f.Current()) || bytes.Equal(link, f.Current()) || len(api) != 32 {
+		t.Fatalf("keys not separate: api %x link %x", api, link)
+	}
+	if !bytes.Equal(api, Derive([]byte("token-a-0123456789abcdef"), PurposeControllerAPI)) {
+		t.Fatal("Key is not Derive of the current token")
+	}
+	keys := f.Keys(PurposeBrokerLink)
+	if len(keys) != 2 || !bytes.Equal(keys[0], link) || bytes.Equal(keys[0], keys[1]) {
+		t.Fatalf("Keys: %x", keys)
+	}
+	if !f.MatchBearer([]byte(f.Bearer())) || f.MatchBearer(f.Current()) || f.MatchBearer(nil) {
+		t.Fatal("MatchBearer accepts the raw token or refuses the bearer")
+	}
+	g, _ := Static("token-b-0123456789abcdef")
+	if !f.MatchBearer([]byte(g.Bearer())) {
+		t.Fatal("the second token's bearer is refused (rotation)")
 	}
 }
