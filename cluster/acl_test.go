@@ -210,8 +210,14 @@ func TestClusterACLs(t *testing.T) {
 // the controller API granting a user ALL while the brokers enforced ACLs. A broker with
 // --authorizer acl now refuses to start against controllers whose API is open.
 func TestACLBrokersRefuseOpenControllers(t *testing.T) {
+	// The broker has a cluster token of its own (else it refuses to start for that
+	// reason first: broker.ErrNoClusterToken); the controllers have none.
+	tokFile := filepath.Join(t.TempDir(), "cluster.token")
+	if err := os.WriteFile(tokFile, []byte(token.Generate()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg := Config{Dir: t.TempDir(), Controllers: 1, Brokers: 1, Logger: testLogger(),
-		BrokerConfig: func(b *broker.Config) { b.ACL.Authorizer = "acl" }}
+		BrokerConfig: func(b *broker.Config) { b.ACL.Authorizer, b.ClusterTokenFile = "acl", tokFile }}
 	c, err := Start(cfg)
 	if err == nil {
 		c.Close()
