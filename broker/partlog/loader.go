@@ -254,24 +254,26 @@ func (l *Loader) collectLink(src Source, own Reader, want map[metadata.TopicID]m
 // it) reads as a storage error; the index entries pointing there are below what objects
 // hold and are dropped, so only a reader racing with that finds it.
 func (l *Loader) ProxyReader(broker int32, epoch int64) Reader {
+	return &reopeningReader{open: func() (Reader, error) { return l.proxyReader(broker, epoch) }}
+}
+
+// proxyReader finds the reader of broker's directory of epoch; a failure is not kept
+// (reopeningReader asks again at the next read).
+func (l *Loader) proxyReader(broker int32, epoch int64) (Reader, error) {
 	srcs, err := l.dirs(broker)
 	if err != nil {
-		return errReader{err}
+		return nil, err
 	}
 	for _, s := range srcs {
 		if s.Epoch != epoch {
 			continue
 		}
 		if s.Reader != nil {
-			return s.Reader
+			return s.Reader, nil
 		}
-		ro, err := l.View(s.Dir)
-		if err != nil {
-			return errReader{err}
-		}
-		return ro
+		return l.View(s.Dir)
 	}
-	return errReader{fmt.Errorf("WAL of broker %d epoch %d not found", broker, epoch)}
+	return nil, fmt.Errorf("WAL of broker %d epoch %d not found", broker, epoch)
 }
 
 type errReader struct{ err error }
