@@ -78,7 +78,7 @@ func TestLinkReaderPatchesAndRevalidates(t *testing.T) {
 	l := testLink(t, batch, pos)
 	l.Base, l.LeaderEpoch = 1000, 6
 	sr := &staleReader{inner: log, stale: 2}
-	r := &linkReader{in: sr, base: l.Base, epoch: l.LeaderEpoch, crc: l.CRC}
+	r := &linkReader{in: sr, base: l.Base, epoch: l.LeaderEpoch, crc: l.CRC, lastDelta: l.LastOffsetDelta}
 	buf := make([]byte, len(batch))
 	if err := r.ReadAt(buf, pos); err != nil {
 		t.Fatal(err)
@@ -93,9 +93,104 @@ func TestLinkReaderPatchesAndRevalidates(t *testing.T) {
 	if !bytes.Equal(buf[17:], batch[17:]) {
 		t.Fatal("the records changed")
 	}
-	r = &linkReader{in: &staleReader{inner: log, stale: 100}, base: 1, epoch: 1, crc: l.CRC}
+	r = &linkReader{in: &staleReader{inner: log, stale: 100}, base: 1, epoch: 1, crc: l.CRC, lastDelta: l.LastOffsetDelta}
 	if err := r.ReadAt(buf, pos); !errors.Is(err, ErrStaleRead) {
 		t.Fatalf("a read that never matches: %v, want ErrStaleRead", err)
+	}
+}
+
+// headerStaleReader serves, until revalidated, the batch with the bytes the CRC does not
+// cover (base offset, batch length, leader epoch, magic) zeroed, as a stale page that
+// ends inside the batch header would: the CRC'd part is right.
+type headerStaleReader struct {
+	inner       Reader
+	stale       int
+	revalidated int
+}
+
+func (s *headerStaleReader) ReadAt(p []byte, pos wal.Pos) error {
+	if err := s.inner.ReadAt(p, pos); err != nil {
+		return err
+	}
+	if s.stale > 0 {
+		clear(p[:17])
+	}
+	return nil
+}
+
+func (s *headerStaleReader) Revalidate(wal.Pos) error {
+	s.revalidated++
+	s.stale--
+	return nil
+}
+
+// A stale page across the header boundary (length and magic zero, CRC field and records
+// right) is never served: the read is revalidated until the whole batch checks, or fails.
+func TestLinkReaderChecksUncoveredHeaderBytes(t *testing.T) {
+	batch := kafkatest.Batch(-1, -1, -1, []byte("x"), []byte("y"))
+	log := &memLog{}
+	pos := log.add(append([]byte(nil), batch...))
+	l := testLink(t, batch, pos)
+	l.Base, l.LeaderEpoch = 7, 1
+	sr := &headerStaleReader{inner: log, stale: 1}
+	r := &linkReader{in: sr, base: l.Base, epoch: l.LeaderEpoch, crc: l.CRC, lastDelta: l.LastOffsetDelta}
+	buf := make([]byte, len(batch))
+	if err := r.ReadAt(buf, pos); err != nil {
+		t.Fatal(err)
+	}
+	if sr.revalidated != 1 {
+		t.Fatalf("a zero batch length and magic were served (revalidated %d times)", sr.revalidated)
+	}
+	if h, err := recbatch.Frame(buf); err != nil || h.Size() != len(batch) {
+		t.Fatalf("read back %+v %v", h, err)
+	}
+	r = &linkReader{in: &headerStaleReader{inner: log, stale: 100}, base: 1, epoch: 1, crc: l.CRC, lastDelta: l.LastOffsetDelta}
+	if err := r.ReadAt(buf, pos); !errors.Is(err, ErrStaleRead) {
+		t.Fatalf("a header that never checks: %v, want ErrStaleRead", err)
+	}
+	// A link whose last offset delta disagrees with the batch is refused (VerifyLink).
+	bad := l
+	bad.LastOffsetDelta++
+	if _, err := VerifyLink(&bad, &headerStaleReader{inner: log}); !errors.Is(err, ErrStaleRead) {
+		t.Fatalf("a link not matching its batch verified: %v", err)
+	}
+	if got, err := VerifyLink(&l, &headerStaleReader{inner: log}); err != nil || !bytes.Equal(got[17:], batch[17:]) {
+		t.Fatalf("verify: %v", err)
+	}
+}
+
+// A proxy's WAL reader that failed to open is asked again at the next read, never kept:
+// a directory not visible yet must not fail the batches it holds for good.
+func TestProxyReaderReopensAfterFailure(t *testing.T) {
+	fs := waltest.NewMemFS()
+	cfg := wal.DefaultConfig("/wal/broker-5/epoch-3")
+	cfg.FS, cfg.SegmentSize = fs, 1<<20
+	w, err := wal.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Replay(nil); err != nil {
+		t.Fatal(err)
+	}
+	batch := kafkatest.Batch(-1, -1, -1, []byte("x"))
+	pos := appendRec(t, w, RecProxyBatch, EncodeBatchRec(metadata.TopicID{9}, 2, batch)) + BatchRecHdr
+	visible := false // the directory is not listed yet (a lagging directory cache)
+	ld := NewLoader(fs, func(b int32) ([]Source, error) {
+		if !visible {
+			return nil, nil
+		}
+		return []Source{{Broker: 5, Epoch: 3, Dir: "/wal/broker-5/epoch-3"}}, nil
+	}, nil)
+	defer ld.Close()
+	r := ld.ProxyReader(5, 3)
+	buf := make([]byte, len(batch))
+	if err := r.ReadAt(buf, pos); !errors.Is(err, ErrStorage) {
+		t.Fatalf("first read: %v, want ErrStorage", err)
+	}
+	visible = true
+	if err := r.ReadAt(buf, pos); err != nil || !bytes.Equal(buf, batch) {
+		t.Fatalf("second read: %v", err)
 	}
 }
 
@@ -155,7 +250,11 @@ func TestLoadLinkedBatchFromProxyWAL(t *testing.T) {
 	if _, err := ld.View("/wal/broker-5/epoch-3"); err != nil { // caches the first page
 		t.Fatal(err)
 	}
-	if _, err := ld.ProxyReader(5, 3).(*wal.ReadOnly).Scan(func(byte, []byte, wal.Pos) error { return nil }); err != nil {
+	ro, err := ld.View("/wal/broker-5/epoch-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ro.Scan(func(byte, []byte, wal.Pos) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 64)
