@@ -276,9 +276,6 @@ func (l *Loader) proxyReader(broker int32, epoch int64) (Reader, error) {
 	return nil, fmt.Errorf("WAL of broker %d epoch %d not found", broker, epoch)
 }
 
-type errReader struct{ err error }
-
-func (r errReader) ReadAt([]byte, wal.Pos) error { return fmt.Errorf("%w: %w", ErrStorage, r.err) }
 
 // Close closes the read-only views.
 func (l *Loader) Close() {

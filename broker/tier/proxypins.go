@@ -139,3 +139,11 @@ func (t *Tier) ProxyPinsHeld() int {
 	}
 	return n
 }
+
+// PinEnd is what the pin waits for: the partition's objects reaching it (>= 0), or -1 while
+// the link's answer is awaited, -2 while a lost answer awaits its session fence (tests).
+func (t *Tier) PinEnd(pn *ProxyPin) (end int64, released bool) {
+	t.pinMu.Lock()
+	defer t.pinMu.Unlock()
+	return pn.end, pn.released
+}
