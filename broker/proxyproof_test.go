@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -230,9 +231,12 @@ func TestLinkToUnreadableBatchRefused(t *testing.T) {
 }
 
 // stallWrites blocks WAL writes until the returned function is called (with the error
-// the blocked writes then fail with, nil: none).
-func stallWrites(pb *proofBroker, op waltest.Op) func(error) {
+// the blocked writes then fail with, nil: none); a test that fails first releases them
+// on cleanup, so the broker can close.
+func stallWrites(t *testing.T, pb *proofBroker, op waltest.Op) func(error) {
 	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
 	var after atomic.Value
 	pb.fs.SetHook(func(o waltest.Op, name string, _ int64, _ int) error {
 		if o == op && filepath.Ext(name) == ".wal" {
@@ -247,7 +251,7 @@ func stallWrites(pb *proofBroker, op waltest.Op) func(error) {
 		if err != nil {
 			after.Store(err)
 		}
-		close(release)
+		once.Do(func() { close(release) })
 	}
 }
 
@@ -260,7 +264,7 @@ func TestLostLinkPinWaitsForSessionFence(t *testing.T) {
 	pb := startProofBroker(t, time.Hour)
 	batch := makeBatch(5, 0, 0, []byte("only copy"))
 	l, pin := pb.proxied(t, batch)
-	release := stallWrites(pb, waltest.OpWrite)
+	release := stallWrites(t, pb, waltest.OpWrite)
 	c := pb.peerClient(t)
 	ch := pb.send(c, 0, l)
 	testutil.Eventually(t, 30*time.Second, "the link is prepared, its write stalled", func() bool { return pb.next() == 1 })
@@ -323,7 +327,7 @@ func readBack(t *testing.T, pb *proofBroker, value string) {
 func TestDeadProxyDirWaitsForFenceProof(t *testing.T) {
 	pb := startProofBroker(t, time.Hour)
 	l, _ := pb.proxied(t, makeBatch(-1, -1, -1, []byte("a"), []byte("b")))
-	release := stallWrites(pb, waltest.OpWrite)
+	release := stallWrites(t, pb, waltest.OpWrite)
 	ch := pb.send(pb.peerClient(t), 3, l)
 	testutil.Eventually(t, 30*time.Second, "the link is prepared, its write stalled", func() bool { return pb.next() == 2 })
 
@@ -373,7 +377,7 @@ func TestDuplicateRetryWaitsForOriginalSync(t *testing.T) {
 	t.Run("direct", func(t *testing.T) {
 		pb := startProofBroker(t, time.Hour)
 		batch := makeBatch(11, 0, 0, []byte("a"))
-		fail := stallWrites(pb, waltest.OpSync)
+		fail := stallWrites(t, pb, waltest.OpSync)
 		produce := func() <-chan kmsg.ProduceResponseTopicPartition {
 			ch := make(chan kmsg.ProduceResponseTopicPartition, 1)
 			cl := clientFor(t, pb.Broker)
@@ -407,7 +411,7 @@ func TestDuplicateRetryWaitsForOriginalSync(t *testing.T) {
 		batch := makeBatch(12, 0, 0, []byte("a"))
 		l, pin := pb.proxied(t, batch)
 		l2, pin2 := pb.proxied(t, batch)
-		fail := stallWrites(pb, waltest.OpSync)
+		fail := stallWrites(t, pb, waltest.OpSync)
 		orig := pb.send(pb.peerClient(t), 1, l)
 		testutil.Eventually(t, 30*time.Second, "the original is prepared", func() bool { return pb.next() == 1 })
 		retry := pb.send(pb.peerClient(t), 2, l2)
