@@ -198,7 +198,14 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 		}
 		for _, r := range ranges[p] {
 			if r.Broker == src.Broker && r.Holds(h.BaseOffset) {
-				p.collect(&h, own, SourceID{src.Broker, src.Epoch}, pos+BatchRecHdr, len(batch))
+				in := own
+				if src.Reader == nil {
+					// Read later through a view of a directory this process does not
+					// write (a fenced broker's, or its own earlier one): every read is
+					// checked like a linked batch's (CRC, length, magic, count).
+					in = &linkReader{in: ro, base: h.BaseOffset, epoch: h.LeaderEpoch, crc: h.CRC, lastDelta: h.LastOffsetDelta}
+				}
+				p.collect(&h, in, SourceID{src.Broker, src.Epoch}, pos+BatchRecHdr, len(batch))
 				break
 			}
 		}
