@@ -201,7 +201,7 @@ func TestLinkToUnreadableBatchRefused(t *testing.T) {
 	pb := startProofBroker(t, time.Hour)
 	c := pb.peerClient(t)
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(*partlog.Link)
 	}{
 		{"bytes not matching the link", func(l *partlog.Link) { l.CRC ^= 1 }},

@@ -283,7 +283,6 @@ func (l *Loader) proxyReader(broker int32, epoch int64) (Reader, error) {
 	return nil, fmt.Errorf("WAL of broker %d epoch %d not found", broker, epoch)
 }
 
-
 // Close closes the read-only views.
 func (l *Loader) Close() {
 	l.mu.Lock()
