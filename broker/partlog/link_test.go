@@ -3,6 +3,7 @@ package partlog
 import (
 	"bytes"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/weir-io/weir/internal/kafkatest"
@@ -353,5 +354,77 @@ func TestPrepareLinkSequences(t *testing.T) {
 	}
 	if pr, err := p.PrepareLink(link(3, 2), log); err != nil || pr.Dup != nil || pr.Base() != 3 {
 		t.Fatalf("after rollback the same sequence is new again: %+v %v", pr, err)
+	}
+}
+
+// A batch loaded from a directory this process does not write (a fenced broker's) is
+// read through the checked reader: bytes the CRC does not cover that come back wrong (a
+// zero batch length and magic, as from a stale page ending inside the header) are not
+// served.
+func TestLoadedBatchOfOtherWALChecked(t *testing.T) {
+	server := waltest.NewMemFS()
+	host := waltest.NewStaleFS(server)
+	dir := "/wal/broker-6/epoch-1"
+	cfg := wal.DefaultConfig(dir)
+	cfg.FS, cfg.SegmentSize = server, 1<<20
+	w, err := wal.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Replay(nil); err != nil {
+		t.Fatal(err)
+	}
+	id := metadata.TopicID{9}
+	batch := kafkatest.Batch(-1, -1, -1, []byte("direct"))
+	recbatch.SetOffsetEpoch(batch, 0, 2)
+	appendRec(t, w, RecBatch, EncodeBatchRec(id, 2, batch))
+	w.Close()
+
+	ld := NewLoader(host, func(b int32) ([]Source, error) {
+		return []Source{{Broker: 6, Epoch: 1, Dir: dir}}, nil
+	}, nil)
+	defer ld.Close()
+	p := New("t", id, 2, 2, 0)
+	if _, err := ld.Load([]*Partition{p}, map[*Partition][]LogRange{p: {{Broker: 6, Start: 0, End: -1}}}, LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.FinishLoad(-1, false, true); err != nil {
+		t.Fatal(err)
+	}
+	pieces, _, _, err := p.Read(0, 1<<20, true, -1)
+	if err != nil || len(pieces) != 1 {
+		t.Fatalf("read: %d pieces, %v", len(pieces), err)
+	}
+	got := make([]byte, pieces[0].Size)
+	if err := pieces[0].Src.ReadAt(got, pieces[0].Pos); err != nil || !bytes.Equal(got, batch) {
+		t.Fatalf("read back: %v", err)
+	}
+
+	// The file now serves the header's first 17 bytes as zeros.
+	entries, err := server.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zeroed := false
+	for _, e := range entries {
+		f, err := server.OpenFile(dir+"/"+e.Name(), os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		st, _ := f.Stat()
+		data := make([]byte, st.Size())
+		f.ReadAt(data, 0)
+		if i := bytes.Index(data, batch[17:]); i >= 17 {
+			f.WriteAt(make([]byte, 17), int64(i-17))
+			zeroed = true
+		}
+		f.Close()
+	}
+	if !zeroed {
+		t.Fatal("batch not found in the WAL files")
+	}
+	host.DropCaches()
+	if err := pieces[0].Src.ReadAt(got, pieces[0].Pos); !errors.Is(err, ErrStaleRead) {
+		t.Fatalf("a batch with a zero length and magic: %v, want ErrStaleRead (never served)", err)
 	}
 }
