@@ -28,13 +28,7 @@ func (b *Broker) proxiedUploaded(v *metadata.View, s partlog.Source, seal wal.Se
 		for _, p := range idx.Proxied {
 			keys = append(keys, partlog.Key{ID: p.Topic, Index: p.Partition})
 		}
-		got, err := map[partlog.Key]int64{}, error(nil)
-		for _, k := range keys { // the old guess: the high watermark
-			if p := b.parts.Get(k.ID, k.Index); p != nil {
-				_, hw := p.Offsets()
-				got[k] = hw
-			}
-		}
+		got, err := b.fenceEnds(b.ctx, s.Broker, linkFence{epoch: s.Epoch + 1}, keys)
 		if err != nil || len(got) < len(keys) {
 			b.log.Debug("log ends of proxied partitions not all known yet; the WAL directory stays", "dir", s.Dir, "err", err)
 			return false, nil

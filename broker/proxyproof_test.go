@@ -233,14 +233,16 @@ func TestLinkToUnreadableBatchRefused(t *testing.T) {
 // stallWrites blocks WAL writes until the returned function is called (with the error
 // the blocked writes then fail with, nil: none); a test that fails first releases them
 // on cleanup, so the broker can close.
-func stallWrites(t *testing.T, pb *proofBroker, op waltest.Op) func(error) {
-	release := make(chan struct{})
+func stallWrites(t *testing.T, pb *proofBroker, op waltest.Op) (release func(error), blocked func() bool) {
+	ch := make(chan struct{})
 	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	var n atomic.Int32
+	t.Cleanup(func() { once.Do(func() { close(ch) }) })
 	var after atomic.Value
 	pb.fs.SetHook(func(o waltest.Op, name string, _ int64, _ int) error {
 		if o == op && filepath.Ext(name) == ".wal" {
-			<-release
+			n.Add(1)
+			<-ch
 			if err, _ := after.Load().(error); err != nil {
 				return err
 			}
@@ -251,8 +253,8 @@ func stallWrites(t *testing.T, pb *proofBroker, op waltest.Op) func(error) {
 		if err != nil {
 			after.Store(err)
 		}
-		once.Do(func() { close(release) })
-	}
+		once.Do(func() { close(ch) })
+	}, func() bool { return n.Load() > 0 }
 }
 
 // The link's answer is lost while the link waits behind a slow WAL write at the leader,
@@ -264,10 +266,10 @@ func TestLostLinkPinWaitsForSessionFence(t *testing.T) {
 	pb := startProofBroker(t, time.Hour)
 	batch := makeBatch(5, 0, 0, []byte("only copy"))
 	l, pin := pb.proxied(t, batch)
-	release := stallWrites(t, pb, waltest.OpWrite)
+	release, blocked := stallWrites(t, pb, waltest.OpWrite)
 	c := pb.peerClient(t)
 	ch := pb.send(c, 0, l)
-	testutil.Eventually(t, 30*time.Second, "the link is prepared, its write stalled", func() bool { return pb.next() == 1 })
+	testutil.Eventually(t, 30*time.Second, "the link is prepared, its write stalled", func() bool { return pb.next() == 1 && blocked() })
 	c.Close() // the answer is lost
 	a := <-ch
 	if !errors.Is(a.err, peer.ErrLost) {
@@ -327,9 +329,9 @@ func readBack(t *testing.T, pb *proofBroker, value string) {
 func TestDeadProxyDirWaitsForFenceProof(t *testing.T) {
 	pb := startProofBroker(t, time.Hour)
 	l, _ := pb.proxied(t, makeBatch(-1, -1, -1, []byte("a"), []byte("b")))
-	release := stallWrites(t, pb, waltest.OpWrite)
+	release, blocked := stallWrites(t, pb, waltest.OpWrite)
 	ch := pb.send(pb.peerClient(t), 3, l)
-	testutil.Eventually(t, 30*time.Second, "the link is prepared, its write stalled", func() bool { return pb.next() == 2 })
+	testutil.Eventually(t, 30*time.Second, "the link is prepared, its write stalled", func() bool { return pb.next() == 2 && blocked() })
 
 	dir := t.TempDir() // stands for the dead proxy's sealed directory (PROXYEND goes there)
 	src := partlog.Source{Broker: pb.cfg.NodeID, Epoch: pb.epoch, Dir: dir}
@@ -377,7 +379,7 @@ func TestDuplicateRetryWaitsForOriginalSync(t *testing.T) {
 	t.Run("direct", func(t *testing.T) {
 		pb := startProofBroker(t, time.Hour)
 		batch := makeBatch(11, 0, 0, []byte("a"))
-		fail := stallWrites(t, pb, waltest.OpSync)
+		fail, blocked := stallWrites(t, pb, waltest.OpSync)
 		produce := func() <-chan kmsg.ProduceResponseTopicPartition {
 			ch := make(chan kmsg.ProduceResponseTopicPartition, 1)
 			cl := clientFor(t, pb.Broker)
@@ -391,7 +393,7 @@ func TestDuplicateRetryWaitsForOriginalSync(t *testing.T) {
 			return ch
 		}
 		orig := produce()
-		testutil.Eventually(t, 30*time.Second, "the original is prepared", func() bool { return pb.next() == 1 })
+		testutil.Eventually(t, 30*time.Second, "the original is prepared, its sync stalled", func() bool { return pb.next() == 1 && blocked() })
 		retry := produce()
 		select {
 		case r := <-retry:
@@ -411,9 +413,9 @@ func TestDuplicateRetryWaitsForOriginalSync(t *testing.T) {
 		batch := makeBatch(12, 0, 0, []byte("a"))
 		l, pin := pb.proxied(t, batch)
 		l2, pin2 := pb.proxied(t, batch)
-		fail := stallWrites(t, pb, waltest.OpSync)
+		fail, blocked := stallWrites(t, pb, waltest.OpSync)
 		orig := pb.send(pb.peerClient(t), 1, l)
-		testutil.Eventually(t, 30*time.Second, "the original is prepared", func() bool { return pb.next() == 1 })
+		testutil.Eventually(t, 30*time.Second, "the original is prepared, its sync stalled", func() bool { return pb.next() == 1 && blocked() })
 		retry := pb.send(pb.peerClient(t), 2, l2)
 		select {
 		case a := <-retry:
