@@ -417,15 +417,17 @@ func (px *proxy) fenced(proxy int32, epoch int64, session uint64) bool {
 	return ok && f.covers(epoch, session)
 }
 
-// rotate ends this broker's link sessions: the senders stop (links queued and not sent
-// fail as never sent) and the next links go on new sessions. It returns the fence point
-// that covers every session opened so far.
-func (px *proxy) rotate() linkFence {
+// rotate ends this broker's link sessions to the given leaders: their senders stop
+// (links queued and not sent fail as never sent) and the next links to them go on new
+// sessions. It returns the fence point that covers every session opened so far.
+func (px *proxy) rotate(leaders map[int32]bool) linkFence {
 	px.mu.Lock()
 	defer px.mu.Unlock()
 	for id, s := range px.senders {
-		s.stop()
-		delete(px.senders, id)
+		if leaders[id] {
+			s.stop()
+			delete(px.senders, id)
+		}
 	}
 	return linkFence{epoch: px.b.epoch, session: px.nextSession}
 }
@@ -433,22 +435,28 @@ func (px *proxy) rotate() linkFence {
 // resolveLostLoop resolves the proxy pins whose link answers were lost: it ends the link
 // sessions they may have gone on and asks the partitions' leaders to fence them and give
 // their log ends (fenceEnds); a leader that does not answer is asked again next round,
-// and the pins stay meanwhile.
+// and the pins stay meanwhile. Sessions are ended only when a pin was lost since the
+// last fence (that fence point still covers the others), so a leader that is down for
+// long does not make every round cut the sessions to the leaders that are up.
 func (b *Broker) resolveLostLoop() {
 	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.LinkGrace / 6)
 	defer t.Stop()
+	var last linkFence
 	for {
 		select {
 		case <-t.C:
 		case <-b.ctx.Done():
 			return
 		}
-		keys := b.tier.LostPins() // marks them: every one went on a session rotate ends
+		keys, fresh := b.tier.LostPins() // marks them
 		if len(keys) == 0 {
 			continue
 		}
-		ends, err := b.fenceEnds(b.ctx, b.cfg.NodeID, b.proxy.rotate(), keys)
+		if fresh || last.session == 0 {
+			last = b.proxy.rotate(b.leadersOf(keys))
+		}
+		ends, err := b.fenceEnds(b.ctx, b.cfg.NodeID, last, keys)
 		if err != nil {
 			b.log.Debug("fencing link sessions failed; retrying", "err", err)
 		}
@@ -456,6 +464,18 @@ func (b *Broker) resolveLostLoop() {
 			b.tier.ResolveLost(k, end)
 		}
 	}
+}
+
+// leadersOf is the set of current leaders of keys.
+func (b *Broker) leadersOf(keys []partlog.Key) map[int32]bool {
+	v := b.meta.View()
+	out := map[int32]bool{}
+	for _, k := range keys {
+		if t := v.TopicByID(k.ID); t != nil && int(k.Index) < len(t.Partitions) {
+			out[t.Partitions[k.Index].Leader] = true
+		}
+	}
+	return out
 }
 
 // errLinkBarrier ends a fence's barrier entry in the WAL (never written).

@@ -69,22 +69,24 @@ func (t *Tier) LostPin(pn *ProxyPin) {
 // LostPins returns the partitions with a lost pin and marks those pins: the caller then
 // fences every link session opened so far (so every marked pin's link went on a fenced
 // session) and calls ResolveLost with the log ends the leaders gave after the fence.
-func (t *Tier) LostPins() []partlog.Key {
+// fresh reports whether a pin was marked now for the first time: if not, the sessions
+// fenced before still cover every marked pin and need not be ended again.
+func (t *Tier) LostPins() (keys []partlog.Key, fresh bool) {
 	t.pinMu.Lock()
 	defer t.pinMu.Unlock()
-	var out []partlog.Key
 	for k, q := range t.proxyPins {
 		found := false
 		for _, pn := range q {
 			if !pn.released && pn.end == pinLost {
+				fresh = fresh || !pn.fencing
 				pn.fencing, found = true, true
 			}
 		}
 		if found {
-			out = append(out, k)
+			keys = append(keys, k)
 		}
 	}
-	return out
+	return keys, fresh
 }
 
 // ResolveLost resolves the lost pins of k that LostPins marked with the partition's log
