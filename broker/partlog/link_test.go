@@ -428,3 +428,50 @@ func TestLoadedBatchOfOtherWALChecked(t *testing.T) {
 		t.Fatalf("a batch with a zero length and magic: %v, want ErrStaleRead (never served)", err)
 	}
 }
+
+// The stale page of the issue, on waltest.StaleFS: the reader's host cached the page
+// holding the first 17 bytes of a batch header before the proxy wrote the batch, and the
+// rest of the batch (CRC field and records) is on the next page, read fresh. The CRC
+// matches the link, yet the batch length and magic read as zero: the read is revalidated
+// and served whole, never as a zero-length batch.
+func TestStalePageAcrossHeaderNotServed(t *testing.T) {
+	server := waltest.NewMemFS()
+	proxyHost, readerHost := waltest.NewStaleFS(server), waltest.NewStaleFS(server)
+	dir := "/wal/broker-5/epoch-3"
+	cfg := wal.DefaultConfig(dir)
+	cfg.FS, cfg.SegmentSize = proxyHost, 1<<20
+	w, err := wal.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Replay(nil); err != nil {
+		t.Fatal(err)
+	}
+	// A filler record so that the batch starts 17 bytes before the end of the first page.
+	batchAt := int64(waltest.PageSize - 17)
+	filler := int(batchAt) - wal.HeaderSize - 2*wal.RecordHeaderSize - BatchRecHdr
+	if p := appendRec(t, w, 200, make([]byte, filler)); p != wal.HeaderSize+wal.RecordHeaderSize {
+		t.Fatalf("filler at %d: the first segment's positions are not file offsets", p)
+	}
+	ld := NewLoader(readerHost, func(int32) ([]Source, error) { return []Source{{Broker: 5, Epoch: 3, Dir: dir}}, nil }, nil)
+	defer ld.Close()
+	r := ld.ProxyReader(5, 3)
+	if err := r.ReadAt(make([]byte, 64), wal.HeaderSize+wal.RecordHeaderSize); err != nil { // caches page 0
+		t.Fatal(err)
+	}
+	batch := kafkatest.Batch(-1, -1, -1, []byte("across the page"))
+	pos := appendRec(t, w, RecProxyBatch, EncodeBatchRec(metadata.TopicID{9}, 2, batch)) + BatchRecHdr
+	if int64(pos) != batchAt {
+		t.Fatalf("batch at %d, want %d", pos, batchAt)
+	}
+	l := testLink(t, batch, pos)
+	l.Proxy, l.ProxyEpoch, l.Base, l.LeaderEpoch = 5, 3, 40, 2
+	got, err := VerifyLink(&l, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := recbatch.Frame(got); err != nil || h.Size() != len(batch) || h.BaseOffset != 40 || !bytes.Equal(got[17:], batch[17:]) {
+		t.Fatalf("served %+v %v", h, err)
+	}
+}
