@@ -404,7 +404,7 @@ func (f linkFence) covers(epoch int64, session uint64) bool {
 func (px *proxy) fence(proxy int32, f linkFence) {
 	px.mu.Lock()
 	defer px.mu.Unlock()
-	if old, ok := px.fences[proxy]; !ok || old.covers(f.epoch, f.session) {
+	if old, ok := px.fences[proxy]; !ok || f.covers(old.epoch, old.session) {
 		px.fences[proxy] = f
 	}
 }

@@ -443,3 +443,24 @@ func TestDuplicateRetryWaitsForOriginalSync(t *testing.T) {
 		}
 	})
 }
+
+// A link fence only ever moves up: a later, lower fence (a proxy's own round after the
+// GC of its dead directory fenced its whole registration) does not unfence anything.
+func TestLinkFenceOnlyRises(t *testing.T) {
+	px := &proxy{fences: map[int32]linkFence{}}
+	px.fence(3, linkFence{epoch: 5, session: 0}) // every session of epochs up to 4
+	px.fence(3, linkFence{epoch: 4, session: 2}) // lower: ignored
+	for _, c := range []struct {
+		epoch   int64
+		session uint64
+		fenced  bool
+	}{{4, 1, true}, {4, 9, true}, {3, 100, true}, {5, 0, false}, {5, 1, false}} {
+		if got := px.fenced(3, c.epoch, c.session); got != c.fenced {
+			t.Errorf("session (%d, %d): fenced %v, want %v", c.epoch, c.session, got, c.fenced)
+		}
+	}
+	px.fence(3, linkFence{epoch: 5, session: 3})
+	if !px.fenced(3, 5, 2) || px.fenced(3, 5, 3) || px.fenced(4, 1, 0) {
+		t.Error("a higher fence not applied, or applied to another proxy")
+	}
+}
