@@ -464,3 +464,50 @@ func TestLinkFenceOnlyRises(t *testing.T) {
 		t.Error("a higher fence not applied, or applied to another proxy")
 	}
 }
+
+// OpFenceLinks over TCP, as a proxy asks a leader in another zone: the answer waits for
+// a link of a fenced session that is stuck in the leader's WAL write, its log end covers
+// that link, and a link of a fenced session arriving afterwards is refused, while a
+// session above the fence is served.
+func TestFenceLinksOverTCP(t *testing.T) {
+	pb := startProofBroker(t, time.Hour)
+	l, _ := pb.proxied(t, makeBatch(-1, -1, -1, []byte("a"), []byte("b"), []byte("c")))
+	release, blocked := stallWrites(t, pb, waltest.OpWrite)
+	stuck := pb.send(pb.peerClient(t), 4, l)
+	testutil.Eventually(t, 30*time.Second, "the link is prepared, its write stalled", func() bool { return pb.next() == 3 && blocked() })
+
+	type fenceAnswer struct {
+		os  []peer.Offsets
+		err error
+	}
+	fenced := make(chan fenceAnswer, 1)
+	req := peer.FenceRequest{Proxy: pb.cfg.NodeID, Epoch: pb.epoch, Session: 5, Parts: []peer.PartitionRef{{Topic: pb.topic.ID, Partition: 0}, {Topic: metadata.TopicID{7}, Partition: 0}}}
+	pb.peerClient(t).Do(req.AppendTo(nil), func(resp []byte, err error) {
+		var os []peer.Offsets
+		if err == nil {
+			os, err = peer.DecodeOffsets(resp, 2)
+		}
+		fenced <- fenceAnswer{os, err}
+	})
+	select {
+	case a := <-fenced:
+		t.Fatalf("fence answered (%+v) while a link of a fenced session could still be applied", a)
+	case <-time.After(time.Second): // on purpose: time for a premature answer
+	}
+	release(nil)
+	pb.fs.SetHook(nil)
+	if a := <-stuck; a.err != nil || a.rs[0].Class != peer.LinkAcked {
+		t.Fatalf("the stuck link: %+v %v", a.rs, a.err)
+	}
+	a := <-fenced
+	if a.err != nil || a.os[0].Code != 0 || a.os[0].HW < 3 || a.os[1].Code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fence answer %+v %v, want an end covering the link (3) and NOT_LEADER for a partition not led here", a.os, a.err)
+	}
+	late, _ := pb.proxied(t, makeBatch(-1, -1, -1, []byte("late")))
+	if a := <-pb.send(pb.peerClient(t), 4, late); a.err != nil || a.rs[0].Class != peer.LinkRefused {
+		t.Fatalf("a link of a fenced session: %+v %v, want refused", a.rs, a.err)
+	}
+	if a := <-pb.send(pb.peerClient(t), 5, late); a.err != nil || a.rs[0].Class != peer.LinkAcked || a.rs[0].Base != 3 {
+		t.Fatalf("a link of a session above the fence: %+v %v, want acked at 3", a.rs, a.err)
+	}
+}
