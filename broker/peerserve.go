@@ -97,14 +97,15 @@ func (b *Broker) serveLinks(req peer.LinkRequest, respond func([]byte)) {
 		if src == nil {
 			src = b.loader.ProxyReader(req.Proxy, req.ProxyEpoch)
 		}
-		if _, err := partlog.VerifyLink(&l, src); err != nil {
+		data, err := partlog.VerifyLink(&l, src)
+		if err != nil {
 			b.log.Warn("a proxied batch does not read back; its link is refused", "proxy", req.Proxy, "epoch", req.ProxyEpoch, "pos", l.Pos, "err", err)
 			res[i] = peer.LinkResult{Code: kerr.KafkaStorageError.Code, Class: peer.LinkRefused, Base: -1, LogStart: -1}
 			finish()
 			continue
 		}
 		out := &res[i]
-		b.appendLink(p, &l, req.Session, src, func(r peer.LinkResult) {
+		b.appendLink(p, &l, req.Session, src, data, func(r peer.LinkResult) {
 			*out = r
 			finish()
 		})
@@ -134,7 +135,7 @@ func linkCode(err error) int16 {
 // leadership, duplicate); or written from the offsets it got but not acked (the sync or
 // the fence check failed, or the lease lapsed), which the proxy must treat as maybe in
 // the log.
-func (b *Broker) appendLink(p *partlog.Partition, l *partlog.Link, session uint64, src partlog.Reader, done func(peer.LinkResult)) {
+func (b *Broker) appendLink(p *partlog.Partition, l *partlog.Link, session uint64, src partlog.Reader, data []byte, done func(peer.LinkResult)) {
 	var res partlog.Prepared
 	b.wal.Append(wal.Entry{
 		Type:    partlog.RecLink,
@@ -146,7 +147,7 @@ func (b *Broker) appendLink(p *partlog.Partition, l *partlog.Link, session uint6
 				return errLinkFenced
 			}
 			var err error
-			res, err = p.PrepareLink(l, src)
+			res, err = p.PrepareLinkData(l, src, data) // data: the verified bytes, for the tail cache
 			if err == nil && res.Dup != nil {
 				return res.Dup
 			}
@@ -157,7 +158,7 @@ func (b *Broker) appendLink(p *partlog.Partition, l *partlog.Link, session uint6
 		},
 		Done: func(pos wal.Pos, err error) {
 			prepared := res.Base()
-			b.finishAppend(p, res, pos, err, int64(l.Size), nil, func(base, logStart int64, err error) {
+			b.finishAppend(p, res, pos, err, int64(l.Size), func() { b.cache.Add(p, res) }, func(base, logStart int64, err error) {
 				switch {
 				case err == nil:
 					done(peer.LinkResult{Base: base, LogStart: logStart})

@@ -184,6 +184,14 @@ func linkLoc(l *Link, src Reader) *batchLoc {
 // recognises an idempotent retry, as Prepare does for a batch; src reads the proxy's WAL.
 // The WAL committer calls it in log order, and Commit makes it readable.
 func (p *Partition) PrepareLink(l *Link, src Reader) (Prepared, error) {
+	return p.PrepareLinkData(l, src, nil)
+}
+
+// PrepareLinkData is PrepareLink with the batch's bytes as the leader read them back
+// (VerifyLink), or nil: they get the link's offsets written in and serve reads and the
+// upload from memory until the tail cache lets them go (Cache.Add once committed), so
+// the proxy's WAL is not read again for them meanwhile.
+func (p *Partition) PrepareLinkData(l *Link, src Reader, data []byte) (Prepared, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.state != Ready {
@@ -204,6 +212,10 @@ func (p *Partition) PrepareLink(l *Link, src Reader) (Prepared, error) {
 	l.Base, l.LeaderEpoch = p.next, p.leaderEpoch
 	loc := linkLoc(l, src)
 	loc.synced = false
+	if len(data) == int(l.Size) {
+		recbatch.SetOffsetEpoch(data, l.Base, l.LeaderEpoch)
+		loc.data = data
+	}
 	p.noteEpoch(p.leaderEpoch, l.Base)
 	if h.Idempotent() {
 		if ps == nil {
