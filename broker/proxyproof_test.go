@@ -47,7 +47,7 @@ func startProofBroker(t *testing.T, uploadDelay time.Duration) *proofBroker {
 	cfg.ListenAddr, cfg.DataDir, cfg.Logger = "127.0.0.1:0", dir, discardLogger()
 	cfg.WAL.FS = fs
 	cfg.LinkGrace = 600 * time.Millisecond // resolveLostLoop runs every 100 ms
-	cfg.TailCacheBytes = 0 // reads and uploads of linked batches go to the WAL's copy
+	cfg.TailCacheBytes = 0                 // reads and uploads of linked batches go to the WAL's copy
 	objs, err := localfs.Open(filepath.Join(dir, "objects"))
 	if err != nil {
 		t.Fatal(err)
