@@ -103,10 +103,10 @@ type Config struct {
 	// Routing decides a client's zone (its client.id tag, its Fetch rack, its source
 	// network).
 	Routing routing.Config
-	// LinkGrace is how long a zone proxy waits after a link's answer was lost, and how
-	// long after a sealed directory of proxied batches was sealed, before asking the
-	// leaders for their log ends (any link still in flight has been applied or dropped
-	// by then).
+	// LinkGrace paces a zone proxy's resolution of lost link answers: every LinkGrace/6
+	// it fences the link sessions they went on and asks the leaders for the log ends
+	// that bound them (proxy.go: resolveLostLoop). Nothing is resolved on the grace
+	// alone.
 	LinkGrace time.Duration
 	// Traffic, when set, counts the bytes this broker moves by peer zone and kind:
 	// clients', links', and reads of other brokers' WALs.

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -11,7 +12,7 @@ import (
 )
 
 // peerServer answers other brokers' internal requests (broker/peer): links from zone
-// proxies, log-end queries, read replicas' follow requests. It runs on the connection's
+// proxies and their session fences, log-end queries, read replicas' follow requests. It runs on the connection's
 // reader goroutine, so links of one connection reach the WAL in the order they came.
 type peerServer struct{ b *Broker }
 
@@ -28,6 +29,16 @@ func (ps peerServer) ServeInternal(body []byte, respond func([]byte)) {
 			return
 		}
 		b.serveLinks(req, respond)
+	case peer.OpFenceLinks:
+		req, err := peer.DecodeFenceRequest(body)
+		if err != nil {
+			b.log.Warn("malformed link fence request", "err", err)
+			respond(nil)
+			return
+		}
+		b.fenceLinks(req.Proxy, linkFence{epoch: req.Epoch, session: req.Session}, req.Parts, func(os []peer.Offsets) {
+			respond(peer.AppendOffsets(nil, os))
+		})
 	case peer.OpOffsets:
 		refs, err := peer.DecodeOffsetsRequest(body)
 		if err != nil {
@@ -60,8 +71,10 @@ func (ps peerServer) ServeInternal(body []byte, respond func([]byte)) {
 }
 
 // serveLinks takes a proxy's links into the logs of the partitions led here: each is
-// prepared (sequence checks, offsets) and appended to this broker's WAL as a RecLink,
-// and answered once synced, with the lease still valid, like a produce.
+// read back from the proxy's WAL and checked (partlog.VerifyLink: a link to bytes that
+// cannot be read must not be acked), prepared (session fence, sequence checks, offsets)
+// and appended to this broker's WAL as a RecLink, and answered once synced, with the
+// lease still valid, like a produce. Every answer says what it proves (peer.LinkClass).
 func (b *Broker) serveLinks(req peer.LinkRequest, respond func([]byte)) {
 	res := make([]peer.LinkResult, len(req.Links))
 	var pending atomic.Int32
@@ -77,35 +90,64 @@ func (b *Broker) serveLinks(req peer.LinkRequest, respond func([]byte)) {
 		l := req.Links[i]
 		p := b.parts.Get(l.Topic, l.Partition)
 		if p == nil || !leaseOK {
-			res[i] = peer.LinkResult{Code: kerr.NotLeaderForPartition.Code, Base: -1, LogStart: -1}
+			res[i] = refusedLink(partlog.ErrNotLeader)
 			finish()
 			continue
 		}
 		if src == nil {
 			src = b.loader.ProxyReader(req.Proxy, req.ProxyEpoch)
 		}
+		data, err := partlog.VerifyLink(&l, src)
+		if err != nil {
+			b.log.Warn("a proxied batch does not read back; its link is refused", "proxy", req.Proxy, "epoch", req.ProxyEpoch, "pos", l.Pos, "err", err)
+			res[i] = peer.LinkResult{Code: kerr.KafkaStorageError.Code, Class: peer.LinkRefused, Base: -1, LogStart: -1}
+			finish()
+			continue
+		}
 		out := &res[i]
-		b.appendLink(p, &l, src, func(base, logStart int64, err error) {
-			if err != nil {
-				*out = peer.LinkResult{Code: kafka.ErrorCode(err), Base: -1, LogStart: -1}
-			} else {
-				*out = peer.LinkResult{Base: base, LogStart: logStart}
-			}
+		b.appendLink(p, &l, req.Session, src, data, func(r peer.LinkResult) {
+			*out = r
 			finish()
 		})
 	}
 	finish()
 }
 
-// appendLink appends a link record for p; done runs once it is durable (or failed).
-func (b *Broker) appendLink(p *partlog.Partition, l *partlog.Link, src partlog.Reader, done func(base, logStart int64, err error)) {
+// errLinkFenced refuses a link of a session its proxy fenced (fenceLinks).
+var errLinkFenced = fmt.Errorf("%w: the link's session was fenced by its proxy", partlog.ErrNotLeader)
+
+// refusedLink is the answer to a link refused before it got offsets.
+func refusedLink(err error) peer.LinkResult {
+	return peer.LinkResult{Code: linkCode(err), Class: peer.LinkRefused, Base: -1, LogStart: -1}
+}
+
+// linkCode is err's Kafka code, never 0 (an answer with a class other than acked needs
+// one).
+func linkCode(err error) int16 {
+	if c := kafka.ErrorCode(err); c != 0 {
+		return c
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// appendLink appends a link record for p; done runs once it is durable (or failed) with
+// the link's answer: acked; refused before it got offsets (fenced session, sequence,
+// leadership, duplicate); or written from the offsets it got but not acked (the sync or
+// the fence check failed, or the lease lapsed), which the proxy must treat as maybe in
+// the log.
+func (b *Broker) appendLink(p *partlog.Partition, l *partlog.Link, session uint64, src partlog.Reader, data []byte, done func(peer.LinkResult)) {
 	var res partlog.Prepared
 	b.wal.Append(wal.Entry{
 		Type:    partlog.RecLink,
 		Payload: partlog.AppendLink(make([]byte, 0, partlog.LinkLen), l),
 		Prepare: func(pl []byte) error {
+			// On the committer, in log order with fenceLinks' barrier: a link after a
+			// fence of its session is never prepared.
+			if b.proxy.fenced(l.Proxy, l.ProxyEpoch, session) {
+				return errLinkFenced
+			}
 			var err error
-			res, err = p.PrepareLink(l, src)
+			res, err = p.PrepareLinkData(l, src, data) // data: the verified bytes, for the tail cache
 			if err == nil && res.Dup != nil {
 				return res.Dup
 			}
@@ -115,7 +157,17 @@ func (b *Broker) appendLink(p *partlog.Partition, l *partlog.Link, src partlog.R
 			return err
 		},
 		Done: func(pos wal.Pos, err error) {
-			b.finishAppend(p, res, pos, err, int64(l.Size), nil, done)
+			prepared := res.Base()
+			b.finishAppend(p, res, pos, err, int64(l.Size), func() { b.cache.Add(p, res) }, func(base, logStart int64, err error) {
+				switch {
+				case err == nil:
+					done(peer.LinkResult{Base: base, LogStart: logStart})
+				case prepared >= 0:
+					done(peer.LinkResult{Code: linkCode(err), Class: peer.LinkMaybeLogged, Base: prepared, LogStart: -1})
+				default:
+					done(refusedLink(err))
+				}
+			})
 		},
 	})
 }

@@ -29,7 +29,11 @@ import (
 // client is answered with the leader's answer, and only while this broker's lease is
 // valid. Only the link and its answer cross zones.
 //
-// The WAL keeps the batch until the leader uploaded it (tier proxy pins). Links of one
+// The WAL keeps the batch until the leader uploaded it (tier proxy pins), and lets it go
+// only on proof: the leader's answer says the link was refused before it got offsets,
+// or an upload covers the offsets it got (acked, or written but not acked), or, for an
+// answer that was lost, the log end the leader gave after fencing the link sessions it
+// may have gone on (fenceEnds). Links of one
 // partition leave in WAL order on one connection, so an idempotent producer's sequence
 // reaches the leader in order; the leader's checks (sequence, epoch, leadership) answer
 // exactly as they would a direct produce.
@@ -50,12 +54,18 @@ var (
 	errLinkLost = kerr.RequestTimedOut
 )
 
-// proxy holds the connections to other brokers and their link senders.
+// proxy holds the connections to other brokers and their link senders; as a leader, it
+// holds the link sessions other brokers fenced (fences).
 type proxy struct {
 	b *Broker
 
 	mu      sync.Mutex
 	senders map[int32]*linkSender
+	// nextSession numbers this broker's link sessions (one per sender, from 1, within
+	// its registration epoch).
+	nextSession uint64
+	// fences: per proxy broker, the session below which its links are refused.
+	fences  map[int32]linkFence
 	clients map[int32]*peer.Client
 	// follows: read replicas' long polls go on connections of their own, so that a
 	// poll waiting at the leader never holds links back.
@@ -63,7 +73,8 @@ type proxy struct {
 }
 
 func newProxy(b *Broker) *proxy {
-	return &proxy{b: b, senders: map[int32]*linkSender{}, clients: map[int32]*peer.Client{}, follows: map[int32]*peer.Client{}}
+	return &proxy{b: b, senders: map[int32]*linkSender{}, clients: map[int32]*peer.Client{}, follows: map[int32]*peer.Client{},
+		nextSession: 1, fences: map[int32]linkFence{}}
 }
 
 // client returns the connection to broker id at its advertised address in v.
@@ -117,7 +128,8 @@ func (px *proxy) sender(v *metadata.View, id int32) (*linkSender, error) {
 		if s != nil {
 			s.stop()
 		}
-		s = &linkSender{px: px, c: c, wake: make(chan struct{}, 1), done: make(chan struct{}), slots: make(chan struct{}, maxLinkRequests)}
+		s = &linkSender{px: px, c: c, session: px.nextSession, wake: make(chan struct{}, 1), done: make(chan struct{}), slots: make(chan struct{}, maxLinkRequests)}
+		px.nextSession++
 		px.senders[id] = s
 		px.b.wg.Add(1)
 		go s.run()
@@ -148,14 +160,15 @@ type pendingLink struct {
 // linkSender sends the links for one leader: whatever queued while the previous request
 // was being written goes in the next, and up to maxLinkRequests are in flight.
 type linkSender struct {
-	px    *proxy
-	c     *peer.Client
-	mu    sync.Mutex
-	queue []pendingLink
-	wake  chan struct{}
-	done  chan struct{}
-	once  sync.Once
-	slots chan struct{}
+	px      *proxy
+	c       *peer.Client
+	session uint64
+	mu      sync.Mutex
+	queue   []pendingLink
+	wake    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	slots   chan struct{}
 }
 
 func (s *linkSender) stop() { s.once.Do(func() { close(s.done) }) }
@@ -217,7 +230,7 @@ func (s *linkSender) failAll(err error) {
 
 func (s *linkSender) send(batch []pendingLink) {
 	b := s.px.b
-	req := peer.LinkRequest{Proxy: b.cfg.NodeID, ProxyEpoch: b.epoch, Links: make([]partlog.Link, len(batch))}
+	req := peer.LinkRequest{Proxy: b.cfg.NodeID, ProxyEpoch: b.epoch, Session: s.session, Links: make([]partlog.Link, len(batch))}
 	for i := range batch {
 		req.Links[i] = batch[i].link
 	}
@@ -325,7 +338,10 @@ func (pw proxyWriter) Append(h *recbatch.Header, batch []byte, logAppendTime boo
 	}})
 }
 
-// answered finishes a proxied produce with the leader's answer.
+// answered finishes a proxied produce with the leader's answer. The pin is released
+// only when the answer proves the batch is not in the leader's log and never will be;
+// an answer that gave offsets keeps it until an upload covers them, acked or not; a
+// lost answer keeps it until a session fence resolves it (resolveLostLoop).
 func (pw proxyWriter) answered(link partlog.Link, pin *tier.ProxyPin, res peer.LinkResult, err error, stamped int64, start time.Time, done func(kafka.AppendResult)) {
 	b := pw.b
 	switch {
@@ -343,7 +359,7 @@ func (pw proxyWriter) answered(link partlog.Link, pin *tier.ProxyPin, res peer.L
 		b.metrics.links.WithLabelValues("unavailable").Inc()
 		done(kafka.AppendResult{Err: errLinkUnavailable})
 		return
-	case res.Code != 0:
+	case res.Class == peer.LinkRefused:
 		if pin != nil {
 			b.tier.ReleasePin(pin)
 		}
@@ -353,6 +369,14 @@ func (pw proxyWriter) answered(link partlog.Link, pin *tier.ProxyPin, res peer.L
 	}
 	if pin != nil {
 		b.tier.ResolvePin(pin, res.Base+int64(link.LastOffsetDelta)+1)
+	}
+	if res.Class == peer.LinkMaybeLogged {
+		// Written at the leader but not acked there: it may be in the log, so the
+		// batch stays until an upload covers its offsets; the client retries (an
+		// idempotent retry finds the original if it is in the log).
+		b.metrics.links.WithLabelValues("unacked").Inc()
+		done(kafka.AppendResult{Err: kerr.ErrorForCode(res.Code)})
+		return
 	}
 	b.metrics.links.WithLabelValues("ok").Inc()
 	b.metrics.proxySeconds.Observe(time.Since(start).Seconds())
@@ -364,35 +388,144 @@ func (pw proxyWriter) answered(link partlog.Link, pin *tier.ProxyPin, res peer.L
 	done(kafka.AppendResult{Base: res.Base, LogStart: res.LogStart, AppendTime: stamped})
 }
 
-// resolveLostLoop asks leaders for the log end of partitions whose link answers were lost,
-// so their proxy pins can be released once the leader uploads up to there.
+// linkFence is a point in a proxy's link sessions: the sessions of earlier registration
+// epochs, and those of epoch numbered below session, are fenced.
+type linkFence struct {
+	epoch   int64
+	session uint64
+}
+
+func (f linkFence) covers(epoch int64, session uint64) bool {
+	return epoch < f.epoch || epoch == f.epoch && session < f.session
+}
+
+// fence records, as a leader, that proxy's sessions below f are fenced (a fence only
+// ever moves up).
+func (px *proxy) fence(proxy int32, f linkFence) {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	if old, ok := px.fences[proxy]; !ok || f.covers(old.epoch, old.session) {
+		px.fences[proxy] = f
+	}
+}
+
+// fenced reports whether a link of proxy's session (epoch, session) must be refused.
+func (px *proxy) fenced(proxy int32, epoch int64, session uint64) bool {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	f, ok := px.fences[proxy]
+	return ok && f.covers(epoch, session)
+}
+
+// rotate ends this broker's link sessions to the given leaders: their senders stop
+// (links queued and not sent fail as never sent) and the next links to them go on new
+// sessions. It returns the fence point that covers every session opened so far.
+func (px *proxy) rotate(leaders map[int32]bool) linkFence {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	for id, s := range px.senders {
+		if leaders[id] {
+			s.stop()
+			delete(px.senders, id)
+		}
+	}
+	return linkFence{epoch: px.b.epoch, session: px.nextSession}
+}
+
+// resolveLostLoop resolves the proxy pins whose link answers were lost: it ends the link
+// sessions they may have gone on and asks the partitions' leaders to fence them and give
+// their log ends (fenceEnds); a leader that does not answer is asked again next round,
+// and the pins stay meanwhile. Sessions are ended only when a pin was lost since the
+// last fence (that fence point still covers the others), so a leader that is down for
+// long does not make every round cut the sessions to the leaders that are up.
 func (b *Broker) resolveLostLoop() {
 	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.LinkGrace / 6)
 	defer t.Stop()
+	var last linkFence
 	for {
 		select {
 		case <-t.C:
 		case <-b.ctx.Done():
 			return
 		}
-		keys := b.tier.LostPins(b.cfg.LinkGrace)
+		keys, fresh := b.tier.LostPins() // marks them
 		if len(keys) == 0 {
 			continue
 		}
-		ends, err := b.logEnds(b.ctx, keys)
+		if fresh || last.session == 0 {
+			last = b.proxy.rotate(b.leadersOf(keys))
+		}
+		ends, err := b.fenceEnds(b.ctx, b.cfg.NodeID, last, keys)
 		if err != nil {
-			b.log.Debug("asking leaders for log ends failed; retrying", "err", err)
+			b.log.Debug("fencing link sessions failed; retrying", "err", err)
 		}
 		for k, end := range ends {
-			b.tier.ResolveLost(k, end, b.cfg.LinkGrace)
+			b.tier.ResolveLost(k, end)
 		}
 	}
 }
 
-// logEnds asks the leaders of the given partitions for their high watermarks; partitions
-// whose leader did not answer (or is not serving them) are left out.
-func (b *Broker) logEnds(ctx context.Context, keys []partlog.Key) (map[partlog.Key]int64, error) {
+// leadersOf is the set of current leaders of keys.
+func (b *Broker) leadersOf(keys []partlog.Key) map[int32]bool {
+	v := b.meta.View()
+	out := map[int32]bool{}
+	for _, k := range keys {
+		if t := v.TopicByID(k.ID); t != nil && int(k.Index) < len(t.Partitions) {
+			out[t.Partitions[k.Index].Leader] = true
+		}
+	}
+	return out
+}
+
+// errLinkBarrier ends a fence's barrier entry in the WAL (never written).
+var errLinkBarrier = errors.New("broker: link fence barrier")
+
+// fenceLinks fences proxy's link sessions below f here and answers, for each partition of
+// refs this broker leads, its next offset as it was when no link of those sessions could
+// be prepared any more: a barrier entry goes through the WAL committer after the fence,
+// so every link prepared before it is below the end it reads, and every link after it
+// finds the fence and is refused (appendLink). done runs once every group before the
+// barrier is finished, from the WAL's syncer (it must not block).
+func (b *Broker) fenceLinks(proxy int32, f linkFence, refs []peer.PartitionRef, done func([]peer.Offsets)) {
+	b.proxy.fence(proxy, f)
+	out := make([]peer.Offsets, len(refs))
+	for i := range out {
+		out[i] = peer.Offsets{Code: kerr.NotLeaderForPartition.Code, HW: -1, LogStart: -1, LeaderEpoch: -1}
+	}
+	b.wal.Append(wal.Entry{
+		Type: partlog.RecLink,
+		Prepare: func([]byte) error {
+			for i, r := range refs {
+				p := b.parts.Get(r.Topic, r.Partition)
+				if p == nil {
+					continue
+				}
+				if st, next, _ := p.Progress(); st == partlog.Ready {
+					out[i] = peer.Offsets{HW: next, LogStart: -1, LeaderEpoch: p.LeaderEpoch()}
+				}
+			}
+			return errLinkBarrier
+		},
+		Done: func(_ wal.Pos, err error) {
+			if !errors.Is(err, errLinkBarrier) { // the WAL failed before the barrier
+				for i := range out {
+					out[i] = peer.Offsets{Code: kerr.KafkaStorageError.Code, HW: -1, LogStart: -1, LeaderEpoch: -1}
+				}
+			}
+			done(out)
+		},
+	})
+}
+
+// fenceEnds asks the current leaders of keys to fence proxy's link sessions below f and
+// returns the log ends they gave (partitions whose leader did not answer, or does not
+// lead them, are left out: asked again later). The leader asked is the one the current
+// view names, not necessarily the one a link went to: a leader that is serving a
+// partition took it over only after its earlier leader could no longer add to the log
+// (its WAL fenced, or the hand-off done), so a link of a session to an earlier leader is
+// below what the current leader's log starts from.
+func (b *Broker) fenceEnds(ctx context.Context, proxy int32, f linkFence, keys []partlog.Key) (map[partlog.Key]int64, error) {
 	v := b.meta.View()
 	byLeader := map[int32][]peer.PartitionRef{}
 	out := map[partlog.Key]int64{}
@@ -402,38 +535,49 @@ func (b *Broker) logEnds(ctx context.Context, keys []partlog.Key) (map[partlog.K
 			out[k] = 1<<63 - 1 // deleted: nothing to keep
 			continue
 		}
-		if l := t.Partitions[k.Index].Leader; l == b.cfg.NodeID {
-			if p := b.parts.Get(k.ID, k.Index); p != nil && p.State() == partlog.Ready {
-				_, hw := p.Offsets()
-				out[k] = hw
-			}
-		} else if l >= 0 {
+		if l := t.Partitions[k.Index].Leader; l >= 0 {
 			byLeader[l] = append(byLeader[l], peer.PartitionRef{Topic: k.ID, Partition: k.Index})
 		}
 	}
 	var firstErr error
 	for l, refs := range byLeader {
-		c, err := b.proxy.client(v, l)
-		if err == nil {
-			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			var resp []byte
-			resp, err = c.Call(ctx, peer.AppendOffsetsRequest(nil, refs))
-			cancel()
-			var os []peer.Offsets
-			if err == nil {
-				os, err = peer.DecodeOffsets(resp, len(refs))
-			}
-			for i := range os {
-				if os[i].Code == 0 {
-					out[partlog.Key{ID: refs[i].Topic, Index: refs[i].Partition}] = os[i].HW
-				}
+		os, err := b.askFence(ctx, v, l, proxy, f, refs)
+		for i := range os {
+			if os[i].Code == 0 {
+				out[partlog.Key{ID: refs[i].Topic, Index: refs[i].Partition}] = os[i].HW
 			}
 		}
 		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("broker: log ends from broker %d: %w", l, err)
+			firstErr = fmt.Errorf("broker: fencing links at broker %d: %w", l, err)
 		}
 	}
 	return out, firstErr
+}
+
+// askFence runs fenceLinks at broker l (this one, or another over its connection).
+func (b *Broker) askFence(ctx context.Context, v *metadata.View, l, proxy int32, f linkFence, refs []peer.PartitionRef) ([]peer.Offsets, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if l == b.cfg.NodeID {
+		ch := make(chan []peer.Offsets, 1)
+		b.fenceLinks(proxy, f, refs, func(os []peer.Offsets) { ch <- os })
+		select {
+		case os := <-ch:
+			return os, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	c, err := b.proxy.client(v, l)
+	if err != nil {
+		return nil, err
+	}
+	req := peer.FenceRequest{Proxy: proxy, Epoch: f.epoch, Session: f.session, Parts: refs}
+	resp, err := c.Call(ctx, req.AppendTo(nil))
+	if err != nil {
+		return nil, err
+	}
+	return peer.DecodeOffsets(resp, len(refs))
 }
 
 // ProxyPinsHeld is the number of batches this broker proxied whose leaders have not

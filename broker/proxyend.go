@@ -2,7 +2,6 @@ package broker
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/metadata"
@@ -14,25 +13,22 @@ import (
 
 // proxiedUploaded decides for a sealed directory holding proxied batches (zone routing)
 // whether their leaders uploaded everything they may have linked from it. Their offsets
-// are in the leaders' logs only: once no link into the directory can still be applied
-// (its owner sends links only after a sync that found the fence its own, and the seal
-// came after the fence; a link in flight then is applied within the grace), the leaders'
-// log ends are asked once and written down (PROXYEND), and the directory goes when the
-// manifests reach them.
+// are in the leaders' logs only. The current leader of each proxied partition is asked
+// to fence every link session of the directory's registration (and earlier ones) and to
+// give its log end after that fence (fenceEnds): no link into the directory can be
+// applied after it, so the ends are proof, written down once (PROXYEND), and the
+// directory goes when the manifests reach them. Until every leader answered, it stays.
 func (b *Broker) proxiedUploaded(v *metadata.View, s partlog.Source, seal wal.SealInfo, idx partlog.DirIndex) (bool, error) {
 	ends, ok, err := partlog.ReadProxyEnds(b.walFS(), s.Dir)
 	if err != nil {
 		return false, err
 	}
 	if !ok {
-		if time.Since(seal.Time) < 2*b.cfg.LinkGrace {
-			return false, nil
-		}
 		keys := make([]partlog.Key, 0, len(idx.Proxied))
 		for _, p := range idx.Proxied {
 			keys = append(keys, partlog.Key{ID: p.Topic, Index: p.Partition})
 		}
-		got, err := b.logEnds(b.ctx, keys)
+		got, err := b.fenceEnds(b.ctx, s.Broker, linkFence{epoch: s.Epoch + 1}, keys)
 		if err != nil || len(got) < len(keys) {
 			b.log.Debug("log ends of proxied partitions not all known yet; the WAL directory stays", "dir", s.Dir, "err", err)
 			return false, nil

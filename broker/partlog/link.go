@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
-	"github.com/weir-io/weir/internal/crc32c"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/wal"
@@ -18,8 +18,10 @@ import (
 // appends the Link to its own WAL (RecLink). The batch's bytes stay in P's WAL: whoever
 // reads the partition (L, a later leader, a read replica, the uploader) reads them there
 // through a linkReader, which writes the base offset and leader epoch the link assigned
-// into what it read (the batch CRC does not cover those two fields) and checks the CRC
-// the link recorded, so a stale read of the shared file system is caught and retried.
+// into what it read (the batch CRC does not cover those two fields) and checks every
+// other byte (recbatch.CheckStored: the CRC the link recorded, and the length and magic
+// the CRC does not cover), so a stale read of the shared file system is caught and
+// retried, never served.
 
 // LinkLen is the encoded size of a Link (a RecLink payload, and one link on the wire).
 const LinkLen = 1 + 16 + 4 + 4 + 8 + 8 + 4 + 4 + 4 + 8 + 8 + 2 + 4 + 8 + 4
@@ -132,10 +134,11 @@ type revalidator interface {
 // linkReader reads a linked batch from the proxy's WAL: it checks the batch against the
 // CRC of the link and writes the offset and epoch the link assigned into it.
 type linkReader struct {
-	in    Reader
-	base  int64
-	epoch int32
-	crc   uint32
+	in        Reader
+	base      int64
+	epoch     int32
+	crc       uint32
+	lastDelta int32
 }
 
 // staleRetries and staleWait bound how long a read waits for a shared file system to
@@ -150,12 +153,13 @@ func (r *linkReader) ReadAt(p []byte, pos wal.Pos) error {
 		if err := r.in.ReadAt(p, pos); err != nil {
 			return err
 		}
-		if len(p) >= recbatch.HeaderLen && binary.BigEndian.Uint32(p[17:]) == r.crc && crc32c.Checksum(p[21:]) == r.crc {
+		err := recbatch.CheckStored(p, r.crc, r.lastDelta)
+		if err == nil {
 			recbatch.SetOffsetEpoch(p, r.base, r.epoch)
 			return nil
 		}
 		if try == staleRetries {
-			return fmt.Errorf("%w: %d bytes at %d", ErrStaleRead, len(p), pos)
+			return fmt.Errorf("%w: %d bytes at %d: %w", ErrStaleRead, len(p), pos, err)
 		}
 		if rv, ok := r.in.(revalidator); ok {
 			if err := rv.Revalidate(pos); err != nil {
@@ -169,7 +173,7 @@ func (r *linkReader) ReadAt(p []byte, pos wal.Pos) error {
 // linkLoc is the index entry of a linked batch.
 func linkLoc(l *Link, src Reader) *batchLoc {
 	loc := &batchLoc{base: l.Base, last: l.Last(), epoch: l.LeaderEpoch, maxTS: l.MaxTimestamp, size: l.Size, pos: l.Pos, pid: -1,
-		src: &linkReader{in: src, base: l.Base, epoch: l.LeaderEpoch, crc: l.CRC}, from: SourceID{l.Proxy, l.ProxyEpoch}, crc: l.CRC}
+		src: &linkReader{in: src, base: l.Base, epoch: l.LeaderEpoch, crc: l.CRC, lastDelta: l.LastOffsetDelta}, from: SourceID{l.Proxy, l.ProxyEpoch}, crc: l.CRC}
 	if l.ProducerID >= 0 {
 		loc.pid, loc.pepoch, loc.pseq = l.ProducerID, l.ProducerEpoch, l.BaseSequence
 	}
@@ -180,6 +184,14 @@ func linkLoc(l *Link, src Reader) *batchLoc {
 // recognises an idempotent retry, as Prepare does for a batch; src reads the proxy's WAL.
 // The WAL committer calls it in log order, and Commit makes it readable.
 func (p *Partition) PrepareLink(l *Link, src Reader) (Prepared, error) {
+	return p.PrepareLinkData(l, src, nil)
+}
+
+// PrepareLinkData is PrepareLink with the batch's bytes as the leader read them back
+// (VerifyLink), or nil: they get the link's offsets written in and serve reads and the
+// upload from memory until the tail cache lets them go (Cache.Add once committed), so
+// the proxy's WAL is not read again for them meanwhile.
+func (p *Partition) PrepareLinkData(l *Link, src Reader, data []byte) (Prepared, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.state != Ready {
@@ -200,6 +212,10 @@ func (p *Partition) PrepareLink(l *Link, src Reader) (Prepared, error) {
 	l.Base, l.LeaderEpoch = p.next, p.leaderEpoch
 	loc := linkLoc(l, src)
 	loc.synced = false
+	if len(data) == int(l.Size) {
+		recbatch.SetOffsetEpoch(data, l.Base, l.LeaderEpoch)
+		loc.data = data
+	}
 	p.noteEpoch(p.leaderEpoch, l.Base)
 	if h.Idempotent() {
 		if ps == nil {
@@ -225,4 +241,67 @@ func (p *Partition) CollectLink(l *Link, src, recSrc Reader, recPos wal.Pos) {
 	p.mu.Lock()
 	p.loaded = append(p.loaded, loc)
 	p.mu.Unlock()
+}
+
+// VerifyLink reads the batch l names through src (linkReader: the CRC the link recorded,
+// the header bytes it does not cover, stale pages revalidated and retried) before a
+// leader takes the link into its log: a link to bytes that cannot be read back would
+// be acked and then fail every read and upload for good. It returns the batch's bytes.
+func VerifyLink(l *Link, src Reader) ([]byte, error) {
+	if l.Size <= 0 || l.Size > maxLinkedBatch {
+		return nil, fmt.Errorf("%w: link of %d bytes", ErrStaleRead, l.Size)
+	}
+	buf := make([]byte, l.Size)
+	r := linkReader{in: src, base: l.Base, epoch: l.LeaderEpoch, crc: l.CRC, lastDelta: l.LastOffsetDelta}
+	if err := r.ReadAt(buf, l.Pos); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// maxLinkedBatch bounds the buffer a link from the network may make VerifyLink allocate
+// (a WAL record is smaller).
+const maxLinkedBatch = 256 << 20
+
+// reopeningReader reads a proxy's WAL directory through what open returns, asking again
+// after any failure: a directory not yet visible, or a view that failed to open, must
+// not stay cached as a failing reader in the index entries of the batches it holds.
+type reopeningReader struct {
+	open func() (Reader, error)
+	mu   sync.Mutex
+	r    Reader
+}
+
+func (r *reopeningReader) get() (Reader, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.r != nil {
+		return r.r, nil
+	}
+	in, err := r.open()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	r.r = in
+	return in, nil
+}
+
+func (r *reopeningReader) ReadAt(p []byte, pos wal.Pos) error {
+	in, err := r.get()
+	if err != nil {
+		return err
+	}
+	return in.ReadAt(p, pos)
+}
+
+// Revalidate passes on to the reader it opened (a read-only view's fresh open).
+func (r *reopeningReader) Revalidate(pos wal.Pos) error {
+	in, err := r.get()
+	if err != nil {
+		return err
+	}
+	if rv, ok := in.(revalidator); ok {
+		return rv.Revalidate(pos)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package partlog
 import (
 	"bytes"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/weir-io/weir/internal/kafkatest"
@@ -78,7 +79,7 @@ func TestLinkReaderPatchesAndRevalidates(t *testing.T) {
 	l := testLink(t, batch, pos)
 	l.Base, l.LeaderEpoch = 1000, 6
 	sr := &staleReader{inner: log, stale: 2}
-	r := &linkReader{in: sr, base: l.Base, epoch: l.LeaderEpoch, crc: l.CRC}
+	r := &linkReader{in: sr, base: l.Base, epoch: l.LeaderEpoch, crc: l.CRC, lastDelta: l.LastOffsetDelta}
 	buf := make([]byte, len(batch))
 	if err := r.ReadAt(buf, pos); err != nil {
 		t.Fatal(err)
@@ -93,9 +94,104 @@ func TestLinkReaderPatchesAndRevalidates(t *testing.T) {
 	if !bytes.Equal(buf[17:], batch[17:]) {
 		t.Fatal("the records changed")
 	}
-	r = &linkReader{in: &staleReader{inner: log, stale: 100}, base: 1, epoch: 1, crc: l.CRC}
+	r = &linkReader{in: &staleReader{inner: log, stale: 100}, base: 1, epoch: 1, crc: l.CRC, lastDelta: l.LastOffsetDelta}
 	if err := r.ReadAt(buf, pos); !errors.Is(err, ErrStaleRead) {
 		t.Fatalf("a read that never matches: %v, want ErrStaleRead", err)
+	}
+}
+
+// headerStaleReader serves, until revalidated, the batch with the bytes the CRC does not
+// cover (base offset, batch length, leader epoch, magic) zeroed, as a stale page that
+// ends inside the batch header would: the CRC'd part is right.
+type headerStaleReader struct {
+	inner       Reader
+	stale       int
+	revalidated int
+}
+
+func (s *headerStaleReader) ReadAt(p []byte, pos wal.Pos) error {
+	if err := s.inner.ReadAt(p, pos); err != nil {
+		return err
+	}
+	if s.stale > 0 {
+		clear(p[:17])
+	}
+	return nil
+}
+
+func (s *headerStaleReader) Revalidate(wal.Pos) error {
+	s.revalidated++
+	s.stale--
+	return nil
+}
+
+// A stale page across the header boundary (length and magic zero, CRC field and records
+// right) is never served: the read is revalidated until the whole batch checks, or fails.
+func TestLinkReaderChecksUncoveredHeaderBytes(t *testing.T) {
+	batch := kafkatest.Batch(-1, -1, -1, []byte("x"), []byte("y"))
+	log := &memLog{}
+	pos := log.add(append([]byte(nil), batch...))
+	l := testLink(t, batch, pos)
+	l.Base, l.LeaderEpoch = 7, 1
+	sr := &headerStaleReader{inner: log, stale: 1}
+	r := &linkReader{in: sr, base: l.Base, epoch: l.LeaderEpoch, crc: l.CRC, lastDelta: l.LastOffsetDelta}
+	buf := make([]byte, len(batch))
+	if err := r.ReadAt(buf, pos); err != nil {
+		t.Fatal(err)
+	}
+	if sr.revalidated != 1 {
+		t.Fatalf("a zero batch length and magic were served (revalidated %d times)", sr.revalidated)
+	}
+	if h, err := recbatch.Frame(buf); err != nil || h.Size() != len(batch) {
+		t.Fatalf("read back %+v %v", h, err)
+	}
+	r = &linkReader{in: &headerStaleReader{inner: log, stale: 100}, base: 1, epoch: 1, crc: l.CRC, lastDelta: l.LastOffsetDelta}
+	if err := r.ReadAt(buf, pos); !errors.Is(err, ErrStaleRead) {
+		t.Fatalf("a header that never checks: %v, want ErrStaleRead", err)
+	}
+	// A link whose last offset delta disagrees with the batch is refused (VerifyLink).
+	bad := l
+	bad.LastOffsetDelta++
+	if _, err := VerifyLink(&bad, &headerStaleReader{inner: log}); !errors.Is(err, ErrStaleRead) {
+		t.Fatalf("a link not matching its batch verified: %v", err)
+	}
+	if got, err := VerifyLink(&l, &headerStaleReader{inner: log}); err != nil || !bytes.Equal(got[17:], batch[17:]) {
+		t.Fatalf("verify: %v", err)
+	}
+}
+
+// A proxy's WAL reader that failed to open is asked again at the next read, never kept:
+// a directory not visible yet must not fail the batches it holds for good.
+func TestProxyReaderReopensAfterFailure(t *testing.T) {
+	fs := waltest.NewMemFS()
+	cfg := wal.DefaultConfig("/wal/broker-5/epoch-3")
+	cfg.FS, cfg.SegmentSize = fs, 1<<20
+	w, err := wal.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Replay(nil); err != nil {
+		t.Fatal(err)
+	}
+	batch := kafkatest.Batch(-1, -1, -1, []byte("x"))
+	pos := appendRec(t, w, RecProxyBatch, EncodeBatchRec(metadata.TopicID{9}, 2, batch)) + BatchRecHdr
+	visible := false // the directory is not listed yet (a lagging directory cache)
+	ld := NewLoader(fs, func(b int32) ([]Source, error) {
+		if !visible {
+			return nil, nil
+		}
+		return []Source{{Broker: 5, Epoch: 3, Dir: "/wal/broker-5/epoch-3"}}, nil
+	}, nil)
+	defer ld.Close()
+	r := ld.ProxyReader(5, 3)
+	buf := make([]byte, len(batch))
+	if err := r.ReadAt(buf, pos); !errors.Is(err, ErrStorage) {
+		t.Fatalf("first read: %v, want ErrStorage", err)
+	}
+	visible = true
+	if err := r.ReadAt(buf, pos); err != nil || !bytes.Equal(buf, batch) {
+		t.Fatalf("second read: %v", err)
 	}
 }
 
@@ -155,7 +251,11 @@ func TestLoadLinkedBatchFromProxyWAL(t *testing.T) {
 	if _, err := ld.View("/wal/broker-5/epoch-3"); err != nil { // caches the first page
 		t.Fatal(err)
 	}
-	if _, err := ld.ProxyReader(5, 3).(*wal.ReadOnly).Scan(func(byte, []byte, wal.Pos) error { return nil }); err != nil {
+	ro, err := ld.View("/wal/broker-5/epoch-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ro.Scan(func(byte, []byte, wal.Pos) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 64)
@@ -254,5 +354,124 @@ func TestPrepareLinkSequences(t *testing.T) {
 	}
 	if pr, err := p.PrepareLink(link(3, 2), log); err != nil || pr.Dup != nil || pr.Base() != 3 {
 		t.Fatalf("after rollback the same sequence is new again: %+v %v", pr, err)
+	}
+}
+
+// A batch loaded from a directory this process does not write (a fenced broker's) is
+// read through the checked reader: bytes the CRC does not cover that come back wrong (a
+// zero batch length and magic, as from a stale page ending inside the header) are not
+// served.
+func TestLoadedBatchOfOtherWALChecked(t *testing.T) {
+	server := waltest.NewMemFS()
+	host := waltest.NewStaleFS(server)
+	dir := "/wal/broker-6/epoch-1"
+	cfg := wal.DefaultConfig(dir)
+	cfg.FS, cfg.SegmentSize = server, 1<<20
+	w, err := wal.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Replay(nil); err != nil {
+		t.Fatal(err)
+	}
+	id := metadata.TopicID{9}
+	batch := kafkatest.Batch(-1, -1, -1, []byte("direct"))
+	recbatch.SetOffsetEpoch(batch, 0, 2)
+	appendRec(t, w, RecBatch, EncodeBatchRec(id, 2, batch))
+	w.Close()
+
+	ld := NewLoader(host, func(b int32) ([]Source, error) {
+		return []Source{{Broker: 6, Epoch: 1, Dir: dir}}, nil
+	}, nil)
+	defer ld.Close()
+	p := New("t", id, 2, 2, 0)
+	if _, err := ld.Load([]*Partition{p}, map[*Partition][]LogRange{p: {{Broker: 6, Start: 0, End: -1}}}, LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.FinishLoad(-1, false, true); err != nil {
+		t.Fatal(err)
+	}
+	pieces, _, _, err := p.Read(0, 1<<20, true, -1)
+	if err != nil || len(pieces) != 1 {
+		t.Fatalf("read: %d pieces, %v", len(pieces), err)
+	}
+	got := make([]byte, pieces[0].Size)
+	if err := pieces[0].Src.ReadAt(got, pieces[0].Pos); err != nil || !bytes.Equal(got, batch) {
+		t.Fatalf("read back: %v", err)
+	}
+
+	// The file now serves the header's first 17 bytes as zeros.
+	entries, err := server.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zeroed := false
+	for _, e := range entries {
+		f, err := server.OpenFile(dir+"/"+e.Name(), os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		st, _ := f.Stat()
+		data := make([]byte, st.Size())
+		f.ReadAt(data, 0)
+		if i := bytes.Index(data, batch[17:]); i >= 17 {
+			f.WriteAt(make([]byte, 17), int64(i-17))
+			zeroed = true
+		}
+		f.Close()
+	}
+	if !zeroed {
+		t.Fatal("batch not found in the WAL files")
+	}
+	host.DropCaches()
+	if err := pieces[0].Src.ReadAt(got, pieces[0].Pos); !errors.Is(err, ErrStaleRead) {
+		t.Fatalf("a batch with a zero length and magic: %v, want ErrStaleRead (never served)", err)
+	}
+}
+
+// The stale page of the issue, on waltest.StaleFS: the reader's host cached the page
+// holding the first 17 bytes of a batch header before the proxy wrote the batch, and the
+// rest of the batch (CRC field and records) is on the next page, read fresh. The CRC
+// matches the link, yet the batch length and magic read as zero: the read is revalidated
+// and served whole, never as a zero-length batch.
+func TestStalePageAcrossHeaderNotServed(t *testing.T) {
+	server := waltest.NewMemFS()
+	proxyHost, readerHost := waltest.NewStaleFS(server), waltest.NewStaleFS(server)
+	dir := "/wal/broker-5/epoch-3"
+	cfg := wal.DefaultConfig(dir)
+	cfg.FS, cfg.SegmentSize = proxyHost, 1<<20
+	w, err := wal.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Replay(nil); err != nil {
+		t.Fatal(err)
+	}
+	// A filler record so that the batch starts 17 bytes before the end of the first page.
+	batchAt := int64(waltest.PageSize - 17)
+	filler := int(batchAt) - wal.HeaderSize - 2*wal.RecordHeaderSize - BatchRecHdr
+	if p := appendRec(t, w, 200, make([]byte, filler)); p != wal.HeaderSize+wal.RecordHeaderSize {
+		t.Fatalf("filler at %d: the first segment's positions are not file offsets", p)
+	}
+	ld := NewLoader(readerHost, func(int32) ([]Source, error) { return []Source{{Broker: 5, Epoch: 3, Dir: dir}}, nil }, nil)
+	defer ld.Close()
+	r := ld.ProxyReader(5, 3)
+	if err := r.ReadAt(make([]byte, 64), wal.HeaderSize+wal.RecordHeaderSize); err != nil { // caches page 0
+		t.Fatal(err)
+	}
+	batch := kafkatest.Batch(-1, -1, -1, []byte("across the page"))
+	pos := appendRec(t, w, RecProxyBatch, EncodeBatchRec(metadata.TopicID{9}, 2, batch)) + BatchRecHdr
+	if int64(pos) != batchAt {
+		t.Fatalf("batch at %d, want %d", pos, batchAt)
+	}
+	l := testLink(t, batch, pos)
+	l.Proxy, l.ProxyEpoch, l.Base, l.LeaderEpoch = 5, 3, 40, 2
+	got, err := VerifyLink(&l, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := recbatch.Frame(got); err != nil || h.Size() != len(batch) || h.BaseOffset != 40 || !bytes.Equal(got[17:], batch[17:]) {
+		t.Fatalf("served %+v %v", h, err)
 	}
 }

@@ -214,7 +214,14 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 		}
 		for _, r := range ranges[p] {
 			if r.Broker == src.Broker && r.Holds(h.BaseOffset) {
-				p.collect(&h, own, SourceID{src.Broker, src.Epoch}, pos+BatchRecHdr, len(batch))
+				in := own
+				if src.Reader == nil {
+					// Read later through a view of a directory this process does not
+					// write (a fenced broker's, or its own earlier one): every read is
+					// checked like a linked batch's (CRC, length, magic, count).
+					in = &linkReader{in: ro, base: h.BaseOffset, epoch: h.LeaderEpoch, crc: h.CRC, lastDelta: h.LastOffsetDelta}
+				}
+				p.collect(&h, in, SourceID{src.Broker, src.Epoch}, pos+BatchRecHdr, len(batch))
 				break
 			}
 		}
@@ -270,16 +277,24 @@ func (l *Loader) collectLink(src Source, own Reader, want map[metadata.TopicID]m
 // it) reads as a storage error; the index entries pointing there are below what objects
 // hold and are dropped, so only a reader racing with that finds it.
 func (l *Loader) ProxyReader(broker int32, epoch int64) Reader {
+	return &reopeningReader{open: func() (Reader, error) { return l.proxyReader(broker, epoch) }}
+}
+
+// proxyReader finds the reader of broker's directory of epoch, cached once found (listing
+// a broker's directories and reading its token for every link would cost a round trip to
+// the shared file system each); a failure is not kept (reopeningReader asks again at the
+// next read).
+func (l *Loader) proxyReader(broker int32, epoch int64) (Reader, error) {
 	id := SourceID{broker, epoch}
 	l.mu.Lock()
 	ps, ok := l.proxies[id]
 	l.mu.Unlock()
 	if ok {
-		return ps.r
+		return ps.r, nil
 	}
 	srcs, err := l.dirs(broker)
 	if err != nil {
-		return errReader{err}
+		return nil, err
 	}
 	for _, s := range srcs {
 		if s.Epoch != epoch {
@@ -289,21 +304,17 @@ func (l *Loader) ProxyReader(broker int32, epoch int64) Reader {
 		if r == nil {
 			ro, err := l.View(s.Dir)
 			if err != nil {
-				return errReader{err}
+				return nil, err
 			}
 			r = ro
 		}
 		l.mu.Lock()
 		l.proxies[id] = proxySource{dir: s.Dir, r: r}
 		l.mu.Unlock()
-		return r
+		return r, nil
 	}
-	return errReader{fmt.Errorf("WAL of broker %d epoch %d not found", broker, epoch)}
+	return nil, fmt.Errorf("WAL of broker %d epoch %d not found", broker, epoch)
 }
-
-type errReader struct{ err error }
-
-func (r errReader) ReadAt([]byte, wal.Pos) error { return fmt.Errorf("%w: %w", ErrStorage, r.err) }
 
 // Close closes the read-only views.
 func (l *Loader) Close() {

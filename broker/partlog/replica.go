@@ -179,7 +179,7 @@ func (p *Partition) Follow(es []FollowEntry, st FollowState, reader func(SourceI
 		e := &es[i]
 		loc := &batchLoc{base: e.Base, last: e.Base + int64(e.LastDelta), epoch: e.Epoch, maxTS: e.MaxTS, size: e.Size, pos: e.Pos,
 			synced: true, pid: -1, at: now, from: e.From, crc: e.CRC,
-			src: &linkReader{in: reader(e.From), base: e.Base, epoch: e.Epoch, crc: e.CRC}}
+			src: &linkReader{in: reader(e.From), base: e.Base, epoch: e.Epoch, crc: e.CRC, lastDelta: e.LastDelta}}
 		p.batches = append(p.batches, loc)
 		p.next = loc.last + 1
 	}

@@ -6,10 +6,19 @@
 // correlation id, client id "weir-broker-<id>") and the body; answers come back in request
 // order with a response header v0 (correlation id). A body starts with an op byte:
 //
-//	OpLink     a proxy's links to the leader (zone routing: the batch stays in the
-//	           proxy's WAL, see broker/partlog/link.go)
-//	           req:  op | proxy int32 | proxyEpoch int64 | n int32 | n × link (partlog.LinkLen)
-//	           resp: n int32 | n × (code int16 | base int64 | logStart int64)
+//	OpLink     (5) a proxy's links to the leader (zone routing: the batch stays in the
+//	           proxy's WAL, see broker/partlog/link.go), on one link session
+//	           req:  op | proxy int32 | proxyEpoch int64 | session int64 |
+//	                 n int32 | n × link (partlog.LinkLen)
+//	           resp: n int32 | n × (code int16 | class int8 | base int64 | logStart int64)
+//	           class (LinkClass): 0 acked (code 0), 1 refused (not in the log, never
+//	           will be), 2 maybe logged (written from base, not acked: keep the batch)
+//	OpFenceLinks (6) fence the proxy's link sessions below (epoch, session) and give the
+//	           log ends that bound every link of them (FenceRequest)
+//	           req:  op | proxy int32 | epoch int64 | session int64 |
+//	                 n int32 | n × (topic [16]byte | partition int32)
+//	           resp: as OpOffsets, hw being the log end (next offset)
+//	OpLinkV1   (1) retired (no session, no class): answered with an empty body
 //	OpOffsets  log ends of partitions, asked of their leader
 //	           req:  op | n int32 | n × (topic [16]byte | partition int32)
 //	           resp: n int32 | n × (code int16 | hw int64 | logStart int64 | leaderEpoch int32)

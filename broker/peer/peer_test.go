@@ -16,7 +16,7 @@ import (
 )
 
 func TestWireRoundTrips(t *testing.T) {
-	lr := LinkRequest{Proxy: 3, ProxyEpoch: 9, Links: []partlog.Link{
+	lr := LinkRequest{Proxy: 3, ProxyEpoch: 9, Session: 1<<40 + 5, Links: []partlog.Link{
 		{Topic: metadata.TopicID{1}, Partition: 2, Proxy: 3, ProxyEpoch: 9, Pos: 100, Size: 80, CRC: 7, LastOffsetDelta: 4, MaxTimestamp: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Base: -1, LeaderEpoch: -1},
 		{Topic: metadata.TopicID{2}, Partition: 0, Proxy: 3, ProxyEpoch: 9, Pos: 300, Size: 61, CRC: 8, ProducerID: 12, ProducerEpoch: 1, BaseSequence: 40, Base: -1, LeaderEpoch: -1},
 	}}
@@ -24,11 +24,22 @@ func TestWireRoundTrips(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, lr) {
 		t.Fatalf("link request: %+v %v", got, err)
 	}
-	rs := []LinkResult{{Base: 10, LogStart: 0}, {Code: 45, Base: -1, LogStart: -1}}
-	if got, err := DecodeLinkResults(AppendLinkResults(nil, rs), 2); err != nil || !reflect.DeepEqual(got, rs) {
+	rs := []LinkResult{{Base: 10, LogStart: 0}, {Code: 45, Class: LinkRefused, Base: -1, LogStart: -1}, {Code: 6, Class: LinkMaybeLogged, Base: 20, LogStart: 0}}
+	if got, err := DecodeLinkResults(AppendLinkResults(nil, rs), 3); err != nil || !reflect.DeepEqual(got, rs) {
 		t.Fatalf("link results: %+v %v", got, err)
 	}
-	if _, err := DecodeLinkResults(AppendLinkResults(nil, rs), 3); err == nil {
+	// A class that does not agree with its code is malformed: an error must never read
+	// as acked, nor a maybe-logged answer lose its offsets.
+	for _, bad := range []LinkResult{{Code: 6, Class: LinkAcked, Base: 1}, {Class: LinkRefused, Base: -1}, {Code: 6, Class: LinkMaybeLogged, Base: -1}, {Class: 7}} {
+		if _, err := DecodeLinkResults(AppendLinkResults(nil, []LinkResult{bad}), 1); err == nil {
+			t.Fatalf("link result %+v decoded", bad)
+		}
+	}
+	fence := FenceRequest{Proxy: 3, Epoch: 9, Session: 4, Parts: []PartitionRef{{Topic: metadata.TopicID{4}, Partition: 1}}}
+	if got, err := DecodeFenceRequest(fence.AppendTo(nil)); err != nil || !reflect.DeepEqual(got, fence) {
+		t.Fatalf("fence request: %+v %v", got, err)
+	}
+	if _, err := DecodeLinkResults(AppendLinkResults(nil, rs), 2); err == nil {
 		t.Fatal("link results for a different count decoded")
 	}
 	refs := []PartitionRef{{Topic: metadata.TopicID{4}, Partition: 1}}
@@ -67,7 +78,12 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(fr.AppendTo(nil))
 	f.Add(AppendFollowResults(nil, []FollowResult{{Entries: []partlog.FollowEntry{{Size: 100}}}}))
 	f.Add(AppendWake(nil, 1))
+	fence := FenceRequest{Proxy: 3, Epoch: 9, Session: 2, Parts: []PartitionRef{{Partition: 1}}}
+	f.Add(fence.AppendTo(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if r, err := DecodeFenceRequest(b); err == nil && string(r.AppendTo(nil)) != string(b) {
+			t.Fatal("fence request re-encodes differently")
+		}
 		if r, err := DecodeLinkRequest(b); err == nil {
 			if got := r.AppendTo(nil); string(got) != string(b) {
 				t.Fatalf("link request re-encodes differently")

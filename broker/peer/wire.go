@@ -11,10 +11,14 @@ import (
 
 // Ops: the first byte of a request body.
 const (
-	OpLink    byte = 1
-	OpOffsets byte = 2
-	OpFollow  byte = 3
-	OpWake    byte = 4
+	// OpLinkV1 (links without a session, answers without a class) is retired: a
+	// leader answers it with an empty body, which the old proxy takes as a lost answer.
+	OpLinkV1     byte = 1
+	OpOffsets    byte = 2
+	OpFollow     byte = 3
+	OpWake       byte = 4
+	OpLink       byte = 5
+	OpFenceLinks byte = 6
 )
 
 // AppendWake encodes an OpWake request: the replica's long poll in flight is answered
@@ -38,18 +42,24 @@ var ErrMalformed = errors.New("peer: malformed message")
 // maxItems bounds the entries of one message (a hostile count must not allocate).
 const maxItems = 1 << 16
 
-// LinkRequest is a proxy's batch of links to one leader.
+// LinkRequest is a proxy's batch of links to one leader. Session names the proxy's link
+// session (one per link sender, increasing within the proxy's registration epoch): the
+// leader refuses links of a session the proxy fenced (FenceRequest).
 type LinkRequest struct {
 	Proxy      int32
 	ProxyEpoch int64
+	Session    uint64
 	Links      []partlog.Link
 }
+
+const linkRequestHdr = 1 + 4 + 8 + 8 + 4
 
 // AppendTo encodes the request body.
 func (r *LinkRequest) AppendTo(b []byte) []byte {
 	b = append(b, OpLink)
 	b = binary.BigEndian.AppendUint32(b, uint32(r.Proxy))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.ProxyEpoch))
+	b = binary.BigEndian.AppendUint64(b, r.Session)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Links)))
 	for i := range r.Links {
 		b = partlog.AppendLink(b, &r.Links[i])
@@ -60,13 +70,14 @@ func (r *LinkRequest) AppendTo(b []byte) []byte {
 // DecodeLinkRequest parses a body that starts with OpLink.
 func DecodeLinkRequest(b []byte) (LinkRequest, error) {
 	var r LinkRequest
-	if len(b) < 17 || b[0] != OpLink {
+	if len(b) < linkRequestHdr || b[0] != OpLink {
 		return r, fmt.Errorf("%w: link request of %d bytes", ErrMalformed, len(b))
 	}
 	r.Proxy = int32(binary.BigEndian.Uint32(b[1:]))
 	r.ProxyEpoch = int64(binary.BigEndian.Uint64(b[5:]))
-	n := int(binary.BigEndian.Uint32(b[13:]))
-	b = b[17:]
+	r.Session = binary.BigEndian.Uint64(b[13:])
+	n := int(binary.BigEndian.Uint32(b[21:]))
+	b = b[linkRequestHdr:]
 	if n < 0 || n > maxItems || len(b) != n*partlog.LinkLen {
 		return r, fmt.Errorf("%w: %d links in %d bytes", ErrMalformed, n, len(b))
 	}
@@ -84,27 +95,47 @@ func DecodeLinkRequest(b []byte) (LinkRequest, error) {
 	return r, nil
 }
 
+// LinkClass is what a link's answer proves about the link (the proxy keeps or releases
+// the batch in its WAL on it, never on a guess).
+type LinkClass int8
+
+const (
+	// LinkAcked: synced in the leader's log at Base, acked (Code 0).
+	LinkAcked LinkClass = 0
+	// LinkRefused: refused before it got offsets (or its session was fenced): it is
+	// not in the leader's log and never will be.
+	LinkRefused LinkClass = 1
+	// LinkMaybeLogged: it got offsets from Base and was written, but not acked (the
+	// sync failed, the fence check failed, or the lease lapsed): it may be in the log,
+	// now or after a failover, so its batch must stay until an upload covers it.
+	LinkMaybeLogged LinkClass = 2
+)
+
 // LinkResult is the leader's answer to one link.
 type LinkResult struct {
 	Code     int16
+	Class    LinkClass
 	Base     int64
 	LogStart int64
 }
 
-const linkResultLen = 2 + 8 + 8
+const linkResultLen = 2 + 1 + 8 + 8
 
 // AppendLinkResults encodes a link answer.
 func AppendLinkResults(b []byte, rs []LinkResult) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(rs)))
 	for _, r := range rs {
 		b = binary.BigEndian.AppendUint16(b, uint16(r.Code))
+		b = append(b, byte(r.Class))
 		b = binary.BigEndian.AppendUint64(b, uint64(r.Base))
 		b = binary.BigEndian.AppendUint64(b, uint64(r.LogStart))
 	}
 	return b
 }
 
-// DecodeLinkResults parses a link answer of want results.
+// DecodeLinkResults parses a link answer of want results. An answer whose class does
+// not agree with its code (acked with an error, an error without a class, offsets
+// missing where the class needs them) is malformed.
 func DecodeLinkResults(b []byte, want int) ([]LinkResult, error) {
 	if len(b) < 4 || int(binary.BigEndian.Uint32(b)) != want || len(b) != 4+want*linkResultLen {
 		return nil, fmt.Errorf("%w: link answer of %d bytes for %d links", ErrMalformed, len(b), want)
@@ -112,9 +143,60 @@ func DecodeLinkResults(b []byte, want int) ([]LinkResult, error) {
 	rs := make([]LinkResult, want)
 	for i := range rs {
 		p := b[4+i*linkResultLen:]
-		rs[i] = LinkResult{Code: int16(binary.BigEndian.Uint16(p)), Base: int64(binary.BigEndian.Uint64(p[2:])), LogStart: int64(binary.BigEndian.Uint64(p[10:]))}
+		r := LinkResult{Code: int16(binary.BigEndian.Uint16(p)), Class: LinkClass(p[2]), Base: int64(binary.BigEndian.Uint64(p[3:])), LogStart: int64(binary.BigEndian.Uint64(p[11:]))}
+		ok := false
+		switch r.Class {
+		case LinkAcked:
+			ok = r.Code == 0 && r.Base >= 0
+		case LinkRefused:
+			ok = r.Code != 0
+		case LinkMaybeLogged:
+			ok = r.Code != 0 && r.Base >= 0
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: link answer %d: code %d, class %d, base %d", ErrMalformed, i, r.Code, r.Class, r.Base)
+		}
+		rs[i] = r
 	}
 	return rs, nil
+}
+
+// FenceRequest asks a leader to fence the link sessions of broker Proxy below
+// (Epoch, Session): every session of an earlier registration epoch, and of Epoch those
+// numbered below Session. The leader refuses their links from then on, and answers, for
+// each partition it leads, its log end (next offset, Offsets.HW) as it was when no link
+// of those sessions could be prepared any more: every link of them that is or will ever
+// be in its log is below it.
+type FenceRequest struct {
+	Proxy   int32
+	Epoch   int64
+	Session uint64
+	Parts   []PartitionRef
+}
+
+const fenceRequestHdr = 1 + 4 + 8 + 8
+
+// AppendTo encodes the request body (the answer is an OpOffsets answer).
+func (r *FenceRequest) AppendTo(b []byte) []byte {
+	b = append(b, OpFenceLinks)
+	b = binary.BigEndian.AppendUint32(b, uint32(r.Proxy))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Epoch))
+	b = binary.BigEndian.AppendUint64(b, r.Session)
+	return appendRefs(b, r.Parts)
+}
+
+// DecodeFenceRequest parses a body that starts with OpFenceLinks.
+func DecodeFenceRequest(b []byte) (FenceRequest, error) {
+	var r FenceRequest
+	if len(b) < fenceRequestHdr || b[0] != OpFenceLinks {
+		return r, fmt.Errorf("%w: fence request of %d bytes", ErrMalformed, len(b))
+	}
+	r.Proxy = int32(binary.BigEndian.Uint32(b[1:]))
+	r.Epoch = int64(binary.BigEndian.Uint64(b[5:]))
+	r.Session = binary.BigEndian.Uint64(b[13:])
+	ps, err := decodeRefs(b[fenceRequestHdr:])
+	r.Parts = ps
+	return r, err
 }
 
 // PartitionRef names a partition by topic ID.
@@ -125,7 +207,10 @@ type PartitionRef struct {
 
 // AppendOffsetsRequest encodes an OpOffsets request.
 func AppendOffsetsRequest(b []byte, ps []PartitionRef) []byte {
-	b = append(b, OpOffsets)
+	return appendRefs(append(b, OpOffsets), ps)
+}
+
+func appendRefs(b []byte, ps []PartitionRef) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(ps)))
 	for _, p := range ps {
 		b = append(b, p.Topic[:]...)
@@ -139,8 +224,15 @@ func DecodeOffsetsRequest(b []byte) ([]PartitionRef, error) {
 	if len(b) < 5 || b[0] != OpOffsets {
 		return nil, fmt.Errorf("%w: offsets request of %d bytes", ErrMalformed, len(b))
 	}
-	n := int(binary.BigEndian.Uint32(b[1:]))
-	b = b[5:]
+	return decodeRefs(b[1:])
+}
+
+func decodeRefs(b []byte) ([]PartitionRef, error) {
+	if len(b) < 4 {
+		return nil, fmt.Errorf("%w: partition list of %d bytes", ErrMalformed, len(b))
+	}
+	n := int(binary.BigEndian.Uint32(b))
+	b = b[4:]
 	if n < 0 || n > maxItems || len(b) != n*20 {
 		return nil, fmt.Errorf("%w: %d partitions in %d bytes", ErrMalformed, n, len(b))
 	}

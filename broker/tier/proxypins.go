@@ -1,8 +1,6 @@
 package tier
 
 import (
-	"time"
-
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/wal"
@@ -12,12 +10,15 @@ import (
 // is read from this WAL by the partition's leader (and its later leaders and read
 // replicas) until the leader has uploaded it, so the WAL keeps it until the partition's
 // manifest reaches the batch's end. The pin is taken when the batch is synced, before its
-// link is sent (from then on the leader may read it), and:
-//   - resolved with the batch's end when the leader answers with its offsets;
-//   - released when the leader refused the link, or when it was never sent;
-//   - left unresolved when the answer was lost (the leader may or may not have linked
-//     it): the broker later asks the leader for its log end (ResolveLost) and keeps the
-//     pin until the manifest reaches that.
+// link is sent (from then on the leader may read it), and is let go only on proof that
+// the WAL's copy is no longer needed:
+//   - resolved with the batch's end when the leader answers with its offsets, acked or
+//     written but not acked (peer.LinkMaybeLogged: it may be in the log);
+//   - released when the leader refused the link before giving it offsets (it is not in
+//     the log and never will be), or when it was never sent;
+//   - left unresolved when the answer was lost: the broker fences the link sessions the
+//     link may have gone on and resolves the pin with the log end the leader gave once
+//     no link of them could be applied any more (LostPins, ResolveLost).
 // Pins of one partition are queued in WAL order; the trim point is the position of the
 // first one still held.
 
@@ -25,7 +26,7 @@ import (
 type ProxyPin struct {
 	pos      wal.Pos
 	end      int64 // -1 while the answer is awaited, -2 when it was lost
-	lostAt   time.Time
+	fencing  bool  // lost, and LostPins handed it to a fence
 	released bool
 }
 
@@ -50,7 +51,8 @@ func (t *Tier) ResolvePin(pn *ProxyPin, end int64) {
 	t.pinMu.Unlock()
 }
 
-// ReleasePin lets the WAL go: the batch is not part of the partition's log.
+// ReleasePin lets the WAL go: the batch is not part of the partition's log and never
+// will be (the leader said so, or the link was never sent).
 func (t *Tier) ReleasePin(pn *ProxyPin) {
 	t.pinMu.Lock()
 	pn.released = true
@@ -60,37 +62,41 @@ func (t *Tier) ReleasePin(pn *ProxyPin) {
 // LostPin marks a pin whose link's outcome is unknown.
 func (t *Tier) LostPin(pn *ProxyPin) {
 	t.pinMu.Lock()
-	pn.end, pn.lostAt = pinLost, t.d.Now()
+	pn.end = pinLost
 	t.pinMu.Unlock()
 }
 
-// LostPins returns the partitions with a pin lost longer than grace ago: the caller asks
-// their leaders for the log end and calls ResolveLost (a link still in flight at the
-// leader when its answer was lost is applied or dropped well within grace).
-func (t *Tier) LostPins(grace time.Duration) []partlog.Key {
+// LostPins returns the partitions with a lost pin and marks those pins: the caller then
+// fences every link session opened so far (so every marked pin's link went on a fenced
+// session) and calls ResolveLost with the log ends the leaders gave after the fence.
+// fresh reports whether a pin was marked now for the first time: if not, the sessions
+// fenced before still cover every marked pin and need not be ended again.
+func (t *Tier) LostPins() (keys []partlog.Key, fresh bool) {
 	t.pinMu.Lock()
 	defer t.pinMu.Unlock()
-	var out []partlog.Key
-	now := t.d.Now()
 	for k, q := range t.proxyPins {
+		found := false
 		for _, pn := range q {
-			if !pn.released && pn.end == pinLost && now.Sub(pn.lostAt) > grace {
-				out = append(out, k)
-				break
+			if !pn.released && pn.end == pinLost {
+				fresh = fresh || !pn.fencing
+				pn.fencing, found = true, true
 			}
 		}
+		if found {
+			keys = append(keys, k)
+		}
 	}
-	return out
+	return keys, fresh
 }
 
-// ResolveLost resolves the lost pins of k older than grace with the partition's log end
-// as its leader reported it after them: whatever the lost links became, it is below.
-func (t *Tier) ResolveLost(k partlog.Key, logEnd int64, grace time.Duration) {
+// ResolveLost resolves the lost pins of k that LostPins marked with the partition's log
+// end as its leader reported it after fencing their sessions: whatever those links
+// became, it is below, and none can be applied later.
+func (t *Tier) ResolveLost(k partlog.Key, logEnd int64) {
 	t.pinMu.Lock()
 	defer t.pinMu.Unlock()
-	now := t.d.Now()
 	for _, pn := range t.proxyPins[k] {
-		if !pn.released && pn.end == pinLost && now.Sub(pn.lostAt) > grace {
+		if !pn.released && pn.end == pinLost && pn.fencing {
 			pn.end = logEnd
 		}
 	}
@@ -134,4 +140,12 @@ func (t *Tier) ProxyPinsHeld() int {
 		}
 	}
 	return n
+}
+
+// PinEnd is what the pin waits for: the partition's objects reaching it (>= 0), or -1 while
+// the link's answer is awaited, -2 while a lost answer awaits its session fence (tests).
+func (t *Tier) PinEnd(pn *ProxyPin) (end int64, released bool) {
+	t.pinMu.Lock()
+	defer t.pinMu.Unlock()
+	return pn.end, pn.released
 }

@@ -184,3 +184,31 @@ func SetLogAppendTime(b []byte, nowMs int64) {
 	binary.BigEndian.PutUint64(b[35:], uint64(nowMs))
 	binary.BigEndian.PutUint32(b[17:], crc32c.Checksum(b[21:]))
 }
+
+// CheckStored checks a whole batch read back from a file another process wrote (a
+// shared WAL): every header byte the CRC does not cover and a reader can know, since a
+// stale or torn page of a shared file system can leave those wrong while the CRC'd part
+// is right. It checks batchLength against len(b), magic 2, the CRC field against crc
+// (what the writer recorded) and the bytes against it, and that lastOffsetDelta is
+// lastDelta with a record count of lastDelta+1 (a produced batch, as ValidateProduce
+// requires). baseOffset and partitionLeaderEpoch are not checked: readers overwrite them
+// with what their index assigned (SetOffsetEpoch).
+func CheckStored(b []byte, crc uint32, lastDelta int32) error {
+	if len(b) < HeaderLen {
+		return fmt.Errorf("%w: %d bytes", ErrTooShort, len(b))
+	}
+	if n := int64(int32(binary.BigEndian.Uint32(b[8:]))); n != int64(len(b))-12 {
+		return fmt.Errorf("%w: batch length %d in %d bytes", ErrLength, n, len(b))
+	}
+	if b[16] != 2 {
+		return fmt.Errorf("%w: magic %d", ErrMagic, int8(b[16]))
+	}
+	if binary.BigEndian.Uint32(b[17:]) != crc || crc32c.Checksum(b[21:]) != crc {
+		return ErrCRC
+	}
+	delta, count := int32(binary.BigEndian.Uint32(b[23:])), int32(binary.BigEndian.Uint32(b[57:]))
+	if delta != lastDelta || int64(count) != int64(delta)+1 {
+		return fmt.Errorf("%w: %d records with last offset delta %d, %d expected", ErrInvalid, count, delta, lastDelta)
+	}
+	return nil
+}

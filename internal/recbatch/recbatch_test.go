@@ -119,3 +119,35 @@ func FuzzValidateProduce(f *testing.F) {
 		_ = DecodeRecords(b, func(k, v []byte) {}) // must not panic
 	})
 }
+
+// CheckStored refuses every header byte the CRC does not cover that a reader can know
+// (length, magic), a CRC other than the recorded one, and a count not matching the
+// recorded last offset delta.
+func TestCheckStored(t *testing.T) {
+	b := EncodeSingle([]byte("k"), []byte("v"), 5)
+	h, err := ValidateProduce(b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStored(b, h.CRC, h.LastOffsetDelta); err != nil {
+		t.Fatal(err)
+	}
+	SetOffsetEpoch(b, 77, 3) // not covered, not checked: readers overwrite them
+	if err := CheckStored(b, h.CRC, h.LastOffsetDelta); err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string]func(c []byte) ([]byte, uint32, int32){
+		"zero length":       func(c []byte) ([]byte, uint32, int32) { c[8], c[9], c[10], c[11] = 0, 0, 0, 0; return c, h.CRC, 0 },
+		"zero magic":        func(c []byte) ([]byte, uint32, int32) { c[16] = 0; return c, h.CRC, 0 },
+		"other crc":         func(c []byte) ([]byte, uint32, int32) { return c, h.CRC + 1, 0 },
+		"record bytes":      func(c []byte) ([]byte, uint32, int32) { c[len(c)-1]++; return c, h.CRC, 0 },
+		"other delta":       func(c []byte) ([]byte, uint32, int32) { return c, h.CRC, 1 },
+		"short":             func(c []byte) ([]byte, uint32, int32) { return c[:HeaderLen-1], h.CRC, 0 },
+		"longer than batch": func(c []byte) ([]byte, uint32, int32) { return append(c, 0), h.CRC, 0 },
+	} {
+		c, crc, delta := bad(append([]byte(nil), b...))
+		if err := CheckStored(c, crc, delta); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
