@@ -6,6 +6,7 @@ import (
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/wal"
+	"github.com/weir-io/weir/wal/walhome"
 )
 
 // A dead or restarted zone proxy's sealed WAL directory holds proxied batches whose only
@@ -41,12 +42,9 @@ func (b *Broker) proxiedUploaded(v *metadata.View, s partlog.Source, seal wal.Se
 		}
 	}
 	for _, e := range ends.Ends {
-		t := v.TopicByID(e.Topic)
-		if t == nil || int(e.Partition) >= len(t.Partitions) {
-			continue
-		}
-		mp := t.Partitions[e.Partition]
-		if mp.UploadedThrough() < e.End && mp.LogStartOffset < e.End {
+		// A topic missing from the view counts as gone only by tombstone (a view older
+		// than the topic looks the same): walhome.PartitionNeeded, as for INDEX.
+		if walhome.PartitionNeeded(v, e.Topic, e.Partition, e.End-1) {
 			return false, nil
 		}
 	}
