@@ -1,0 +1,158 @@
+package nfsfs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+)
+
+// dirtyFile is one inode's data written through this mount and not yet sent to the
+// server: the mount's page cache holds it, other mounts cannot see it.
+type dirtyFile struct {
+	flush       sync.Mutex // one write-back at a time
+	ext         []extent   // in write order (later ones win)
+	sealed      int        // ext[:sealed] are being written back: never grown
+	end         int64      // the furthest byte written
+	uncommitted bool       // written back without a COMMIT since
+}
+
+type extent struct {
+	off  int64
+	data []byte
+}
+
+// write buffers data at off for inode ino, and reports whether the mount holds more
+// than it may (the caller then writes back).
+func (m *Mount) write(ino uint64, data []byte, off int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.dirty[ino]
+	if d == nil {
+		d = &dirtyFile{}
+		m.dirty[ino] = d
+	}
+	if n := len(d.ext); n > d.sealed && d.ext[n-1].off+int64(len(d.ext[n-1].data)) == off {
+		d.ext[n-1].data = append(d.ext[n-1].data, data...) // an append: the common case
+	} else {
+		d.ext = append(d.ext, extent{off: off, data: append([]byte(nil), data...)})
+	}
+	d.end = max(d.end, off+int64(len(data)))
+	m.bytes += int64(len(data))
+	return m.bytes > m.opts.MaxDirty
+}
+
+// overlay copies the dirty data of ino over buf (read from the server at off, n bytes
+// valid) and returns how many bytes of buf are valid now.
+func (m *Mount) overlay(ino uint64, buf []byte, off int64, n int) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.dirty[ino]
+	if d == nil {
+		return n
+	}
+	end := off + int64(len(buf))
+	for _, e := range d.ext {
+		eEnd := e.off + int64(len(e.data))
+		if eEnd <= off || e.off >= end {
+			continue
+		}
+		lo, hi := max(off, e.off), min(end, eEnd)
+		copy(buf[lo-off:hi-off], e.data[lo-e.off:hi-e.off])
+		n = max(n, int(hi-off))
+	}
+	return n
+}
+
+// writeBack sends ino's dirty data to the server through fd (WRITE RPCs of at most
+// 1 MiB), then, if commit, makes it stable (COMMIT). On an error the data stays dirty
+// and the error is returned, as NFS reports a failed write-back at fsync or close.
+func (m *Mount) writeBack(ctx context.Context, ino uint64, fd int, commit bool) syscall.Errno {
+	m.mu.Lock()
+	d := m.dirty[ino]
+	m.mu.Unlock()
+	if d == nil {
+		return 0
+	}
+	d.flush.Lock()
+	defer d.flush.Unlock()
+	m.mu.Lock()
+	d.sealed = len(d.ext)
+	todo := append([]extent(nil), d.ext[:d.sealed]...)
+	m.mu.Unlock()
+	var pre syscall.Stat_t
+	preOK := syscall.Fstat(fd, &pre) == nil && m.unchanged(ino, &pre)
+	done := 0
+	var errno syscall.Errno
+	for _, e := range todo {
+		for o := 0; o < len(e.data) && errno == 0; o += 1 << 20 {
+			chunk := e.data[o:min(len(e.data), o+1<<20)]
+			if errno = m.op(ctx, OpWrite, len(chunk)); errno == 0 {
+				if _, err := syscall.Pwrite(fd, chunk, e.off+int64(o)); err != nil {
+					errno = err.(syscall.Errno)
+				}
+			}
+		}
+		if errno != 0 {
+			break
+		}
+		done++
+	}
+	m.mu.Lock()
+	for _, e := range d.ext[:done] {
+		m.bytes -= int64(len(e.data))
+	}
+	d.ext = d.ext[done:]
+	d.sealed = 0
+	if done > 0 {
+		d.uncommitted = true
+	}
+	if len(d.ext) == 0 && !d.uncommitted {
+		delete(m.dirty, ino)
+	}
+	m.mu.Unlock()
+	if errno != 0 {
+		return errno
+	}
+	// Weak cache consistency: the server's attributes changed by this mount's own
+	// writes do not invalidate its cache (when nobody else changed them meanwhile).
+	var post syscall.Stat_t
+	if preOK && syscall.Fstat(fd, &post) == nil {
+		m.saw(ino, &post)
+	}
+	if !commit {
+		return 0
+	}
+	m.mu.Lock()
+	need := d.uncommitted
+	m.mu.Unlock()
+	if !need {
+		return 0
+	}
+	if errno := m.op(ctx, OpCommit, 0); errno != 0 {
+		return errno
+	}
+	if m.opts.RealSync {
+		if err := syscall.Fdatasync(fd); err != nil {
+			return err.(syscall.Errno)
+		}
+	}
+	m.mu.Lock()
+	d.uncommitted = false
+	if len(d.ext) == 0 {
+		delete(m.dirty, ino)
+	}
+	m.mu.Unlock()
+	return 0
+}
+
+// drop forgets ino's dirty data (the file was truncated to zero or removed).
+func (m *Mount) drop(ino uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d := m.dirty[ino]; d != nil {
+		for _, e := range d.ext {
+			m.bytes -= int64(len(e.data))
+		}
+		delete(m.dirty, ino)
+	}
+}

@@ -1,0 +1,167 @@
+package nfsfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Options of one mount (one NFS client).
+type Options struct {
+	// Name identifies the mount to the model (Model.Slow) and in the mount table.
+	Name string
+	// AttrTimeout is how long the kernel trusts cached attributes (NFS acregmin;
+	// default 3 s); EntryTimeout how long it trusts cached names, present and absent
+	// (NFS acdirmin with lookupcache=all; default 3 s).
+	AttrTimeout, EntryTimeout time.Duration
+	// MaxDirty is how many bytes the mount buffers before it writes back without a
+	// flush (NFS background writeback under memory pressure; default 64 MiB).
+	MaxDirty int64
+	// RealSync makes COMMIT also fdatasync the backing file (off: the model's latency
+	// stands for the server's stable storage, the backing directory's disk is not used).
+	RealSync bool
+	// Debug logs every FUSE request.
+	Debug bool
+}
+
+// Mount is one client's view of the backing directory, mounted at Dir.
+type Mount struct {
+	Dir     string
+	name    string
+	backing string
+	model   *Model
+	opts    Options
+	srv     *fuse.Server
+
+	mu    sync.Mutex
+	dirty map[uint64]*dirtyFile // by inode: data written here, not yet on the server
+	seen  map[uint64]attrStamp  // by inode: the server's attributes last given to the kernel
+	bytes int64                 // dirty bytes of the whole mount
+}
+
+// attrStamp is what close-to-open compares: a change of any means the file changed.
+type attrStamp struct {
+	size         int64
+	mtime, ctime int64
+}
+
+func stampOf(st *syscall.Stat_t) attrStamp {
+	return attrStamp{size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+}
+
+// New mounts backing at dir as a new client of model's server. The caller must be
+// root with /dev/fuse (the mount is made with mount(2), no fusermount).
+func New(dir, backing string, model *Model, o Options) (*Mount, error) {
+	if o.AttrTimeout == 0 {
+		o.AttrTimeout = 3 * time.Second
+	}
+	if o.EntryTimeout == 0 {
+		o.EntryTimeout = 3 * time.Second
+	}
+	if o.MaxDirty == 0 {
+		o.MaxDirty = 64 << 20
+	}
+	if o.Name == "" {
+		o.Name = dir
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(backing, &st); err != nil {
+		return nil, fmt.Errorf("nfsfs: backing directory: %w", err)
+	}
+	m := &Mount{Dir: dir, name: o.Name, backing: backing, model: model, opts: o,
+		dirty: map[uint64]*dirtyFile{}, seen: map[uint64]attrStamp{}}
+	root := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
+	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
+		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, m: m}
+	}
+	root.RootNode = root.NewNode(root, nil, "", &st)
+	neg := o.EntryTimeout
+	srv, err := fs.Mount(dir, root.RootNode, &fs.Options{
+		AttrTimeout: &o.AttrTimeout, EntryTimeout: &o.EntryTimeout, NegativeTimeout: &neg,
+		MountOptions: fuse.MountOptions{
+			DirectMount: true, DirectMountStrict: true, FsName: "nfsfs:" + o.Name, Name: "nfsfs",
+			AllowOther: true, MaxWrite: 1 << 20, DisableXAttrs: true, Debug: o.Debug,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nfsfs: mounting %s: %w", dir, err)
+	}
+	m.srv = srv
+	return m, nil
+}
+
+// Name is the mount's name.
+func (m *Mount) Name() string { return m.name }
+
+// Close unmounts (lazily if busy). Data still buffered in the mount is lost, as an NFS
+// client's dirty pages are when its host dies.
+func (m *Mount) Close() error {
+	done := make(chan error, 1)
+	go func() { done <- m.srv.Unmount() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			return nil
+		}
+	case <-time.After(5 * time.Second):
+	}
+	if err := syscall.Unmount(m.Dir, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("nfsfs: unmounting %s: %w", m.Dir, err)
+	}
+	return nil
+}
+
+// DirtyBytes is how many bytes the mount holds that the server has not seen.
+func (m *Mount) DirtyBytes() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bytes
+}
+
+func (m *Mount) op(ctx context.Context, op Op, n int) syscall.Errno {
+	return m.model.do(ctx, m.name, op, n)
+}
+
+// saw records the server's attributes as given to the kernel for inode ino.
+func (m *Mount) saw(ino uint64, st *syscall.Stat_t) {
+	m.mu.Lock()
+	m.seen[ino] = stampOf(st)
+	m.mu.Unlock()
+}
+
+// sawAttr is saw for a fuse.Attr.
+func (m *Mount) sawAttr(ino uint64, a *fuse.Attr) {
+	m.mu.Lock()
+	m.seen[ino] = attrStamp{size: int64(a.Size), mtime: int64(a.Mtime)*1e9 + int64(a.Mtimensec), ctime: int64(a.Ctime)*1e9 + int64(a.Ctimensec)}
+	m.mu.Unlock()
+}
+
+// unchanged reports whether the server's attributes of ino are those last given to the
+// kernel (close-to-open: then the cached pages are still good).
+func (m *Mount) unchanged(ino uint64, st *syscall.Stat_t) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.seen[ino]
+	return ok && s == stampOf(st)
+}
+
+// localSize is the size the mount shows for ino: the server's, or further if data
+// written here and not yet flushed extends the file.
+func (m *Mount) localSize(ino uint64, server uint64) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d := m.dirty[ino]; d != nil && uint64(d.end) > server {
+		return uint64(d.end)
+	}
+	return server
+}
