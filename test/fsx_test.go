@@ -68,3 +68,49 @@ func TestFSxFailoverPausedBroker(t *testing.T) { testFailoverPausedBroker(t, fsx
 // A second process with a live broker's ID, on another host (its own mount), on FSx
 // (TestProcFailoverDuplicateBrokerID).
 func TestFSxFailoverDuplicateBrokerID(t *testing.T) { testFailoverDuplicateBrokerID(t, fsxModel(t)) }
+
+// envDuration is the duration in environment variable name, or def.
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return d
+}
+
+// TestFSxStorageFreeze: the whole file system freezes under load (a Multi-AZ failover
+// of FSx: every I/O of every broker blocks) for WEIR_FSX_FREEZE (default 5 s; docs/
+// FSXLAB.md runs 30 s), then thaws. Nothing acked may be lost, no offset may have two
+// values, and produce must resume on every partition; the time from the thaw to the
+// first ack per partition and what the clients saw are logged.
+func TestFSxStorageFreeze(t *testing.T) {
+	freeze := envDuration(t, "WEIR_FSX_FREEZE", 5*time.Second)
+	model := fsxModel(t)
+	e := startFailoverEnv(t, "fz", 9, model)
+	all := make([]int32, e.parts)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	failedBefore := e.load.failed.Load()
+	fault := time.Now()
+	model.Freeze()
+	time.Sleep(freeze) // on purpose: the freeze lasts this long
+	thaw := time.Now()
+	model.Thaw()
+	inFlight := e.load.inFlightAcross(all, fault)
+	e.waitWritable(thaw)
+	e.logUnavailability("freeze", fault, nil)
+	un := e.load.unavailability(thaw)
+	var resume []time.Duration
+	for _, d := range un {
+		resume = append(resume, d)
+	}
+	t.Logf("storage frozen %v: from the thaw to the first ack of a record produced after it: %s", freeze, percentiles(resume))
+	t.Logf("during the freeze: %d acks (sent before it), %d records handed to the producers before the freeze acked after it, %d produce failures; brokers in the controllers' view after the thaw: %+v",
+		e.load.ackedBetween(all, fault.Add(time.Second), thaw), inFlight, e.load.failed.Load()-failedBefore, e.adm.View().Brokers)
+	e.finish()
+}
