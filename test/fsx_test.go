@@ -1,7 +1,10 @@
 package test
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -113,4 +116,55 @@ func TestFSxStorageFreeze(t *testing.T) {
 	t.Logf("during the freeze: %d acks (sent before it), %d records handed to the producers before the freeze acked after it, %d produce failures; brokers in the controllers' view after the thaw: %+v",
 		e.load.ackedBetween(all, fault.Add(time.Second), thaw), inFlight, e.load.failed.Load()-failedBefore, e.adm.View().Brokers)
 	e.finish()
+}
+
+// A short `weir chaos` run on the lab file system (FSx profile, one mount per broker)
+// with each file system and zone fault: a storage freeze, a slow mount, injected EIO,
+// a zone partition (the zone's brokers cut off the controllers while the file system
+// stays reachable) and a zone outage (the zone's brokers and controller SIGKILLed).
+// The checker must find nothing lost, duplicated or out of place, no idempotent
+// produce may fail, and every fault must have run.
+func TestChaosFSxScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 6-process cluster for a minute")
+	}
+	nfsfs.Require(t)
+	var out, errb bytes.Buffer
+	cmd := exec.Command(weirBin, "chaos", "--weir", weirBin, "--fsx", "fsx", "--duration", "56s", "--settle", "3s",
+		"--partitions", "12", "--rate", "500", "--restart-after", "3s", "--cut-for", "4s", "--storage-for", "3s", "--slow-by", "100ms",
+		"--fault", "storage-freeze@4s", "--fault", "storage-slow@12s", "--fault", "storage-error:EIO@20s",
+		"--fault", "zone-partition:a@28s", "--fault", "zone-outage:b@38s", "--json")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	t.Logf("progress:\n%s", errb.String())
+	var r struct {
+		OK     bool `json:"ok"`
+		Acked  int  `json:"acked"`
+		Failed int  `json:"failed"`
+		Faults []struct {
+			Fault string `json:"fault"`
+			Error string `json:"error"`
+		} `json:"faults"`
+		Check struct {
+			Lost, Duplicated, Inconsistent, Gaps, Group []string
+		} `json:"check"`
+	}
+	if jerr := json.Unmarshal(out.Bytes(), &r); jerr != nil {
+		t.Fatalf("weir chaos: %v, report: %v\n%s", err, jerr, out.String())
+	}
+	t.Logf("report:\n%s", out.String())
+	if err != nil || !r.OK {
+		t.Fatalf("weir chaos found violations (exit %v): %+v", err, r.Check)
+	}
+	if r.Failed != 0 {
+		t.Fatalf("%d acked, %d failed", r.Acked, r.Failed)
+	}
+	if len(r.Faults) != 5 {
+		t.Fatalf("faults run: %+v", r.Faults)
+	}
+	for _, f := range r.Faults {
+		if f.Error != "" {
+			t.Fatalf("fault %s: %+v", f.Fault, f)
+		}
+	}
 }

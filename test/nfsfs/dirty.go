@@ -21,15 +21,15 @@ type extent struct {
 	data []byte
 }
 
-// write buffers data at off for inode ino, and reports whether the mount holds more
+// write buffers data at off for n, and reports whether the mount holds more
 // than it may (the caller then writes back).
-func (m *Mount) write(ino uint64, data []byte, off int64) bool {
+func (m *Mount) write(n *node, data []byte, off int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := m.dirty[ino]
+	d := n.dirty
 	if d == nil {
 		d = &dirtyFile{}
-		m.dirty[ino] = d
+		n.dirty = d
 	}
 	if n := len(d.ext); n > d.sealed && d.ext[n-1].off+int64(len(d.ext[n-1].data)) == off {
 		d.ext[n-1].data = append(d.ext[n-1].data, data...) // an append: the common case
@@ -41,12 +41,12 @@ func (m *Mount) write(ino uint64, data []byte, off int64) bool {
 	return m.bytes > m.opts.MaxDirty
 }
 
-// overlay copies the dirty data of ino over buf (read from the server at off, n bytes
+// overlay copies the dirty data of nd over buf (read from the server at off, n bytes
 // valid) and returns how many bytes of buf are valid now.
-func (m *Mount) overlay(ino uint64, buf []byte, off int64, n int) int {
+func (m *Mount) overlay(nd *node, buf []byte, off int64, n int) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := m.dirty[ino]
+	d := nd.dirty
 	if d == nil {
 		return n
 	}
@@ -63,12 +63,12 @@ func (m *Mount) overlay(ino uint64, buf []byte, off int64, n int) int {
 	return n
 }
 
-// writeBack sends ino's dirty data to the server through fd (WRITE RPCs of at most
+// writeBack sends n's dirty data to the server through fd (WRITE RPCs of at most
 // 1 MiB), then, if commit, makes it stable (COMMIT). On an error the data stays dirty
 // and the error is returned, as NFS reports a failed write-back at fsync or close.
-func (m *Mount) writeBack(ctx context.Context, ino uint64, fd int, commit bool) syscall.Errno {
+func (m *Mount) writeBack(ctx context.Context, n *node, fd int, commit bool) syscall.Errno {
 	m.mu.Lock()
-	d := m.dirty[ino]
+	d := n.dirty
 	m.mu.Unlock()
 	if d == nil {
 		return 0
@@ -80,7 +80,7 @@ func (m *Mount) writeBack(ctx context.Context, ino uint64, fd int, commit bool) 
 	todo := append([]extent(nil), d.ext[:d.sealed]...)
 	m.mu.Unlock()
 	var pre syscall.Stat_t
-	preOK := syscall.Fstat(fd, &pre) == nil && m.unchanged(ino, &pre)
+	preOK := syscall.Fstat(fd, &pre) == nil && m.unchanged(n, &pre)
 	done := 0
 	var errno syscall.Errno
 	for _, e := range todo {
@@ -106,8 +106,8 @@ func (m *Mount) writeBack(ctx context.Context, ino uint64, fd int, commit bool) 
 	if done > 0 {
 		d.uncommitted = true
 	}
-	if len(d.ext) == 0 && !d.uncommitted {
-		delete(m.dirty, ino)
+	if len(d.ext) == 0 && !d.uncommitted && n.dirty == d {
+		n.dirty = nil
 	}
 	m.mu.Unlock()
 	if errno != 0 {
@@ -117,7 +117,7 @@ func (m *Mount) writeBack(ctx context.Context, ino uint64, fd int, commit bool) 
 	// writes do not invalidate its cache (when nobody else changed them meanwhile).
 	var post syscall.Stat_t
 	if preOK && syscall.Fstat(fd, &post) == nil {
-		m.saw(ino, &post)
+		m.saw(n, &post)
 	}
 	if !commit {
 		return 0
@@ -138,21 +138,22 @@ func (m *Mount) writeBack(ctx context.Context, ino uint64, fd int, commit bool) 
 	}
 	m.mu.Lock()
 	d.uncommitted = false
-	if len(d.ext) == 0 {
-		delete(m.dirty, ino)
+	if len(d.ext) == 0 && n.dirty == d {
+		n.dirty = nil
 	}
 	m.mu.Unlock()
 	return 0
 }
 
-// drop forgets ino's dirty data (the file was truncated to zero or removed).
-func (m *Mount) drop(ino uint64) {
+// drop forgets n's dirty data (the file was truncated to zero, or its write-back
+// failed at the last close: NFS reports the error at close and drops the pages).
+func (m *Mount) drop(n *node) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if d := m.dirty[ino]; d != nil {
+	if d := n.dirty; d != nil {
 		for _, e := range d.ext {
 			m.bytes -= int64(len(e.data))
 		}
-		delete(m.dirty, ino)
+		n.dirty = nil
 	}
 }

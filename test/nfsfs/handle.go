@@ -44,13 +44,13 @@ func (h *handle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResu
 		return nil, fs.ToErrno(err)
 	}
 	clear(buf[k:])
-	k = h.n.m.overlay(h.n.ino(), buf, off, k)
+	k = h.n.m.overlay(h.n, buf, off, k)
 	return fuse.ReadResultData(buf[:k]), 0
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	if h.n.m.write(h.n.ino(), data, off) {
-		if errno := h.n.m.writeBack(ctx, h.n.ino(), h.fd, false); errno != 0 {
+	if h.n.m.write(h.n, data, off) {
+		if errno := h.n.m.writeBack(ctx, h.n, h.fd, false); errno != 0 {
 			return 0, errno
 		}
 	}
@@ -63,19 +63,21 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	if !h.writable {
 		return 0
 	}
-	return h.n.m.writeBack(ctx, h.n.ino(), h.fd, true)
+	return h.n.m.writeBack(ctx, h.n, h.fd, true)
 }
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if !h.writable {
 		return 0
 	}
-	return h.n.m.writeBack(ctx, h.n.ino(), h.fd, true)
+	return h.n.m.writeBack(ctx, h.n, h.fd, true)
 }
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
-	if h.writable {
-		h.n.m.writeBack(ctx, h.n.ino(), h.fd, true) // normally done by Flush already
+	if h.writable && h.n.m.writeBack(ctx, h.n, h.fd, true) != 0 {
+		// Flush (close) reported the failure already; the pages are dropped as
+		// NFS drops them. (Another handle still open on the file loses them too.)
+		h.n.m.drop(h.n)
 	}
 	return h.lf.Release(ctx)
 }
@@ -84,8 +86,8 @@ func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 	if errno := h.lf.Getattr(ctx, out); errno != 0 {
 		return errno
 	}
-	h.n.m.sawAttr(h.n.ino(), &out.Attr)
-	out.Attr.Size = h.n.m.localSize(h.n.ino(), out.Attr.Size)
+	h.n.m.sawAttr(h.n, &out.Attr)
+	out.Attr.Size = h.n.m.localSize(h.n, out.Attr.Size)
 	return 0
 }
 
@@ -98,7 +100,7 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	}
 	var st syscall.Stat_t
 	if syscall.Fstat(h.fd, &st) == nil {
-		h.n.m.saw(h.n.ino(), &st) // this mount's own change (weak cache consistency)
+		h.n.m.saw(h.n, &st) // this mount's own change (weak cache consistency)
 	}
 	return 0
 }

@@ -40,10 +40,11 @@ type Mount struct {
 	opts    Options
 	srv     *fuse.Server
 
+	// mu guards every node's dirty and seen, and bytes. (Per node, not per inode
+	// number: the backing file system reuses a removed file's number at once, and a
+	// new file must not inherit the old one's unflushed data.)
 	mu    sync.Mutex
-	dirty map[uint64]*dirtyFile // by inode: data written here, not yet on the server
-	seen  map[uint64]attrStamp  // by inode: the server's attributes last given to the kernel
-	bytes int64                 // dirty bytes of the whole mount
+	bytes int64 // dirty bytes of the whole mount
 }
 
 // attrStamp is what close-to-open compares: a change of any means the file changed.
@@ -78,8 +79,7 @@ func New(dir, backing string, model *Model, o Options) (*Mount, error) {
 	if err := syscall.Stat(backing, &st); err != nil {
 		return nil, fmt.Errorf("nfsfs: backing directory: %w", err)
 	}
-	m := &Mount{Dir: dir, name: o.Name, backing: backing, model: model, opts: o,
-		dirty: map[uint64]*dirtyFile{}, seen: map[uint64]attrStamp{}}
+	m := &Mount{Dir: dir, name: o.Name, backing: backing, model: model, opts: o}
 	root := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
 	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
 		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, m: m}
@@ -132,35 +132,35 @@ func (m *Mount) op(ctx context.Context, op Op, n int) syscall.Errno {
 	return m.model.do(ctx, m.name, op, n)
 }
 
-// saw records the server's attributes as given to the kernel for inode ino.
-func (m *Mount) saw(ino uint64, st *syscall.Stat_t) {
+// saw records the server's attributes of n as given to the kernel.
+func (m *Mount) saw(n *node, st *syscall.Stat_t) {
 	m.mu.Lock()
-	m.seen[ino] = stampOf(st)
+	n.seen, n.seenOK = stampOf(st), true
 	m.mu.Unlock()
 }
 
 // sawAttr is saw for a fuse.Attr.
-func (m *Mount) sawAttr(ino uint64, a *fuse.Attr) {
+func (m *Mount) sawAttr(n *node, a *fuse.Attr) {
 	m.mu.Lock()
-	m.seen[ino] = attrStamp{size: int64(a.Size), mtime: int64(a.Mtime)*1e9 + int64(a.Mtimensec), ctime: int64(a.Ctime)*1e9 + int64(a.Ctimensec)}
+	n.seen = attrStamp{size: int64(a.Size), mtime: int64(a.Mtime)*1e9 + int64(a.Mtimensec), ctime: int64(a.Ctime)*1e9 + int64(a.Ctimensec)}
+	n.seenOK = true
 	m.mu.Unlock()
 }
 
-// unchanged reports whether the server's attributes of ino are those last given to the
+// unchanged reports whether the server's attributes of n are those last given to the
 // kernel (close-to-open: then the cached pages are still good).
-func (m *Mount) unchanged(ino uint64, st *syscall.Stat_t) bool {
+func (m *Mount) unchanged(n *node, st *syscall.Stat_t) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s, ok := m.seen[ino]
-	return ok && s == stampOf(st)
+	return n.seenOK && n.seen == stampOf(st)
 }
 
-// localSize is the size the mount shows for ino: the server's, or further if data
+// localSize is the size the mount shows for n: the server's, or further if data
 // written here and not yet flushed extends the file.
-func (m *Mount) localSize(ino uint64, server uint64) uint64 {
+func (m *Mount) localSize(n *node, server uint64) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if d := m.dirty[ino]; d != nil && uint64(d.end) > server {
+	if d := n.dirty; d != nil && uint64(d.end) > server {
 		return uint64(d.end)
 	}
 	return server
