@@ -107,12 +107,13 @@ type Model struct {
 	slow    map[string]time.Duration // extra latency per mount name
 	commits []time.Duration          // service time of every COMMIT (model latency and queueing)
 	ops     map[Op]int64
+	bytes   map[Op]int64
 }
 
 // NewModel returns a server model with profile p.
 func NewModel(p Profile) *Model {
 	return &Model{prof: p, rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)),
-		errs: map[Op]syscall.Errno{}, slow: map[string]time.Duration{}, ops: map[Op]int64{}}
+		errs: map[Op]syscall.Errno{}, slow: map[string]time.Duration{}, ops: map[Op]int64{}, bytes: map[Op]int64{}}
 }
 
 // SetProfile replaces the latency and throughput model.
@@ -215,6 +216,14 @@ func (m *Model) ResetStats() {
 	defer m.mu.Unlock()
 	m.commits = nil
 	clear(m.ops)
+	clear(m.bytes)
+}
+
+// Bytes returns how many bytes operations of class o moved (READ, WRITE).
+func (m *Model) Bytes(o Op) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bytes[o]
 }
 
 // Ops returns how many operations of class o the server served.
@@ -246,6 +255,7 @@ func (m *Model) do(ctx context.Context, mount string, op Op, n int) syscall.Errn
 		m.mu.Unlock()
 		return e
 	}
+	m.bytes[op] += int64(n)
 	p := m.prof
 	var lat time.Duration
 	switch op {
