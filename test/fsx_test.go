@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -291,10 +292,12 @@ func measureProduce(t *testing.T, pc *procCluster, rate, size int, dur time.Dura
 	measuring := atomic.Bool{}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	val := bytes.Repeat([]byte("v"), size)
+	// Random bytes, uncompressed: what reaches the WAL is the records' size.
+	noise := make([]byte, size+4096)
+	crand.Read(noise)
 	for w := 0; w < producers; w++ {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(pc.kafka...), kgo.DefaultProduceTopic("lat"), kgo.RequiredAcks(kgo.AllISRAcks()),
-			kgo.ProducerLinger(0), kgo.MaxBufferedRecords(1<<20))
+			kgo.ProducerLinger(0), kgo.MaxBufferedRecords(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +312,8 @@ func measureProduce(t *testing.T, pc *procCluster, rate, size int, dur time.Dura
 				time.Sleep(time.Until(next)) // on purpose: the fixed rate
 				sent := time.Now()
 				on := measuring.Load()
-				cl.Produce(ctx, &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
+				o := int(sent.UnixNano() % 4096)
+				cl.Produce(ctx, &kgo.Record{Value: noise[o : o+size]}, func(_ *kgo.Record, err error) {
 					if err == nil && on {
 						mu.Lock()
 						lat = append(lat, time.Since(sent))
