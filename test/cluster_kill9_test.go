@@ -86,10 +86,16 @@ func startProcClusterWith(t *testing.T, o procClusterOptions) *procCluster {
 // (joining every broker's gossip address), with /metrics on metrics ("" for none) and
 // its local data in dataDir; its WALs go under the cluster's shared WAL root.
 func (pc *procCluster) brokerArgsFor(id int, kafka, gossip, metrics, dataDir string) []string {
-	return []string{"broker", "--node-id", fmt.Sprint(id), "--rack", string(rune('a' + id - 1)),
+	args := []string{"broker", "--node-id", fmt.Sprint(id), "--rack", string(rune('a' + id - 1)),
 		"--listen", kafka, "--metrics", metrics, "--controllers", strings.Join(pc.apis, ","),
 		"--data-dir", dataDir, "--wal-root", pc.brokerWALRoot(dataDir),
 		"--gossip-addr", gossip, "--gossip-seeds", strings.Join(pc.gossip, ","), "--wal-segment-bytes", "8388608"}
+	if pc.fsx != nil {
+		// The object store stands for S3, not for FSx: kept off the lab file system
+		// (by default it would sit in the WAL root).
+		args = append(args, "--object-dir", filepath.Join(pc.dir, "objects"))
+	}
+	return args
 }
 
 // walRoot is the WAL root every broker shares (the server's directory under FSx).

@@ -170,6 +170,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			"--listen", kafka, "--metrics", m, "--controllers", strings.Join(via, ","),
 			"--data-dir", filepath.Join(cfg.Dir, fmt.Sprintf("broker-%d", i)), "--wal-root", walRoot,
 			"--gossip-addr", gossip[i-1], "--gossip-seeds", strings.Join(gossip, ","), "--log-level", cfg.LogLevel}, cfg.BrokerArgs...)
+		if cfg.FSx != nil {
+			// The object store stands for S3, not for FSx: kept off the lab file
+			// system (by default it would sit in the WAL root). Before BrokerArgs,
+			// so a caller's --object-dir wins.
+			args = append(args[:len(args)-len(cfg.BrokerArgs):len(args)-len(cfg.BrokerArgs)], append([]string{"--object-dir", filepath.Join(cfg.Dir, "objects")}, cfg.BrokerArgs...)...)
+		}
 		c.Brokers = append(c.Brokers, &Proc{Name: fmt.Sprintf("broker-%d", i), ID: int32(i), Zone: zone, Kafka: kafka, Metrics: m,
 			dir: cfg.Dir, bin: cfg.Bin, args: args})
 	}
