@@ -64,8 +64,9 @@ func (m *Mount) overlay(nd *node, buf []byte, off int64, n int) int {
 }
 
 // writeBack sends n's dirty data to the server through fd (WRITE RPCs of at most
-// 1 MiB), then, if commit, makes it stable (COMMIT). On an error the data stays dirty
-// and the error is returned, as NFS reports a failed write-back at fsync or close.
+// 1 MiB), then, if commit, makes it stable (COMMIT). On an error the data not yet
+// written is dropped and the error returned once, as Linux reports a failed write-back
+// at fsync or close and then forgets it.
 func (m *Mount) writeBack(ctx context.Context, n *node, fd int, commit bool) syscall.Errno {
 	m.mu.Lock()
 	d := n.dirty
@@ -97,6 +98,14 @@ func (m *Mount) writeBack(ctx context.Context, n *node, fd int, commit bool) sys
 		}
 		done++
 	}
+	if errno != 0 {
+		// As Linux does after a failed write-back (NFS included): the error is
+		// reported once, and the data is not retried later but lost (the pages are
+		// marked clean). Retrying it later, after the writer gave up (a broker whose
+		// WAL failed, killed and replaced), would write stale bytes into a file that
+		// others own by then.
+		done = len(todo)
+	}
 	m.mu.Lock()
 	for _, e := range d.ext[:done] {
 		m.bytes -= int64(len(e.data))
@@ -104,7 +113,7 @@ func (m *Mount) writeBack(ctx context.Context, n *node, fd int, commit bool) sys
 	d.ext = d.ext[done:]
 	d.sealed = 0
 	if done > 0 {
-		d.uncommitted = true
+		d.uncommitted = errno == 0
 	}
 	if len(d.ext) == 0 && !d.uncommitted && n.dirty == d {
 		n.dirty = nil
@@ -129,6 +138,12 @@ func (m *Mount) writeBack(ctx context.Context, n *node, fd int, commit bool) sys
 		return 0
 	}
 	if errno := m.op(ctx, OpCommit, 0); errno != 0 {
+		m.mu.Lock()
+		d.uncommitted = false // reported once, not retried (see above)
+		if len(d.ext) == 0 && n.dirty == d {
+			n.dirty = nil
+		}
+		m.mu.Unlock()
 		return errno
 	}
 	if m.opts.RealSync {

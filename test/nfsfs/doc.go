@@ -17,7 +17,9 @@
 //     (TestStalePageUntilReopen, TestReopenSeesGrownFile). A descriptor already open
 //     keeps reading stale pages after a remote change, as on NFS.
 //   - Weak cache consistency: the mount's own write-backs do not invalidate its cache.
-//   - Write errors are reported at fsync/close, not at write(2) (TestErrorsSurface).
+//   - Write errors are reported at fsync/close, not at write(2), once; the data that
+//     failed is then dropped, not retried (Linux marks the pages clean: fsyncgate).
+//     TestErrorsSurface, TestFailedWriteBackDoesNotLeakIntoNewFile.
 //   - O_DIRECT opens bypass the page cache (FOPEN_DIRECT_IO) and read the server
 //     (with the mount's own unflushed data laid over). TestDirectReadBypassesCache.
 //   - A hard mount: during a freeze every call blocks (no timeout, no error); only a
