@@ -11,7 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/weir-io/weir/test/nfsfs"
 )
 
 // procCluster runs 3 `weir controller` and 3 `weir broker --controllers` processes that
@@ -34,9 +33,9 @@ type procClusterOptions struct {
 	metrics bool
 	// brokerArgs are appended to every broker's arguments.
 	brokerArgs []string
-	// fsx, if set, serves the shared WAL root through test/nfsfs with this model: each
+	// fsx, if set, serves the shared WAL root through test/nfsfs with its model: each
 	// broker process mounts it separately, as each broker host mounts FSx (fsx_test.go).
-	fsx *nfsfs.Model
+	fsx *fsxConfig
 }
 
 func startProcCluster(t *testing.T) *procCluster {

@@ -24,7 +24,6 @@ import (
 	"github.com/weir-io/weir/internal/ackcheck"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
-	"github.com/weir-io/weir/test/nfsfs"
 )
 
 // Failover between processes: 3 `weir controller` and 3 `weir broker` processes sharing
@@ -67,7 +66,7 @@ type foEnv struct {
 // startFailoverEnv starts the cluster, creates topic with parts partitions, and runs the
 // load and the group until both are going (every partition acked and committed).
 // fsx, if not nil, serves the WAL root through test/nfsfs (fsx_test.go).
-func startFailoverEnv(t *testing.T, topic string, parts int, fsx *nfsfs.Model) *foEnv {
+func startFailoverEnv(t *testing.T, topic string, parts int, fsx *fsxConfig) *foEnv {
 	t.Helper()
 	e := &foEnv{t: t, topic: topic, parts: parts, start: time.Now()}
 	e.pc = startProcClusterWith(t, procClusterOptions{metrics: true, brokerArgs: foBrokerArgs, fsx: fsx})
@@ -870,7 +869,7 @@ func (g *foGroupConsumer) commits() (ok, attempted map[int32]int64) {
 // the partitions that moved.
 func TestProcFailoverKillOne(t *testing.T) { testFailoverKillOne(t, nil) }
 
-func testFailoverKillOne(t *testing.T, fsx *nfsfs.Model) {
+func testFailoverKillOne(t *testing.T, fsx *fsxConfig) {
 	e := startFailoverEnv(t, "fo1", 9, fsx)
 	victim := e.coordinator()
 	v := e.adm.View()
@@ -1000,7 +999,7 @@ func TestProcFailoverKillTwo(t *testing.T) {
 // in a new epoch, with a new WAL directory.
 func TestProcFailoverPausedBroker(t *testing.T) { testFailoverPausedBroker(t, nil) }
 
-func testFailoverPausedBroker(t *testing.T, fsx *nfsfs.Model) {
+func testFailoverPausedBroker(t *testing.T, fsx *fsxConfig) {
 	e := startFailoverEnv(t, "fo3", 9, fsx)
 	victim := e.coordinator()
 	v := e.adm.View()
@@ -1093,7 +1092,7 @@ func testFailoverPausedBroker(t *testing.T, fsx *nfsfs.Model) {
 // address; no acked record is lost.
 func TestProcFailoverDuplicateBrokerID(t *testing.T) { testFailoverDuplicateBrokerID(t, nil) }
 
-func testFailoverDuplicateBrokerID(t *testing.T, fsx *nfsfs.Model) {
+func testFailoverDuplicateBrokerID(t *testing.T, fsx *fsxConfig) {
 	e := startFailoverEnv(t, "fo4", 9, fsx)
 	id := e.coordinator()
 	first := e.pc.brokers[id-1]

@@ -29,22 +29,29 @@ import (
 // What the plain tests prove on one ext4 directory and one page cache, these prove
 // through per-host NFS-like caches.
 
+// fsxConfig is the lab file system of a cluster: the server model, and the options
+// of every broker's mount (Name is set per broker).
+type fsxConfig struct {
+	model *nfsfs.Model
+	mount nfsfs.Options
+}
+
 // fsxLab is the FSx server of one cluster and its mounts, one per broker process.
 type fsxLab struct {
 	t       testing.TB
 	backing string
-	model   *nfsfs.Model
+	cfg     fsxConfig
 	mu      sync.Mutex
 	mounts  map[string]*nfsfs.Mount
 }
 
-func newFSxLab(t testing.TB, backing string, model *nfsfs.Model) *fsxLab {
+func newFSxLab(t testing.TB, backing string, cfg *fsxConfig) *fsxLab {
 	t.Helper()
 	nfsfs.Require(t)
 	if err := os.MkdirAll(backing, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return &fsxLab{t: t, backing: backing, model: model, mounts: map[string]*nfsfs.Mount{}}
+	return &fsxLab{t: t, backing: backing, cfg: *cfg, mounts: map[string]*nfsfs.Mount{}}
 }
 
 // mount returns the mount point of the process named name (mounted on first use, with
@@ -55,20 +62,26 @@ func (l *fsxLab) mount(name string) string {
 	if m := l.mounts[name]; m != nil {
 		return m.Dir
 	}
-	m := nfsfs.MountT(l.t, filepath.Join(filepath.Dir(l.backing), "mnt-"+name), l.backing, l.model, nfsfs.Options{Name: name})
+	o := l.cfg.mount
+	o.Name = name
+	m := nfsfs.MountT(l.t, filepath.Join(filepath.Dir(l.backing), "mnt-"+name), l.backing, l.cfg.model, o)
 	l.mounts[name] = m
+	if o.WritebackAfter > 0 {
+		l.t.Cleanup(func() { l.t.Logf("%s: %d bytes reached the server by background writeback", name, m.BackgroundBytes()) })
+	}
 	return m.Dir
 }
 
-// fsxModel is the model of the FSx variants: the FSx profile.
-func fsxModel(t *testing.T) *nfsfs.Model {
+// fsxModel is the lab file system of the FSx variants: the FSx profile, mounts with
+// NFS's default timeouts.
+func fsxModel(t *testing.T) *fsxConfig {
 	nfsfs.Require(t)
 	m := nfsfs.NewModel(nfsfs.FSx)
 	t.Cleanup(func() {
 		q, n := m.CommitStats(0.5, 0.99, 0.999)
 		t.Logf("FSx model: %d COMMITs, p50 %v p99 %v p99.9 %v", n, q[0].Round(time.Microsecond), q[1].Round(time.Microsecond), q[2].Round(time.Microsecond))
 	})
-	return m
+	return &fsxConfig{model: m}
 }
 
 // SIGKILL of the coordinator on FSx (TestProcFailoverKillOne).
@@ -76,6 +89,17 @@ func TestFSxFailoverKillOne(t *testing.T) { testFailoverKillOne(t, fsxModel(t)) 
 
 // SIGSTOP past the fence on FSx (TestProcFailoverPausedBroker).
 func TestFSxFailoverPausedBroker(t *testing.T) { testFailoverPausedBroker(t, fsxModel(t)) }
+
+// SIGSTOP past the fence on FSx with background writeback: the paused broker's data
+// written and not yet fsynced reaches the server 3 s after it was written, while the
+// process is stopped, after the takers sealed its WAL — as a Linux NFS client's
+// writeback thread flushes a stopped process's dirty pages. A write landing after the
+// seal must change nothing acked.
+func TestFSxFailoverPausedBrokerLateWriteback(t *testing.T) {
+	cfg := fsxModel(t)
+	cfg.mount.WritebackAfter = 3 * time.Second
+	testFailoverPausedBroker(t, cfg)
+}
 
 // A second process with a live broker's ID, on another host (its own mount), on FSx
 // (TestProcFailoverDuplicateBrokerID).
@@ -101,8 +125,9 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 // first ack per partition and what the clients saw are logged.
 func TestFSxStorageFreeze(t *testing.T) {
 	freeze := envDuration(t, "WEIR_FSX_FREEZE", 5*time.Second)
-	model := fsxModel(t)
-	e := startFailoverEnv(t, "fz", 9, model)
+	cfg := fsxModel(t)
+	model := cfg.model
+	e := startFailoverEnv(t, "fz", 9, cfg)
 	all := make([]int32, e.parts)
 	for i := range all {
 		all[i] = int32(i)
@@ -188,8 +213,9 @@ func TestChaosFSxScenario(t *testing.T) {
 // one by one, as an operator would, and checks that produce resumes everywhere and
 // every acked record reads back.
 func TestFSxStorageErrors(t *testing.T) {
-	model := fsxModel(t)
-	e := startFailoverEnv(t, "se", 9, model)
+	cfg := fsxModel(t)
+	model := cfg.model
+	e := startFailoverEnv(t, "se", 9, cfg)
 	all := make([]int32, e.parts)
 	for i := range all {
 		all[i] = int32(i)
@@ -238,7 +264,11 @@ func TestFSxProduceLatencyMeasure(t *testing.T) {
 			if run.model != nil {
 				nfsfs.Require(t)
 			}
-			pc := startProcClusterWith(t, procClusterOptions{fsx: run.model})
+			var fsx *fsxConfig
+			if run.model != nil {
+				fsx = &fsxConfig{model: run.model}
+			}
+			pc := startProcClusterWith(t, procClusterOptions{fsx: fsx})
 			lat, took := measureProduce(t, pc, rate, size, dur, run.model)
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			q := func(x float64) time.Duration {

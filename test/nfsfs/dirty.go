@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // dirtyFile is one inode's data written through this mount and not yet sent to the
@@ -30,6 +31,9 @@ func (m *Mount) write(n *node, data []byte, off int64) bool {
 	if d == nil {
 		d = &dirtyFile{}
 		n.dirty = d
+	}
+	if _, ok := m.dirtyN[n]; !ok {
+		m.dirtyN[n] = time.Now()
 	}
 	if n := len(d.ext); n > d.sealed && d.ext[n-1].off+int64(len(d.ext[n-1].data)) == off {
 		d.ext[n-1].data = append(d.ext[n-1].data, data...) // an append: the common case
@@ -112,6 +116,9 @@ func (m *Mount) writeBack(ctx context.Context, n *node, fd int, commit bool) sys
 	}
 	d.ext = d.ext[done:]
 	d.sealed = 0
+	if len(d.ext) == 0 {
+		delete(m.dirtyN, n)
+	}
 	if done > 0 {
 		d.uncommitted = errno == 0
 	}
@@ -171,4 +178,5 @@ func (m *Mount) drop(n *node) {
 		}
 		n.dirty = nil
 	}
+	delete(m.dirtyN, n)
 }

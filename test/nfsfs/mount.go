@@ -27,6 +27,11 @@ type Options struct {
 	// RealSync makes COMMIT also fdatasync the backing file (off: the model's latency
 	// stands for the server's stable storage, the backing directory's disk is not used).
 	RealSync bool
+	// WritebackAfter, if set, writes back (without COMMIT) data that has been
+	// dirty this long, as the kernel's background writeback does (dirty_expire):
+	// then data written and never fsynced reaches the server even if its writer is
+	// paused, fenced or dead — possibly after another host sealed the file.
+	WritebackAfter time.Duration
 	// Debug logs every FUSE request.
 	Debug bool
 }
@@ -43,8 +48,11 @@ type Mount struct {
 	// mu guards every node's dirty and seen, and bytes. (Per node, not per inode
 	// number: the backing file system reuses a removed file's number at once, and a
 	// new file must not inherit the old one's unflushed data.)
-	mu    sync.Mutex
-	bytes int64 // dirty bytes of the whole mount
+	mu     sync.Mutex
+	bytes  int64               // dirty bytes of the whole mount
+	dirtyN map[*node]time.Time // nodes with dirty data: since when
+	stop   chan struct{}
+	bgN    int64 // bytes written back by backgroundWriteback
 }
 
 // attrStamp is what close-to-open compares: a change of any means the file changed.
@@ -79,7 +87,8 @@ func New(dir, backing string, model *Model, o Options) (*Mount, error) {
 	if err := syscall.Stat(backing, &st); err != nil {
 		return nil, fmt.Errorf("nfsfs: backing directory: %w", err)
 	}
-	m := &Mount{Dir: dir, name: o.Name, backing: backing, model: model, opts: o}
+	m := &Mount{Dir: dir, name: o.Name, backing: backing, model: model, opts: o,
+		dirtyN: map[*node]time.Time{}, stop: make(chan struct{})}
 	root := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
 	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
 		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, m: m}
@@ -97,7 +106,47 @@ func New(dir, backing string, model *Model, o Options) (*Mount, error) {
 		return nil, fmt.Errorf("nfsfs: mounting %s: %w", dir, err)
 	}
 	m.srv = srv
+	if o.WritebackAfter > 0 {
+		go m.backgroundWriteback()
+	}
 	return m, nil
+}
+
+// backgroundWriteback writes back what has been dirty for Options.WritebackAfter,
+// through a descriptor of its own (the writer's may be closed, its process stopped).
+func (m *Mount) backgroundWriteback() {
+	tk := time.NewTicker(m.opts.WritebackAfter / 4)
+	defer tk.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tk.C:
+		}
+		var due []*node
+		m.mu.Lock()
+		for n, since := range m.dirtyN {
+			if time.Since(since) >= m.opts.WritebackAfter {
+				due = append(due, n)
+			}
+		}
+		m.mu.Unlock()
+		for _, n := range due {
+			f, err := os.OpenFile(n.backingPath(), os.O_WRONLY, 0)
+			if err != nil {
+				continue // removed meanwhile
+			}
+			m.mu.Lock()
+			before := m.bytes
+			m.mu.Unlock()
+			if m.writeBack(context.Background(), n, int(f.Fd()), false) == 0 {
+				m.mu.Lock()
+				m.bgN += max(0, before-m.bytes)
+				m.mu.Unlock()
+			}
+			f.Close()
+		}
+	}
 }
 
 // Name is the mount's name.
@@ -106,6 +155,11 @@ func (m *Mount) Name() string { return m.name }
 // Close unmounts (lazily if busy). Data still buffered in the mount is lost, as an NFS
 // client's dirty pages are when its host dies.
 func (m *Mount) Close() error {
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
 	done := make(chan error, 1)
 	go func() { done <- m.srv.Unmount() }()
 	select {
@@ -119,6 +173,14 @@ func (m *Mount) Close() error {
 		return fmt.Errorf("nfsfs: unmounting %s: %w", m.Dir, err)
 	}
 	return nil
+}
+
+// BackgroundBytes is how many bytes background writeback wrote (about: the mount's
+// dirty bytes before and after each of its write-backs).
+func (m *Mount) BackgroundBytes() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bgN
 }
 
 // DirtyBytes is how many bytes the mount holds that the server has not seen.

@@ -327,3 +327,20 @@ func TestFailedWriteBackDoesNotLeakIntoNewFile(t *testing.T) {
 		}
 	}
 }
+
+// With background writeback, data written and never fsynced reaches the server after
+// Options.WritebackAfter, while the descriptor stays open (a paused writer's data).
+func TestBackgroundWriteback(t *testing.T) {
+	a, b, _ := twoMounts(t, NewModel(Local), Options{WritebackAfter: 200 * time.Millisecond, AttrTimeout: time.Millisecond, EntryTimeout: time.Millisecond})
+	f, err := os.Create(filepath.Join(a, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the unsynced write on the server", func() bool {
+		return read(t, filepath.Join(b, "f")) == "late"
+	})
+}
