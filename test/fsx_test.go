@@ -165,10 +165,10 @@ func TestChaosFSxScenario(t *testing.T) {
 	}
 	nfsfs.Require(t)
 	var out, errb bytes.Buffer
-	cmd := exec.Command(weirBin, "chaos", "--weir", weirBin, "--fsx", "fsx", "--duration", "46s", "--settle", "3s",
+	cmd := exec.Command(weirBin, "chaos", "--weir", weirBin, "--fsx", "fsx", "--duration", "36s", "--settle", "3s",
 		"--partitions", "12", "--rate", "500", "--restart-after", "3s", "--cut-for", "4s", "--storage-for", "3s", "--slow-by", "100ms",
-		"--fault", "storage-freeze@4s", "--fault", "storage-slow@12s",
-		"--fault", "zone-partition:a@20s", "--fault", "zone-outage:b@30s", "--json")
+		"--fault", "storage-freeze@3s", "--fault", "storage-slow@9s",
+		"--fault", "zone-partition:a@15s", "--fault", "zone-outage:b@23s", "--json")
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	t.Logf("progress:\n%s", errb.String())
@@ -212,8 +212,19 @@ func TestChaosFSxScenario(t *testing.T) {
 // themselves (reported as a finding in docs/FSXLAB.md), so the test then restarts them
 // one by one, as an operator would, and checks that produce resumes everywhere and
 // every acked record reads back.
-func TestFSxStorageErrors(t *testing.T) {
+func TestFSxStorageErrors(t *testing.T) { testFSxStorageErrors(t, false) }
+
+// TestFSxStorageErrorsReplayed: the same with the mounts re-sending failed writes at
+// their next write-back (nfsfs.Options.ReplayFailedWrites, as NFS re-sends unstable
+// writes after a server failover) and background writeback after 1 s: a killed
+// broker's failed, never-acked WAL writes reach the server after its WAL was sealed.
+func TestFSxStorageErrorsReplayed(t *testing.T) { testFSxStorageErrors(t, true) }
+
+func testFSxStorageErrors(t *testing.T, replay bool) {
 	cfg := fsxModel(t)
+	if replay {
+		cfg.mount.ReplayFailedWrites, cfg.mount.WritebackAfter = true, time.Second
+	}
 	model := cfg.model
 	e := startFailoverEnv(t, "se", 9, cfg)
 	all := make([]int32, e.parts)

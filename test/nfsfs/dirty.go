@@ -102,7 +102,7 @@ func (m *Mount) writeBack(ctx context.Context, n *node, fd int, commit bool) sys
 		}
 		done++
 	}
-	if errno != 0 {
+	if errno != 0 && !m.opts.ReplayFailedWrites {
 		// As Linux does after a failed write-back (NFS included): the error is
 		// reported once, and the data is not retried later but lost (the pages are
 		// marked clean). Retrying it later, after the writer gave up (a broker whose
@@ -120,7 +120,7 @@ func (m *Mount) writeBack(ctx context.Context, n *node, fd int, commit bool) sys
 		delete(m.dirtyN, n)
 	}
 	if done > 0 {
-		d.uncommitted = errno == 0
+		d.uncommitted = errno == 0 || m.opts.ReplayFailedWrites
 	}
 	if len(d.ext) == 0 && !d.uncommitted && n.dirty == d {
 		n.dirty = nil
@@ -146,7 +146,7 @@ func (m *Mount) writeBack(ctx context.Context, n *node, fd int, commit bool) sys
 	}
 	if errno := m.op(ctx, OpCommit, 0); errno != 0 {
 		m.mu.Lock()
-		d.uncommitted = false // reported once, not retried (see above)
+		d.uncommitted = m.opts.ReplayFailedWrites // else reported once, not retried (see above)
 		if len(d.ext) == 0 && n.dirty == d {
 			n.dirty = nil
 		}

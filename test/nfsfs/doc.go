@@ -22,6 +22,10 @@
 //     TestErrorsSurface, TestFailedWriteBackDoesNotLeakIntoNewFile.
 //   - O_DIRECT opens bypass the page cache (FOPEN_DIRECT_IO) and read the server
 //     (with the mount's own unflushed data laid over). TestDirectReadBypassesCache.
+//   - Background writeback (Options.WritebackAfter): data written and not fsynced
+//     reaches the server after a while even if its writer is stopped or dead.
+//     TestBackgroundWriteback. Options.ReplayFailedWrites re-sends failed writes at
+//     the next write-back, as NFS re-sends unstable WRITEs after a server failover.
 //   - A hard mount: during a freeze every call blocks (no timeout, no error); only a
 //     fatal signal (SIGKILL) ends a blocked call, as TASK_KILLABLE does for NFS.
 //

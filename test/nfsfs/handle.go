@@ -74,7 +74,7 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
-	if h.writable && h.n.m.writeBack(ctx, h.n, h.fd, true) != 0 {
+	if h.writable && h.n.m.writeBack(ctx, h.n, h.fd, true) != 0 && !h.n.m.opts.ReplayFailedWrites {
 		// Flush (close) reported the failure already; the pages are dropped as
 		// NFS drops them. (Another handle still open on the file loses them too.)
 		h.n.m.drop(h.n)

@@ -32,6 +32,12 @@ type Options struct {
 	// then data written and never fsynced reaches the server even if its writer is
 	// paused, fenced or dead — possibly after another host sealed the file.
 	WritebackAfter time.Duration
+	// ReplayFailedWrites keeps data whose write-back failed dirty, to be written at
+	// the next write-back (fsync, close, background), as an NFS client re-sends
+	// unstable WRITEs after the server rebooted or failed over (COMMIT verifier
+	// changed) — possibly after the writer died. Off: Linux's behaviour for an error
+	// (reported once, data dropped).
+	ReplayFailedWrites bool
 	// Debug logs every FUSE request.
 	Debug bool
 }
