@@ -7,7 +7,7 @@ PKGS    := ./...
 # packages running side by side steal ports and CPU from each other.
 TESTFLAGS ?= -count=1 -timeout 25m -p 1
 
-.PHONY: run build test vet fuzz bench bench-quick clean
+.PHONY: run build test vet fuzz bench bench-quick fsxlab clean
 
 run: build ## run a local Weir on the embedded defaults (data under ./data, Kafka on 127.0.0.1:9092)
 	./$(BIN) dev
@@ -39,6 +39,13 @@ bench: build ## the performance suite: one table of figures beside their limits 
 
 bench-quick: build ## the same suite with short runs (~2 min, noisier)
 	./$(BIN) bench suite --quick $(BENCHFLAGS)
+
+# The FSx-like lab's measurements (docs/FSXLAB.md): produce latency on the FSx profile,
+# a 30 s storage freeze under load, failover on the lab file system. Root and /dev/fuse.
+fsxlab: build ## measurements on the FSx-like lab file system (~6 min)
+	WEIR_FSXLAB_MEASURE=1 WEIR_FSXLAB_CAP_MIB=8 $(GO) test -count=1 -timeout 20m -run TestFSxProduceLatencyMeasure -v ./test/
+	WEIR_FSX_FREEZE=30s $(GO) test -count=1 -timeout 20m -run 'TestFSxStorageFreeze$$' -v ./test/
+	./$(BIN) bench failover --fsx fsx --partitions 1000 --tail-mib 64 --moves 0
 
 clean:
 	rm -rf bin data

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/test/nfsfs"
 	"github.com/weir-io/weir/test/proccluster"
 )
 
@@ -41,6 +42,7 @@ type failoverConfig struct {
 	moves      int
 	timeout    time.Duration
 	json       bool
+	fsx        string // the lab file system's profile for the WAL root ("": a plain directory)
 }
 
 func failoverFlags(cfg *failoverConfig, out io.Writer) *flag.FlagSet {
@@ -57,6 +59,7 @@ func failoverFlags(cfg *failoverConfig, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.moves, "moves", 100, "partitions moved gracefully after the failover (0: none)")
 	fs.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "give up waiting for a partition after this long")
 	fs.BoolVar(&cfg.json, "json", false, "print the result as JSON")
+	fs.StringVar(&cfg.fsx, "fsx", "", "serve the WAL root through the lab's FSx-like FUSE file system (test/nfsfs) with this profile (fsx, local), one mount per broker; needs root and /dev/fuse")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: weir bench failover [flags]
 
@@ -262,7 +265,16 @@ func failover(ctx context.Context, cfg *failoverConfig, out io.Writer) (*Failove
 	const topic = "failover"
 	fmt.Fprintf(out, "starting 3 controllers and 3 brokers in %s\n", cfg.dir)
 	tail := int64(cfg.tailMiB) << 20
-	c, err := proccluster.Start(ctx, proccluster.Config{Bin: cfg.bin, Dir: cfg.dir, Controllers: 3, Brokers: 3,
+	var model *nfsfs.Model
+	if cfg.fsx != "" {
+		p, ok := nfsfs.ProfileByName(cfg.fsx)
+		if !ok {
+			return nil, fmt.Errorf("bench: --fsx %q: want fsx or local", cfg.fsx)
+		}
+		model = nfsfs.NewModel(p)
+		fmt.Fprintf(out, "WAL root on the lab file system: %v\n", p)
+	}
+	c, err := proccluster.Start(ctx, proccluster.Config{Bin: cfg.bin, Dir: cfg.dir, Controllers: 3, Brokers: 3, FSx: model,
 		BrokerArgs: []string{
 			// Nothing leaves the WAL during the measurement: the killed broker's tail is
 			// all un-uploaded, as after a burst the uploader had not caught up with.

@@ -24,6 +24,7 @@ type procCluster struct {
 	apis        []string // controller API addresses
 	gossip      []string // brokers' gossip addresses
 	metrics     []string // brokers' /metrics addresses ("" when off)
+	fsx         *fsxLab  // each broker's WAL root is its own FUSE mount of walRoot (nil: walRoot itself)
 }
 
 // procClusterOptions changes what startProcClusterWith runs.
@@ -32,6 +33,9 @@ type procClusterOptions struct {
 	metrics bool
 	// brokerArgs are appended to every broker's arguments.
 	brokerArgs []string
+	// fsx, if set, serves the shared WAL root through test/nfsfs with its model: each
+	// broker process mounts it separately, as each broker host mounts FSx (fsx_test.go).
+	fsx *fsxConfig
 }
 
 func startProcCluster(t *testing.T) *procCluster {
@@ -42,6 +46,9 @@ func startProcCluster(t *testing.T) *procCluster {
 func startProcClusterWith(t *testing.T, o procClusterOptions) *procCluster {
 	t.Helper()
 	pc := &procCluster{dir: t.TempDir()}
+	if o.fsx != nil {
+		pc.fsx = newFSxLab(t, pc.walRoot(), o.fsx)
+	}
 	var peers []string
 	for i := 1; i <= 3; i++ {
 		raft := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -78,14 +85,29 @@ func startProcClusterWith(t *testing.T, o procClusterOptions) *procCluster {
 // (joining every broker's gossip address), with /metrics on metrics ("" for none) and
 // its local data in dataDir; its WALs go under the cluster's shared WAL root.
 func (pc *procCluster) brokerArgsFor(id int, kafka, gossip, metrics, dataDir string) []string {
-	return []string{"broker", "--node-id", fmt.Sprint(id), "--rack", string(rune('a' + id - 1)),
+	args := []string{"broker", "--node-id", fmt.Sprint(id), "--rack", string(rune('a' + id - 1)),
 		"--listen", kafka, "--metrics", metrics, "--controllers", strings.Join(pc.apis, ","),
-		"--data-dir", dataDir, "--wal-root", pc.walRoot(),
+		"--data-dir", dataDir, "--wal-root", pc.brokerWALRoot(dataDir),
 		"--gossip-addr", gossip, "--gossip-seeds", strings.Join(pc.gossip, ","), "--wal-segment-bytes", "8388608"}
+	if pc.fsx != nil {
+		// The object store stands for S3, not for FSx: kept off the lab file system
+		// (by default it would sit in the WAL root).
+		args = append(args, "--object-dir", filepath.Join(pc.dir, "objects"))
+	}
+	return args
 }
 
-// walRoot is the WAL root every broker shares.
+// walRoot is the WAL root every broker shares (the server's directory under FSx).
 func (pc *procCluster) walRoot() string { return filepath.Join(pc.dir, "wal") }
+
+// brokerWALRoot is the --wal-root of the broker process keeping its data in dataDir:
+// walRoot, or under FSx a mount of it of that process's own (one host, one NFS client).
+func (pc *procCluster) brokerWALRoot(dataDir string) string {
+	if pc.fsx == nil {
+		return pc.walRoot()
+	}
+	return pc.fsx.mount(filepath.Base(dataDir))
+}
 
 func (pc *procCluster) restartBroker(t *testing.T, i int) {
 	pc.brokers[i] = startProc(t, pc.dir, fmt.Sprintf("broker-%d.log", i+1), pc.kafka[i], pc.brokerArgs[i]...)

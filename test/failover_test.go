@@ -65,10 +65,11 @@ type foEnv struct {
 
 // startFailoverEnv starts the cluster, creates topic with parts partitions, and runs the
 // load and the group until both are going (every partition acked and committed).
-func startFailoverEnv(t *testing.T, topic string, parts int) *foEnv {
+// fsx, if not nil, serves the WAL root through test/nfsfs (fsx_test.go).
+func startFailoverEnv(t *testing.T, topic string, parts int, fsx *fsxConfig) *foEnv {
 	t.Helper()
 	e := &foEnv{t: t, topic: topic, parts: parts, start: time.Now()}
-	e.pc = startProcClusterWith(t, procClusterOptions{metrics: true, brokerArgs: foBrokerArgs})
+	e.pc = startProcClusterWith(t, procClusterOptions{metrics: true, brokerArgs: foBrokerArgs, fsx: fsx})
 	t.Cleanup(e.dumpLogsIfFailed)
 	e.adm = e.pc.admin(t)
 	cl := e.client()
@@ -866,8 +867,10 @@ func (g *foGroupConsumer) commits() (ok, attempted map[int32]int64) {
 // producers and the group continue. Restarted, the killed process registers with a new
 // epoch, writes a new WAL directory (its old one sealed by a taker) and leads none of
 // the partitions that moved.
-func TestProcFailoverKillOne(t *testing.T) {
-	e := startFailoverEnv(t, "fo1", 9)
+func TestProcFailoverKillOne(t *testing.T) { testFailoverKillOne(t, nil) }
+
+func testFailoverKillOne(t *testing.T, fsx *fsxConfig) {
+	e := startFailoverEnv(t, "fo1", 9, fsx)
 	victim := e.coordinator()
 	v := e.adm.View()
 	moved := ledBy(v, e.topic, victim)
@@ -929,7 +932,7 @@ func TestProcFailoverKillOne(t *testing.T) {
 // recovers them). The last broker ends up serving everything; nothing acked is lost,
 // and the group resumes at its offsets after its coordinator moved twice.
 func TestProcFailoverKillTwo(t *testing.T) {
-	e := startFailoverEnv(t, "fo2", 9)
+	e := startFailoverEnv(t, "fo2", 9, nil)
 	first := e.coordinator()
 	v := e.adm.View()
 	movedFirst := ledBy(v, e.topic, first)
@@ -994,8 +997,10 @@ func TestProcFailoverKillTwo(t *testing.T) {
 // responses it had pending must not be acks (the checker finds no offset with two
 // values, no record lost), and it must notice it was fenced and start again by itself
 // in a new epoch, with a new WAL directory.
-func TestProcFailoverPausedBroker(t *testing.T) {
-	e := startFailoverEnv(t, "fo3", 9)
+func TestProcFailoverPausedBroker(t *testing.T) { testFailoverPausedBroker(t, nil) }
+
+func testFailoverPausedBroker(t *testing.T, fsx *fsxConfig) {
+	e := startFailoverEnv(t, "fo3", 9, fsx)
 	victim := e.coordinator()
 	v := e.adm.View()
 	moved := ledBy(v, e.topic, victim)
@@ -1085,8 +1090,10 @@ func TestProcFailoverPausedBroker(t *testing.T) {
 // nothing, writes no WAL directory, and the first keeps serving. Once the first is
 // killed, the second takes the ID over within a few seconds: a new epoch at its own
 // address; no acked record is lost.
-func TestProcFailoverDuplicateBrokerID(t *testing.T) {
-	e := startFailoverEnv(t, "fo4", 9)
+func TestProcFailoverDuplicateBrokerID(t *testing.T) { testFailoverDuplicateBrokerID(t, nil) }
+
+func testFailoverDuplicateBrokerID(t *testing.T, fsx *fsxConfig) {
+	e := startFailoverEnv(t, "fo4", 9, fsx)
 	id := e.coordinator()
 	first := e.pc.brokers[id-1]
 	b0 := e.broker(id)
@@ -1151,7 +1158,7 @@ func TestProcFailoverDuplicateBrokerID(t *testing.T) {
 // every move the controllers accepted ends at its target (a partition moving away from
 // a fenced broker fails over to the move's target); nothing acked is lost.
 func TestProcFailoverKillDuringMoves(t *testing.T) {
-	e := startFailoverEnv(t, "fo5", 12)
+	e := startFailoverEnv(t, "fo5", 12, nil)
 	x := e.coordinator()
 	v := e.adm.View()
 	led := ledBy(v, e.topic, x)

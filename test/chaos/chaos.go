@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/test/nfsfs"
 	"github.com/weir-io/weir/test/proccluster"
 )
 
@@ -182,8 +183,14 @@ func openTarget(ctx context.Context, cfg *Config, out io.Writer) (target, func()
 		dir, removeDir = d, !cfg.Keep
 	}
 	fmt.Fprintf(out, "starting 3 controllers and 3 brokers (zones a, b, c) in %s\n", dir)
+	var model *nfsfs.Model
+	if cfg.FSx != "" {
+		p, _ := nfsfs.ProfileByName(cfg.FSx) // checked by Validate
+		model = nfsfs.NewModel(p)
+		fmt.Fprintf(out, "WAL root served by the lab file system, one mount per broker: %v\n", p)
+	}
 	c, err := proccluster.Start(ctx, proccluster.Config{Bin: cfg.Bin, Dir: dir, Controllers: 3, Brokers: 3,
-		BrokerArgs: cfg.brokerArgs, ControllerArgs: cfg.controllerArgs})
+		BrokerArgs: cfg.brokerArgs, ControllerArgs: cfg.controllerArgs, FSx: model})
 	if err != nil {
 		if removeDir {
 			os.RemoveAll(dir)

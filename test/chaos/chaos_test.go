@@ -14,6 +14,12 @@ func TestParseFault(t *testing.T) {
 		"controller-leader-kill@0s": {Kind: ControllerLeaderKill},
 		"rolling-restart@90s":       {Kind: RollingRestart, At: 90 * time.Second},
 		"isolate:1@2s":              {Kind: Isolate, Broker: 1, At: 2 * time.Second},
+		"storage-freeze@3s":         {Kind: StorageFreeze, At: 3 * time.Second},
+		"storage-slow:2@3s":         {Kind: StorageSlow, Broker: 2, At: 3 * time.Second},
+		"storage-error@3s":          {Kind: StorageError, Arg: "EIO", At: 3 * time.Second},
+		"storage-error:enospc@3s":   {Kind: StorageError, Arg: "ENOSPC", At: 3 * time.Second},
+		"zone-outage:b@4s":          {Kind: ZoneOutage, Arg: "b", At: 4 * time.Second},
+		"zone-partition@4s":         {Kind: ZonePartition, At: 4 * time.Second},
 	} {
 		got, err := ParseFault(spec)
 		if err != nil || got != want {
@@ -23,7 +29,7 @@ func TestParseFault(t *testing.T) {
 			t.Errorf("%s does not round-trip: %q → %+v %v", spec, got.String(), back, err)
 		}
 	}
-	for _, bad := range []string{"kill", "kill@", "kill:x@1s", "explode@1s", "rolling-restart:2@1s", "kill-many:0@1s"} {
+	for _, bad := range []string{"kill", "kill@", "kill:x@1s", "explode@1s", "rolling-restart:2@1s", "kill-many:0@1s", "storage-error:EBADF@1s", "storage-freeze:1@1s"} {
 		if _, err := ParseFault(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

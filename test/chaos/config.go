@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weir-io/weir/test/nfsfs"
 )
 
 // Config is one chaos run.
@@ -49,6 +51,13 @@ type Config struct {
 	PauseFor     time.Duration
 	CutFor       time.Duration
 	Settle       time.Duration // load before the first fault and after the last
+	StorageFor   time.Duration // how long storage-freeze, storage-slow and storage-error last
+	SlowBy       time.Duration // storage-slow: extra latency per operation
+
+	// FSx: an own cluster's WAL root is served by test/nfsfs with this profile ("":
+	// a plain shared directory). FSxControl: attached, the URL of an nfsfs control
+	// handler (nfsfs.Model.Handler) for storage faults.
+	FSx, FSxControl string
 
 	Interval time.Duration // progress lines
 	JSON     bool
@@ -61,7 +70,7 @@ func DefaultConfig() Config {
 	return Config{
 		Bin: self, Topic: "chaos", Partitions: 60, Rate: 2000, Producers: 4, RecordSize: 100, Members: 3,
 		RackReaders: true, Duration: time.Minute, RestartAfter: 5 * time.Second, PauseFor: 6 * time.Second,
-		CutFor: 6 * time.Second, Settle: 5 * time.Second, Every: 20 * time.Second, Seed: 1,
+		CutFor: 6 * time.Second, Settle: 5 * time.Second, StorageFor: 10 * time.Second, SlowBy: 200 * time.Millisecond, Every: 20 * time.Second, Seed: 1,
 		Kinds:    "kill,pause,controller-leader-kill,rolling-restart,isolate",
 		Interval: 5 * time.Second,
 	}
@@ -77,6 +86,16 @@ const (
 	ControllerLeaderKill FaultKind = "controller-leader-kill" // SIGKILL the Raft leader, start it again
 	RollingRestart       FaultKind = "rolling-restart"        // SIGTERM each broker in turn, waiting for it
 	Isolate              FaultKind = "isolate"                // cut a broker off the controllers for CutFor
+
+	// File system faults (storage.go): they need the WAL root served by test/nfsfs
+	// (--fsx with an own cluster, --fsx-control when attached).
+	StorageFreeze FaultKind = "storage-freeze" // every I/O of every broker blocks for StorageFor (a Multi-AZ failover)
+	StorageSlow   FaultKind = "storage-slow"   // one broker's mount (ARG, default the busiest) gets SlowBy extra latency for StorageFor
+	StorageError  FaultKind = "storage-error"  // WRITE and COMMIT fail with ARG (EIO, ENOSPC, ESTALE; default EIO) for StorageFor
+
+	// Zone faults (zones.go; own cluster only).
+	ZoneOutage    FaultKind = "zone-outage"    // SIGKILL every broker and the controller of zone ARG (default: the busiest broker's), start them again after RestartAfter
+	ZonePartition FaultKind = "zone-partition" // cut the brokers of zone ARG off the controllers for CutFor (see zones.go for what is not cut)
 )
 
 // Fault is one scheduled fault: Kind at At after the start, on Broker (0: any, chosen at
@@ -86,6 +105,7 @@ type Fault struct {
 	At     time.Duration
 	Broker int32
 	N      int
+	Arg    string // storage-error: the errno; zone faults: the zone
 }
 
 func (f Fault) String() string {
@@ -95,12 +115,15 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(":%d", f.N)
 	case f.Broker > 0:
 		s += fmt.Sprintf(":%d", f.Broker)
+	case f.Arg != "":
+		s += ":" + f.Arg
 	}
 	return s + "@" + f.At.String()
 }
 
 // ParseFault reads KIND[:ARG]@OFFSET: kill:2@10s, pause@30s (any broker), kill-many:2@50s,
-// controller-leader-kill@70s, rolling-restart@90s, isolate:3@110s.
+// controller-leader-kill@70s, rolling-restart@90s, isolate:3@110s, storage-freeze@20s,
+// storage-slow:2@20s, storage-error:ENOSPC@20s, zone-outage:b@30s, zone-partition:a@30s.
 func ParseFault(spec string) (Fault, error) {
 	var f Fault
 	what, at, ok := strings.Cut(spec, "@")
@@ -115,7 +138,7 @@ func ParseFault(spec string) (Fault, error) {
 	kind, arg, _ := strings.Cut(what, ":")
 	f.Kind = FaultKind(kind)
 	switch f.Kind {
-	case Kill, Pause, Isolate:
+	case Kill, Pause, Isolate, StorageSlow:
 		if arg != "" {
 			n, err := strconv.Atoi(arg)
 			if err != nil || n < 1 {
@@ -132,12 +155,22 @@ func ParseFault(spec string) (Fault, error) {
 			}
 			f.N = n
 		}
-	case ControllerLeaderKill, RollingRestart:
+	case ControllerLeaderKill, RollingRestart, StorageFreeze:
 		if arg != "" {
 			return f, fmt.Errorf("chaos: fault %q takes no argument", spec)
 		}
+	case StorageError:
+		f.Arg = strings.ToUpper(arg)
+		if f.Arg == "" {
+			f.Arg = "EIO"
+		}
+		if _, ok := nfsfs.Errnos[f.Arg]; !ok {
+			return f, fmt.Errorf("chaos: fault %q: unknown errno %q (EIO, ENOSPC, ESTALE, EDQUOT)", spec, arg)
+		}
+	case ZoneOutage, ZonePartition:
+		f.Arg = arg
 	default:
-		return f, fmt.Errorf("chaos: unknown fault kind %q (kill, kill-many, pause, controller-leader-kill, rolling-restart, isolate)", kind)
+		return f, fmt.Errorf("chaos: unknown fault kind %q (kill, kill-many, pause, controller-leader-kill, rolling-restart, isolate, storage-freeze, storage-slow, storage-error, zone-outage, zone-partition)", kind)
 	}
 	return f, nil
 }
@@ -206,6 +239,10 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CutFor, "cut-for", c.CutFor, "how long an isolated broker stays cut off the controllers")
 	fs.DurationVar(&c.Settle, "settle", c.Settle, "load before the first fault and after the last one")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "time between progress lines")
+	fs.StringVar(&c.FSx, "fsx", c.FSx, "own cluster: serve the WAL root through the lab's FSx-like FUSE file system (test/nfsfs) with this profile (fsx, local), one mount per broker; needs root and /dev/fuse")
+	fs.StringVar(&c.FSxControl, "fsx-control", c.FSxControl, "attach: base URL of an nfsfs control handler (storage faults)")
+	fs.DurationVar(&c.StorageFor, "storage-for", c.StorageFor, "how long a storage fault lasts")
+	fs.DurationVar(&c.SlowBy, "slow-by", c.SlowBy, "storage-slow: extra latency of every operation of the slow mount")
 	fs.BoolVar(&c.JSON, "json", c.JSON, "print the report as JSON")
 	fs.StringVar(&c.PNG, "png", c.PNG, "write a PNG timeline (throughput, latency p99, unavailable partitions; faults marked)")
 }
@@ -219,6 +256,9 @@ func (c *Config) Validate() error {
 		return errors.New("chaos: --record-size must be at least 32 (the unique value)")
 	case c.Duration <= 0 || c.Interval <= 0:
 		return errors.New("chaos: --duration and --interval must be > 0")
+	}
+	if _, ok := nfsfs.ProfileByName(c.FSx); !ok {
+		return fmt.Errorf("chaos: --fsx %q: want fsx or local", c.FSx)
 	}
 	if c.Random {
 		fs, err := randomFaults(*c)

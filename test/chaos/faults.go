@@ -83,7 +83,7 @@ func runFault(ctx context.Context, cfg Config, t target, w *watcher, f Fault, r 
 		}
 	}
 	victim := f.Broker
-	if victim == 0 && (f.Kind == Kill || f.Kind == Pause || f.Kind == Isolate) {
+	if victim == 0 && (f.Kind == Kill || f.Kind == Pause || f.Kind == Isolate || f.Kind == StorageSlow) {
 		victim = busiest(w, t.Brokers(), r)
 	}
 	log.Info("fault", "fault", f, "broker", victim)
@@ -163,6 +163,14 @@ func runFault(ctx context.Context, cfg Config, t target, w *watcher, f Fault, r 
 			if !wait(2 * time.Second) {
 				break
 			}
+		}
+	case StorageFreeze, StorageSlow, StorageError:
+		if err := runStorageFault(ctx, cfg, t, f, victim, &ev, wait); err != nil {
+			return fail(err)
+		}
+	case ZoneOutage, ZonePartition:
+		if err := runZoneFault(cfg, t, w, f, r, &ev, wait, log); err != nil {
+			return fail(err)
 		}
 	default:
 		return fail(fmt.Errorf("chaos: unknown fault %q", f.Kind))

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/weir-io/weir/test/nfsfs"
 )
 
 // Config describes a cluster to start.
@@ -32,6 +34,10 @@ type Config struct {
 	BrokerArgs, ControllerArgs []string
 	// LogLevel of every process (default info).
 	LogLevel string
+	// FSx, if set, serves the shared WAL root (<Dir>/wal) through test/nfsfs with this
+	// server model, and every broker mounts it separately at <Dir>/mnt-broker-<i> as
+	// its --wal-root, as each broker host mounts FSx over NFS. Needs root and /dev/fuse.
+	FSx *nfsfs.Model
 }
 
 // Cluster is a running set of processes.
@@ -42,13 +48,14 @@ type Cluster struct {
 	Controllers []*Proc
 	Brokers     []*Proc
 	proxies     [][]*proxy // per broker, one per controller
+	mounts      []*nfsfs.Mount
 }
 
 // Proc is one process (running or not) and how to start it again.
 type Proc struct {
 	Name    string
 	ID      int32
-	Zone    string // brokers
+	Zone    string // brokers; controller i is in Zones[(i-1) mod len] too
 	Kafka   string // brokers: the Kafka listener
 	Metrics string // the /metrics listener
 	API     string // controllers: the API address
@@ -121,7 +128,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		args := append([]string{"controller", "--node-id", fmt.Sprint(i),
 			"--data-dir", filepath.Join(cfg.Dir, fmt.Sprintf("controller-%d", i)),
 			"--peers", strings.Join(peers, ","), "--metrics", m, "--log-level", cfg.LogLevel}, cfg.ControllerArgs...)
-		c.Controllers = append(c.Controllers, &Proc{Name: fmt.Sprintf("controller-%d", i), ID: int32(i), Metrics: m, API: c.apis[i-1],
+		c.Controllers = append(c.Controllers, &Proc{Name: fmt.Sprintf("controller-%d", i), ID: int32(i), Zone: cfg.Zones[(i-1)%len(cfg.Zones)], Metrics: m, API: c.apis[i-1],
 			dir: cfg.Dir, bin: cfg.Bin, args: args})
 	}
 	var gossip []string
@@ -154,10 +161,21 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		c.proxies = append(c.proxies, pxs)
 		zone := cfg.Zones[(i-1)%len(cfg.Zones)]
+		walRoot, err := c.walRoot(fmt.Sprintf("broker-%d", i))
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
 		args := append([]string{"broker", "--node-id", fmt.Sprint(i), "--rack", zone,
 			"--listen", kafka, "--metrics", m, "--controllers", strings.Join(via, ","),
-			"--data-dir", filepath.Join(cfg.Dir, fmt.Sprintf("broker-%d", i)), "--wal-root", filepath.Join(cfg.Dir, "wal"),
+			"--data-dir", filepath.Join(cfg.Dir, fmt.Sprintf("broker-%d", i)), "--wal-root", walRoot,
 			"--gossip-addr", gossip[i-1], "--gossip-seeds", strings.Join(gossip, ","), "--log-level", cfg.LogLevel}, cfg.BrokerArgs...)
+		if cfg.FSx != nil {
+			// The object store stands for S3, not for FSx: kept off the lab file
+			// system (by default it would sit in the WAL root). Before BrokerArgs,
+			// so a caller's --object-dir wins.
+			args = append(args[:len(args)-len(cfg.BrokerArgs):len(args)-len(cfg.BrokerArgs)], append([]string{"--object-dir", filepath.Join(cfg.Dir, "objects")}, cfg.BrokerArgs...)...)
+		}
 		c.Brokers = append(c.Brokers, &Proc{Name: fmt.Sprintf("broker-%d", i), ID: int32(i), Zone: zone, Kafka: kafka, Metrics: m,
 			dir: cfg.Dir, bin: cfg.Bin, args: args})
 	}
@@ -176,6 +194,45 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	return c, nil
 }
+
+// walRoot is the --wal-root of broker process name: the shared directory, or under FSx
+// a mount of it of the process's own.
+func (c *Cluster) walRoot(name string) (string, error) {
+	shared := filepath.Join(c.cfg.Dir, "wal")
+	if c.cfg.FSx == nil {
+		return shared, nil
+	}
+	if err := os.MkdirAll(shared, 0o755); err != nil {
+		return "", err
+	}
+	m, err := nfsfs.New(filepath.Join(c.cfg.Dir, "mnt-"+name), shared, c.cfg.FSx, nfsfs.Options{Name: name})
+	if err != nil {
+		return "", err
+	}
+	c.mounts = append(c.mounts, m)
+	return m.Dir, nil
+}
+
+// FSx is the file system model (nil without FSx).
+func (c *Cluster) FSx() *nfsfs.Model { return c.cfg.FSx }
+
+// Zone returns the brokers and the controllers of zone z.
+func (c *Cluster) Zone(z string) (brokers, controllers []*Proc) {
+	for _, p := range c.Brokers {
+		if p.Zone == z {
+			brokers = append(brokers, p)
+		}
+	}
+	for _, p := range c.Controllers {
+		if p.Zone == z {
+			controllers = append(controllers, p)
+		}
+	}
+	return brokers, controllers
+}
+
+// Zones are the cluster's zones.
+func (c *Cluster) Zones() []string { return append([]string(nil), c.cfg.Zones...) }
 
 // Dir is where the processes keep their data and logs (<name>.log).
 func (c *Cluster) Dir() string { return c.cfg.Dir }
@@ -227,6 +284,12 @@ func (c *Cluster) Close() {
 		for _, px := range pxs {
 			px.close()
 		}
+	}
+	if c.cfg.FSx != nil {
+		c.cfg.FSx.Thaw() // a frozen server would hold the unmounts
+	}
+	for _, m := range c.mounts {
+		m.Close()
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/weir-io/weir/test/nfsfs"
 )
 
 // Control names the control namespace (controllers, object store) wherever a zone name
@@ -59,6 +61,11 @@ type Config struct {
 	LogLevel string
 	// TagClientID is the client.id of a zone-tagged client (default "weir_az=<zone>").
 	TagClientID func(zone string) string
+	// FSx, if set, serves the WAL root (<Dir>/wal) through test/nfsfs with this model:
+	// each broker mounts it separately (<Dir>/mnt-broker-<i>) as its --wal-root, as each
+	// broker host mounts FSx. The FUSE server runs in the calling process, outside
+	// every namespace: a zone cut off by Partition still reaches the file system.
+	FSx *nfsfs.Model
 }
 
 // Lab is a running multi-zone network with its processes.
@@ -75,6 +82,8 @@ type Lab struct {
 
 	benchOnce   sync.Once
 	benchTagged bool
+
+	mounts []*nfsfs.Mount
 }
 
 var zoneName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,12}$`)
@@ -327,9 +336,13 @@ func (l *Lab) startProcesses(ctx context.Context) error {
 		a := l.nodeAddr(s.zone, s.k)
 		p := &Proc{Name: fmt.Sprintf("broker-%d", i+1), ID: i + 1, Zone: s.zone, NS: l.Namespace(s.zone),
 			Addr: fmt.Sprintf("%s:%d", a, KafkaPort), Metrics: fmt.Sprintf("%s:%d", a, MetricsPort), lab: l}
+		walRoot, err := l.walRoot(p.Name)
+		if err != nil {
+			return err
+		}
 		p.args = append([]string{"broker", "--node-id", fmt.Sprint(i + 1), "--rack", s.zone,
 			"--listen", p.Addr, "--metrics", p.Metrics, "--controllers", strings.Join(apis, ","),
-			"--data-dir", filepath.Join(l.cfg.Dir, p.Name), "--wal-root", filepath.Join(l.cfg.Dir, "wal"),
+			"--data-dir", filepath.Join(l.cfg.Dir, p.Name), "--wal-root", walRoot,
 			"--object-store", "localfs", "--object-dir", filepath.Join(l.cfg.Dir, "objects"),
 			"--gossip-addr", gossip[i], "--gossip-seeds", strings.Join(gossip, ","),
 			// Closing a lab is not a rolling restart: no hand-offs on SIGTERM.
@@ -446,7 +459,15 @@ func (l *Lab) Close() error {
 			go func() { defer wg.Done(); p.Stop(5 * time.Second) }()
 		}
 		wg.Wait()
-		l.closeErr = cleanupNamespaces(l.cfg.Prefix)
+		if l.cfg.FSx != nil {
+			l.cfg.FSx.Thaw() // a frozen server would hold the unmounts
+		}
+		for _, m := range l.mounts {
+			if err := m.Close(); err != nil {
+				l.closeErr = errors.Join(l.closeErr, err)
+			}
+		}
+		l.closeErr = errors.Join(l.closeErr, cleanupNamespaces(l.cfg.Prefix))
 		if err := os.Remove(l.lock.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.closeErr = errors.Join(l.closeErr, err)
 		}
