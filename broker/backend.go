@@ -249,6 +249,9 @@ func (b *Broker) finishAppend(p *partlog.Partition, res partlog.Prepared, pos wa
 		if base := res.Base(); base >= 0 {
 			p.Rollback(base)
 		}
+		if errors.Is(err, wal.ErrFailed) {
+			b.markStorageFailed(err)
+		}
 		done(0, 0, err)
 	default:
 		p.Commit(res, b.wal, pos)

@@ -20,6 +20,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-io/weir/broker/group"
@@ -80,8 +81,9 @@ type Broker struct {
 	recMu      sync.Mutex
 	recovering map[partlog.Key]int32 // partitions being recovered, by the leader epoch
 
-	fenceOnce sync.Once
-	fenced    chan struct{} // closed when another process took this broker's WAL over
+	fenceOnce     sync.Once
+	fenced        chan struct{} // closed when another process took this broker's WAL over
+	storageFailed atomic.Bool   // the WAL failed for good (markStorageFailed)
 
 	nlns []net.Listener  // the named listeners, as cfg.Listeners (listeners.go)
 	tls  *tlsconf.Source // certificate of the TLS listeners (nil: none)
@@ -314,13 +316,33 @@ func (b *Broker) closeStorage() {
 }
 
 // Fenced is closed when this broker learned that another process took its WAL over (the
-// storage fence) or the controller fenced its registration: it acks nothing from then
-// on and must be restarted (a new registration with a WAL of its own).
+// storage fence), the controller fenced its registration, or its WAL failed for good (a
+// failed fdatasync: StorageFailed): it acks nothing from then on and must be restarted
+// (a new registration with a WAL of its own, which seals this one and loads what it holds).
 func (b *Broker) Fenced() <-chan struct{} { return b.fenced }
+
+// StorageFailed reports whether the broker must restart because its WAL failed for good
+// (rather than because it was fenced).
+func (b *Broker) StorageFailed() bool { return b.storageFailed.Load() }
 
 func (b *Broker) markFenced(why string) {
 	b.fenceOnce.Do(func() {
 		b.log.Error("this broker was fenced; it acks nothing more and must restart", "why", why, "epoch", b.epoch)
+		close(b.fenced)
+	})
+}
+
+// markStorageFailed ends this registration after its WAL failed for good: after a failed
+// fdatasync the kernel may have dropped the dirty pages (on NFS every write error, a full
+// volume's ENOSPC included, surfaces there), so nothing more can be appended to this
+// directory. Serving KAFKA_STORAGE_ERROR until someone restarts the process would keep
+// every partition led here unavailable; a restart under a new registration (as when
+// fenced) seals this directory, loads what it durably holds, and serves again as soon as
+// the storage works. Nothing acked is lost: an ack waits for a successful sync.
+func (b *Broker) markStorageFailed(err error) {
+	b.fenceOnce.Do(func() {
+		b.storageFailed.Store(true)
+		b.log.Error("the WAL failed for good; this broker acks nothing more and restarts under a new registration", "err", err, "epoch", b.epoch)
 		close(b.fenced)
 	})
 }

@@ -69,6 +69,16 @@ func TestWALSyncFailureStopsAcks(t *testing.T) {
 	wantProduce(t, "while syncs fail", rawProduce(t, cl, "sf", makeBatch(-1, -1, -1, []byte("x"))), kerr.KafkaStorageError.Code, 0)
 	fs.SetHook(nil)
 	wantProduce(t, "after a failed sync", rawProduce(t, cl, "sf", makeBatch(-1, -1, -1, []byte("y"))), kerr.KafkaStorageError.Code, 0)
+	// The broker asks to be restarted (weir broker and cluster.Cluster do it): a new
+	// registration on a new WAL directory, which seals this one.
+	select {
+	case <-b.Fenced():
+	default:
+		t.Fatal("a broker whose WAL failed for good did not ask to be restarted")
+	}
+	if !b.StorageFailed() {
+		t.Fatal("the restart is not marked as a storage failure")
+	}
 	consumeAll(t, b.addr(), "sf", map[int32]map[int64]string{0: {0: "a", 1: "b"}})
 
 	b.Close()

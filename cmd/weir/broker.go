@@ -76,26 +76,45 @@ func runBroker(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		b, err := broker.New(cfg, meta)
-		if err != nil {
-			return err
+		// A WAL that failed for good (a failed fdatasync) is left behind in this process:
+		// the broker starts again on a new WAL directory, which seals the old one and
+		// loads what it durably holds.
+		for started := false; ; started = true {
+			b, err := broker.New(cfg, meta)
+			if err == nil {
+				if err = b.Start(); err != nil {
+					b.Close()
+				}
+			}
+			if err != nil {
+				if !started || ctx.Err() != nil {
+					return err
+				}
+				logger.Error("starting the broker again failed; retrying", "err", err)
+				select {
+				case <-time.After(time.Second):
+					continue
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			p.ready.Store(true)
+			announce(cfg.NodeID, b)
+			select {
+			case <-ctx.Done():
+				p.ready.Store(false)
+				logger.Info("shutting down")
+				return b.Close()
+			case <-b.Fenced():
+				p.ready.Store(false)
+				b.Close()
+				if !b.StorageFailed() {
+					// Another process opened this data directory and sealed our WAL.
+					return errors.New("another process took this broker's WAL over; exiting")
+				}
+				logger.Warn("the WAL failed for good; starting the broker again on a new WAL directory")
+			}
 		}
-		if err := b.Start(); err != nil {
-			b.Close()
-			return err
-		}
-		p.ready.Store(true)
-		announce(cfg.NodeID, b)
-		select {
-		case <-ctx.Done():
-		case <-b.Fenced():
-			// Another process opened this data directory and sealed our WAL.
-			b.Close()
-			return errors.New("another process took this broker's WAL over; exiting")
-		}
-		p.ready.Store(false)
-		logger.Info("shutting down")
-		return b.Close()
 	}
 	if cfg.WALRoot == "" {
 		return errors.New("--wal-root is required with --controllers: brokers read each other's WALs there")
