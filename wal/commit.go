@@ -76,6 +76,11 @@ func (w *WAL) run() {
 			free <- a
 			a = <-free
 			free <- a
+			if w.writeFailed != nil {
+				// Only now: the group written before the failed one was synced and
+				// acked as usual; every later one fails.
+				w.fail(w.writeFailed)
+			}
 		}
 	}
 }
@@ -257,7 +262,19 @@ func (w *WAL) writeGroup(buf []byte) error {
 		// followed by records of a later group, or a replay could mistake
 		// them for records, so the next group starts a new segment.
 		w.mustRoll = true
-		return ioError("writing "+s.path, err)
+		err = ioError("writing "+s.path, err)
+		if w.cfg.Fence {
+			// In a directory other hosts read, even a new segment is not enough:
+			// it would start at this same position, and the failed bytes may
+			// still land (an NFS WRITE that reached the server, a page written
+			// back later) as valid records continuing this segment. A reader
+			// whose listing does not show the new segment yet (a stale NFS
+			// listing) would take them for the log there and miss the acked
+			// records of the new segment, and a taker would seal that. So
+			// nothing more is written to this directory (doc.go, Group commit).
+			w.writeFailed = err
+		}
+		return err
 	}
 	w.writeOff += int64(len(buf))
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -177,86 +178,109 @@ func checkView(t *testing.T, what string, r *wal.ReadOnly, want []record) {
 	}
 }
 
-// A group whose write failed is rolled back and the next group starts a new segment at
-// the same position (it reuses the failed group's positions, as the broker reuses its
-// offsets). When the failed group's bytes land later, valid records with the reused
-// positions sit in the old segment past where the new one starts: no reader may return
-// them, before or after the seal, and the acked records read back unchanged.
+// A group whose write failed is rolled back. Without Config.Fence (a directory nobody
+// else reads) the next group starts a new segment at the same position (it reuses the
+// failed group's positions, as the broker reuses its offsets); with it the WAL fails
+// for good instead (TestStaleListingNeverSealsLateBytes says why). When the failed
+// group's bytes land later, valid records sit in the old segment where the log goes on
+// in the new one: no reader may return them, before or after the seal, and the acked
+// records read back unchanged.
 func TestLateBytesOfAFailedWriteAreNeverRead(t *testing.T) {
-	for _, c := range []struct {
-		name       string
-		prealloc   bool
-		landBefore string // "next": before the next group is written; "seal": after it, before the seal; "end": after the seal
-	}{
-		{"prealloc/land-before-next-group", true, "next"},
-		{"prealloc/land-before-seal", true, "seal"},
-		{"prealloc/land-after-seal", true, "end"},
-		{"append/land-before-next-group", false, "next"},
-		{"append/land-before-seal", false, "seal"},
-		{"append/land-after-seal", false, "end"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			lfs := newLateFS(waltest.NewMemFS())
-			cfg := fencedConfig(lfs)
-			cfg.Preallocate = c.prealloc
-			w, _, _ := openWAL(t, cfg)
-			acked := []record{mustAppend(t, w, 1, payload(1, 100)), mustAppend(t, w, 2, payload(2, 100))}
-			early, err := wal.OpenReadOnly(testDir, lfs) // a loader's view, opened before anything failed
-			if err != nil {
-				t.Fatal(err)
+	for _, fence := range []bool{false, true} {
+		for _, prealloc := range []bool{true, false} {
+			for _, land := range []string{"next", "seal", "end"} { // before the next group; after it, before the seal; after the seal
+				name := fmt.Sprintf("fence=%v/prealloc=%v/land-before-%s", fence, prealloc, land)
+				t.Run(name, func(t *testing.T) { testLateBytesOfAFailedWrite(t, fence, prealloc, land) })
 			}
-			defer early.Close()
-			checkView(t, "view before the failure", early, acked)
-
-			lfs.arm(lateFailWrite)
-			phantom := payload(3, 100) // same size as the record that reuses its position
-			pos, err := w.AppendSync(context.Background(), 3, phantom)
-			if !errors.Is(err, wal.ErrIO) {
-				t.Fatalf("failed write: pos %d, err %v, want ErrIO", pos, err)
-			}
-			if c.landBefore == "next" {
-				lfs.land(t)
-			}
-			acked = append(acked, mustAppend(t, w, 4, payload(4, 100)))
-			if c.landBefore == "seal" {
-				lfs.land(t)
-			}
-			acked = append(acked, mustAppend(t, w, 5, payload(5, 100)))
-			checkReadAt(t, w, acked)
-			checkView(t, "view before the seal", early, acked)
-			live, err := wal.OpenReadOnly(testDir, lfs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkView(t, "fresh view of the live directory", live, acked)
-			live.Close()
-
-			info, err := wal.Seal(lfs, testDir, "taker")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info.End != w.End() {
-				t.Fatalf("sealed at %d, the owner's end is %d", info.End, w.End())
-			}
-			if c.landBefore == "end" {
-				lfs.land(t)
-			}
-			checkView(t, "view opened before the seal", early, acked)
-			sealed, err := wal.OpenReadOnly(testDir, lfs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sealed.Close()
-			checkView(t, "view of the sealed directory", sealed, acked)
-			if again, err := wal.Seal(lfs, testDir, "second taker"); err != nil || again != info {
-				t.Fatalf("second seal %+v, %v; want the first %+v", again, err, info)
-			}
-		})
+		}
 	}
 }
 
-// The same with Replay: an unfenced WAL reopened after the late bytes landed (a broker
-// that replays its own directory) sees exactly the acked records and appends after them.
+func testLateBytesOfAFailedWrite(t *testing.T, fence, prealloc bool, land string) {
+	lfs := newLateFS(waltest.NewMemFS())
+	cfg := memConfig(lfs)
+	if fence {
+		cfg = fencedConfig(lfs)
+	}
+	cfg.Preallocate = prealloc
+	w, _, _ := openWAL(t, cfg)
+	acked := []record{mustAppend(t, w, 1, payload(1, 100)), mustAppend(t, w, 2, payload(2, 100))}
+	early, err := wal.OpenReadOnly(testDir, lfs) // a loader's view, opened before anything failed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close()
+	checkView(t, "view before the failure", early, acked)
+
+	lfs.arm(lateFailWrite)
+	phantom := payload(3, 100) // same size as the record that reuses its position
+	if pos, err := w.AppendSync(context.Background(), 3, phantom); !errors.Is(err, wal.ErrIO) {
+		t.Fatalf("failed write: pos %d, err %v, want ErrIO", pos, err)
+	}
+	if fence && !errors.Is(w.Err(), wal.ErrFailed) {
+		t.Fatalf("after a failed write with a fence token: Err() = %v, want ErrFailed", w.Err())
+	}
+	if land == "next" {
+		lfs.land(t)
+	}
+	appendNext := func(i int) {
+		t.Helper()
+		if !fence {
+			acked = append(acked, mustAppend(t, w, byte(i), payload(i, 100)))
+			return
+		}
+		if _, err := w.AppendSync(context.Background(), byte(i), payload(i, 100)); !errors.Is(err, wal.ErrFailed) {
+			t.Fatalf("append after a failed write with a fence token: %v, want ErrFailed", err)
+		}
+	}
+	appendNext(4)
+	if land == "seal" {
+		lfs.land(t)
+	}
+	appendNext(5)
+	checkReadAt(t, w, acked)
+	if land == "end" || !fence {
+		// Landed late bytes are the unsynced tail of a fenced owner's last segment
+		// (never acked): a live scan may return them.
+		checkView(t, "view before the seal", early, acked)
+		live, err := wal.OpenReadOnly(testDir, lfs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkView(t, "fresh view of the live directory", live, acked)
+		live.Close()
+	}
+
+	info, err := wal.Seal(lfs, testDir, "taker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := acked
+	if fence && land != "end" {
+		// Landed before the seal: sealed with the directory, never acked (and since
+		// nothing was written after them, no position is held twice).
+		want = append(want, record{3, phantom, w.End() + wal.RecordHeaderSize})
+	}
+	if end := want[len(want)-1].pos + wal.Pos(len(want[len(want)-1].payload)); info.End != end {
+		t.Fatalf("sealed at %d, want %d", info.End, end)
+	}
+	if land == "end" {
+		lfs.land(t)
+	}
+	checkView(t, "view opened before the seal", early, want)
+	sealed, err := wal.OpenReadOnly(testDir, lfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sealed.Close()
+	checkView(t, "view of the sealed directory", sealed, want)
+	if again, err := wal.Seal(lfs, testDir, "second taker"); err != nil || again != info {
+		t.Fatalf("second seal %+v, %v; want the first %+v", again, err, info)
+	}
+}
+
+// The same with Replay: an unfenced WAL reopened after the late bytes landed sees
+// exactly the acked records and appends after them.
 func TestLateBytesOfAFailedWriteAreNotReplayed(t *testing.T) {
 	for _, prealloc := range []bool{true, false} {
 		t.Run(map[bool]string{true: "prealloc", false: "append"}[prealloc], func(t *testing.T) {
@@ -343,5 +367,81 @@ func TestLateBytesOfAFailedSync(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A taker whose listing of the directory is stale (NFS readdir caching; a lookup by name
+// is fresh) does not see a segment the owner started after it listed. Scans follow the
+// chain by name from where the last listed segment's records end, which finds a
+// segment started after a clean end; but after a failed write the next segment starts
+// where the failed group started, and if the failed bytes landed, they continue the old
+// segment as valid records, so the records seem to end elsewhere. Here the failed record
+// even holds a valid frame exactly where the next acked record lies in the new segment
+// (24 bytes in: a segment header's size). A taker sealing with such a listing would seal
+// the late bytes and lose the acked records after them; so with a fence token a failed
+// write fails the WAL for good, and nothing is acked after it in that directory.
+func TestStaleListingNeverSealsLateBytes(t *testing.T) {
+	mem := waltest.NewMemFS()
+	lfs := newLateFS(mem)
+	cfg := fencedConfig(lfs)
+	cfg.Preallocate = false
+	w, _, _ := openWAL(t, cfg)
+	acked := []record{mustAppend(t, w, 1, payload(1, 100))}
+	x := w.End() // where the failed group starts
+
+	taker := waltest.NewStaleFS(mem)
+	taker.SetStaleDirs(true)
+	early, err := wal.OpenReadOnly(testDir, taker) // caches the listing: one segment
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close()
+	checkView(t, "view before the failure", early, acked)
+
+	filler := wal.HeaderSize - wal.RecordHeaderSize // the failed frame's payload, up to x+HeaderSize
+	evil := append(make([]byte, filler), wal.AppendRecord(nil, 9, payload(9, 100))...)
+	lfs.arm(lateFailWrite)
+	if _, err := w.AppendSync(context.Background(), 3, evil); !errors.Is(err, wal.ErrIO) {
+		t.Fatalf("failed write: %v, want ErrIO", err)
+	}
+	lfs.land(t)
+	if pos, err := w.AppendSync(context.Background(), 4, payload(4, 100)); err == nil {
+		// The bug this test is for: acked in a new segment at x, at this position.
+		if want := x + wal.HeaderSize + wal.RecordHeaderSize; pos != want {
+			t.Fatalf("next record at %d, want %d (the late bytes' frame)", pos, want)
+		}
+		acked = append(acked, record{4, payload(4, 100), pos})
+	}
+
+	info, err := wal.Seal(taker, testDir, "taker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := acked[len(acked)-1]
+	if end := last.pos + wal.Pos(len(last.payload)); info.End < end {
+		t.Fatalf("sealed at %d, before the end %d of the acked records", info.End, end)
+	}
+	for _, fs := range []wal.FS{taker, mem} {
+		r, err := wal.OpenReadOnly(testDir, fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[wal.Pos]record{}
+		if _, err := r.Scan(func(typ byte, p []byte, pos wal.Pos) error {
+			got[pos] = record{typ, bytes.Clone(p), pos}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range acked {
+			if g, ok := got[a.pos]; !ok || g.typ != a.typ || !bytes.Equal(g.payload, a.payload) {
+				t.Fatalf("acked record %v reads back as %v (found %v)", a, g, ok)
+			}
+			p := make([]byte, len(a.payload))
+			if err := r.ReadAt(p, a.pos); err != nil || !bytes.Equal(p, a.payload) {
+				t.Fatalf("ReadAt of acked record %v: %v", a, err)
+			}
+		}
+		r.Close()
 	}
 }
