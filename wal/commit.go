@@ -27,6 +27,9 @@ type written struct {
 	// barrier: the group's records were prepared but not written, so their Done
 	// (which may undo what Prepare did) must run before anything else is prepared.
 	barrier bool
+	// failWAL: the group's write failed in a fenced WAL, which the syncer fails for good
+	// before the group's Done callbacks (after the group before it was acked).
+	failWAL error
 }
 
 // run is the committer goroutine: it takes a batch of queued entries, prepares it
@@ -76,11 +79,6 @@ func (w *WAL) run() {
 			free <- a
 			a = <-free
 			free <- a
-			if w.writeFailed != nil {
-				// Only now: the group written before the failed one was synced and
-				// acked as usual; every later one fails.
-				w.fail(w.writeFailed)
-			}
 		}
 	}
 }
@@ -151,7 +149,7 @@ func (w *WAL) commit(g *written, grp group) {
 	batch := g.batch
 	res := slices.Grow(g.res[:0], len(batch))[:len(batch)]
 	clear(res)
-	g.res, g.seg, g.end, g.bytes, g.barrier = res, nil, 0, 0, false
+	g.res, g.seg, g.end, g.bytes, g.barrier, g.failWAL = res, nil, 0, 0, false, nil
 
 	fail := func(err error) {
 		for i := range res {
@@ -209,6 +207,7 @@ func (w *WAL) commit(g *written, grp group) {
 				}
 			}
 			g.barrier = true
+			g.failWAL = w.writeFailed
 		} else {
 			g.seg, g.end, g.bytes = w.active, w.writeOff, len(buf)
 		}
@@ -248,6 +247,9 @@ func (w *WAL) syncGroup(g *written) {
 		} else {
 			w.publish(g.seg, g.end)
 		}
+	}
+	if g.failWAL != nil {
+		w.fail(g.failWAL)
 	}
 	w.finish(g.batch, res)
 	clear(g.batch) // drop payload references

@@ -445,3 +445,62 @@ func TestStaleListingNeverSealsLateBytes(t *testing.T) {
 		r.Close()
 	}
 }
+
+// The group written before the failed one (its fdatasync still running when the write
+// failed) is acked as usual; the failed group and every later one are not, and the WAL
+// reports that it failed for good.
+func TestFailedWriteStopsAFencedWALAfterTheGroupInFlight(t *testing.T) {
+	fs := waltest.NewFaultFS(waltest.NewMemFS())
+	w, _, _ := openWAL(t, fencedConfig(fs))
+	acked := []record{mustAppend(t, w, 1, payload(1, 100))}
+
+	syncing, release, writeFailed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var armed sync.Once
+	writes := 0
+	fs.SetHook(func(op waltest.Op, name string, _ int64, _ int) error {
+		if !isSegment(name) {
+			return nil
+		}
+		switch op {
+		case waltest.OpSync:
+			armed.Do(func() { close(syncing); <-release })
+		case waltest.OpWrite:
+			if writes++; writes == 2 {
+				close(writeFailed)
+				return syscall.EIO
+			}
+		}
+		return nil
+	})
+	done1, done2 := make(chan error, 1), make(chan error, 1)
+	var pos1 wal.Pos
+	w.Append(wal.Entry{Type: 2, Payload: payload(2, 100), Done: func(p wal.Pos, err error) { pos1 = p; done1 <- err }})
+	<-syncing
+	w.Append(wal.Entry{Type: 3, Payload: payload(3, 100), Done: func(_ wal.Pos, err error) { done2 <- err }})
+	<-writeFailed
+	close(release)
+	if err := <-done1; err != nil {
+		t.Fatalf("the group written before the failed one: %v, want acked", err)
+	}
+	acked = append(acked, record{2, payload(2, 100), pos1})
+	if err := <-done2; !errors.Is(err, wal.ErrIO) {
+		t.Fatalf("the failed group: %v, want ErrIO", err)
+	}
+	if _, err := w.AppendSync(context.Background(), 4, payload(4, 100)); !errors.Is(err, wal.ErrFailed) {
+		t.Fatalf("a group after the failed one: %v, want ErrFailed", err)
+	}
+	if !errors.Is(w.Err(), wal.ErrFailed) || !errors.Is(w.Err(), wal.ErrIO) {
+		t.Fatalf("Err() = %v, want ErrFailed wrapping the write's ErrIO", w.Err())
+	}
+	checkReadAt(t, w, acked)
+	fs.SetHook(nil)
+	if _, err := wal.Seal(fs, testDir, "taker"); err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := wal.OpenReadOnly(testDir, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sealed.Close()
+	checkView(t, "sealed", sealed, acked)
+}

@@ -79,7 +79,7 @@ type WAL struct {
 	writeOff int64 // where the next group goes in the active segment
 	mustRoll bool  // a write failed: never write after its bytes again
 	// writeFailed: a group's write failed in a directory others read (Config.Fence);
-	// the WAL fails for good once the groups in flight are done (commit.go, writeGroup).
+	// the syncer fails the WAL for good after the group before it (commit.go, writeGroup).
 	writeFailed error
 	buf         []byte
 	preRunning  bool
