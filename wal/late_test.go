@@ -504,3 +504,38 @@ func TestFailedWriteStopsAFencedWALAfterTheGroupInFlight(t *testing.T) {
 	defer sealed.Close()
 	checkView(t, "sealed", sealed, acked)
 }
+
+// ReadAt through a view whose listing is stale must not serve a position of a segment it
+// has not opened from the segment before it (whose file holds preallocated zeros, or a
+// failed write's late bytes, at that position): Scan opens the segments it found by name,
+// and a sealed view opens the seal's last segment by name.
+func TestStaleListingReadAtUsesTheRightSegment(t *testing.T) {
+	mem := waltest.NewMemFS()
+	w, acked := ownedLog(t, mem, 3) // all in the first segment
+	reader := waltest.NewStaleFS(mem)
+	reader.SetStaleDirs(true)
+	live, err := wal.OpenReadOnly(testDir, reader) // caches the listing: one segment
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	checkView(t, "before the roll", live, acked)
+	for i := 3; i < 40; i++ { // several segments of 1 KiB
+		acked = append(acked, mustAppend(t, w, byte(i), payload(i, 20+i%90)))
+	}
+	checkView(t, "live, after the rolls", live, acked)
+
+	if _, err := wal.Seal(mem, testDir, "taker"); err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := wal.OpenReadOnly(testDir, reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sealed.Close()
+	last := acked[len(acked)-1] // in the seal's last segment, which the listing does not show
+	p := make([]byte, len(last.payload))
+	if err := sealed.ReadAt(p, last.pos); err != nil || !bytes.Equal(p, last.payload) {
+		t.Fatalf("sealed view without a Scan: ReadAt %d: %v (right bytes: %v)", last.pos, err, bytes.Equal(p, last.payload))
+	}
+}
