@@ -28,9 +28,11 @@ func wantProduce(t *testing.T, what string, got kmsg.ProduceResponseTopicPartiti
 	}
 }
 
-// A failed WAL write fails only its group: the produce gets KAFKA_STORAGE_ERROR, its
-// offsets are given to the next batch (no gap, no duplicate of the idempotent retry),
-// and after a restart the log holds exactly the acked records.
+// A failed WAL write fails its group (KAFKA_STORAGE_ERROR) and, the WAL having a fence
+// token, the WAL for good (wal/doc.go, Group commit: its late bytes must not be followed
+// by anything in that directory). The failed batch's offsets are given to the retry after
+// a restart (no gap, no duplicate of the idempotent retry), and the log holds exactly the
+// acked records.
 func TestWALWriteFailureKeepsOffsetsDense(t *testing.T) {
 	dir := t.TempDir()
 	fs := waltest.NewFaultFS(wal.OSFS())
@@ -42,14 +44,15 @@ func TestWALWriteFailureKeepsOffsetsDense(t *testing.T) {
 	failWAL(fs, waltest.OpWrite)
 	wantProduce(t, "while writes fail", rawProduce(t, cl, "wf", makeBatch(5, 0, 1, []byte("b"))), kerr.KafkaStorageError.Code, 0)
 	fs.SetHook(nil)
-	wantProduce(t, "the retry", rawProduce(t, cl, "wf", makeBatch(5, 0, 1, []byte("b"))), 0, 1)
-	wantProduce(t, "the next", rawProduce(t, cl, "wf", makeBatch(5, 0, 2, []byte("c"))), 0, 2)
 	if fs.Count(waltest.OpWrite, ".wal") == 0 {
 		t.Fatal("the fault file system saw no WAL writes: is it wired in?")
 	}
 
 	b.Close()
 	b2 := startBroker(t, dir, nil)
+	cl2 := b2.client(t)
+	wantProduce(t, "the retry", rawProduce(t, cl2, "wf", makeBatch(5, 0, 1, []byte("b"))), 0, 1)
+	wantProduce(t, "the next", rawProduce(t, cl2, "wf", makeBatch(5, 0, 2, []byte("c"))), 0, 2)
 	consumeAll(t, b2.addr(), "wf", map[int32]map[int64]string{0: {0: "a", 1: "b", 2: "c"}})
 }
 

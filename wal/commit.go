@@ -27,6 +27,9 @@ type written struct {
 	// barrier: the group's records were prepared but not written, so their Done
 	// (which may undo what Prepare did) must run before anything else is prepared.
 	barrier bool
+	// failWAL: the group's write failed in a fenced WAL, which the syncer fails for good
+	// before the group's Done callbacks (after the group before it was acked).
+	failWAL error
 }
 
 // run is the committer goroutine: it takes a batch of queued entries, prepares it
@@ -146,7 +149,7 @@ func (w *WAL) commit(g *written, grp group) {
 	batch := g.batch
 	res := slices.Grow(g.res[:0], len(batch))[:len(batch)]
 	clear(res)
-	g.res, g.seg, g.end, g.bytes, g.barrier = res, nil, 0, 0, false
+	g.res, g.seg, g.end, g.bytes, g.barrier, g.failWAL = res, nil, 0, 0, false, nil
 
 	fail := func(err error) {
 		for i := range res {
@@ -204,6 +207,7 @@ func (w *WAL) commit(g *written, grp group) {
 				}
 			}
 			g.barrier = true
+			g.failWAL = w.writeFailed
 		} else {
 			g.seg, g.end, g.bytes = w.active, w.writeOff, len(buf)
 		}
@@ -244,6 +248,9 @@ func (w *WAL) syncGroup(g *written) {
 			w.publish(g.seg, g.end)
 		}
 	}
+	if g.failWAL != nil {
+		w.fail(g.failWAL)
+	}
 	w.finish(g.batch, res)
 	clear(g.batch) // drop payload references
 }
@@ -257,7 +264,19 @@ func (w *WAL) writeGroup(buf []byte) error {
 		// followed by records of a later group, or a replay could mistake
 		// them for records, so the next group starts a new segment.
 		w.mustRoll = true
-		return ioError("writing "+s.path, err)
+		err = ioError("writing "+s.path, err)
+		if w.cfg.Fence {
+			// In a directory other hosts read, even a new segment is not enough:
+			// it would start at this same position, and the failed bytes may
+			// still land (an NFS WRITE that reached the server, a page written
+			// back later) as valid records continuing this segment. A reader
+			// whose listing does not show the new segment yet (a stale NFS
+			// listing) would take them for the log there and miss the acked
+			// records of the new segment, and a taker would seal that. So
+			// nothing more is written to this directory (doc.go, Group commit).
+			w.writeFailed = err
+		}
+		return err
 	}
 	w.writeOff += int64(len(buf))
 	return nil

@@ -76,8 +76,24 @@
 // any later entry is prepared).
 //
 // A failed write fails the group (ErrNoSpace for ENOSPC, ErrIO for other I/O
-// errors) without moving the write position; the next group starts a new
-// segment so that the failed group's bytes can never be mistaken for records. A failed fdatasync fails
+// errors) without moving the write position. Without Config.Fence (a directory
+// no other host reads) the next group starts a new segment, so that the failed
+// group's bytes can never be mistaken for records: the new segment's base is
+// the failed group's position, and a segment's records are read only up to the
+// next one's base. With Config.Fence a failed write fails the WAL for good
+// (ErrFailed wrapping the write's error; the group written before it, whose
+// fdatasync may still be running, is acked as usual): the failed bytes may
+// land later (an NFS WRITE that reached the server although the client
+// reported an error, a page written back after the error), and then they are
+// valid records continuing the old segment from the very position where the
+// new one starts. A reader whose listing does not show the new segment (a
+// stale NFS listing; scans find unlisted segments by name only where the
+// records they read end) would read the late records there instead of the
+// acked ones of the new segment, and a taker would seal that: acked records
+// lost, their offsets given again (TestStaleListingNeverSealsLateBytes). So
+// nothing is written after a failed write in a directory others read; the
+// broker starts again under a new registration, in a new directory. On NFS
+// write errors mostly surface at fdatasync anyway. A failed fdatasync fails
 // the WAL for good (ErrFailed): the kernel may have dropped the dirty pages
 // and marked them clean, so a retried fsync could report success for data
 // that is lost (PostgreSQL "fsyncgate"). Reads of synced data keep working.
@@ -223,8 +239,13 @@
 //     Bytes that reach S before T's scan are read, sealed and committed, and stay
 //     readable (never acked, like a write a crash cut off: producers retry, and
 //     idempotent producers are deduplicated). O never writes below its write
-//     offset: after a failed write it starts a new segment, and a fenced Replay
-//     refuses before truncating.
+//     offset, nor anything after a failed write (see Group commit: the WAL
+//     fails for good, so the late bytes of a failed group are the tail of the
+//     last segment, sealed if they landed before T's scan, past End if not; no
+//     later record shares their positions), and a fenced Replay refuses before
+//     truncating. TestLateBytesOfAFailedWriteAreNeverRead and
+//     TestLateBytesOfAFailedSync land such bytes before and after the next
+//     group and the seal.
 //   - Uncached reads of what decides an ack: FENCE, SEAL and the epoch fence
 //     token are read with ReadUncached (O_DIRECT, so the READ goes to S). After
 //     O's own WRITE of its owner record, the weak cache consistency attributes in
@@ -285,7 +306,11 @@
 // bound from a Scan of the same ReadOnly (whose fresh opens revalidated the
 // client's cache of those files) or from the seal (a ReadOnly that finds SEAL
 // reopens its descriptors). A position learnt elsewhere (from the owner) needs a
-// Scan first. waltest.StaleFS models one NFS client's cache for tests.
+// Scan first. ReadAt reads only segments the ReadOnly opened from a listing, from
+// a Scan (which finds unlisted ones by name) or, sealed, the seal's last segment by
+// name: a stale listing must not make it read a position of an unknown segment
+// from the file of the one before (TestStaleListingReadAtUsesTheRightSegment).
+// waltest.StaleFS models one NFS client's cache for tests.
 //
 // # Recovery
 //

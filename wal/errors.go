@@ -11,11 +11,14 @@ var (
 	// ErrClosed: the WAL is closed.
 	ErrClosed = errors.New("wal: closed")
 	// ErrNoSpace: the file system ran out of space (ENOSPC) while writing or
-	// allocating. The group failed; later groups may succeed once space is freed.
+	// allocating. The group failed; later groups may succeed once space is freed,
+	// except after a failed write with Config.Fence, which fails the WAL for good
+	// (doc.go, Group commit).
 	ErrNoSpace = errors.New("wal: no space left")
 	// ErrIO: a write, read or other file operation failed with an I/O error other than
 	// running out of space (EIO, a stale NFS handle). The group failed; later groups may
-	// succeed (the next one starts a new segment).
+	// succeed (the next one starts a new segment), except after a failed write with
+	// Config.Fence, which fails the WAL for good.
 	ErrIO = errors.New("wal: I/O error")
 	// ErrFailed: an fdatasync (or directory sync) failed; the WAL is failed for
 	// good. Failed syncs are never retried (PostgreSQL "fsyncgate"): the kernel

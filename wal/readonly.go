@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -98,6 +99,22 @@ func (r *ReadOnly) refresh() error {
 	if err != nil {
 		return err
 	}
+	r.mu.RLock()
+	seal := r.seal
+	r.mu.RUnlock()
+	if seal != nil && seal.Segments > 0 && !slices.Contains(bases, seal.LastSegment) {
+		// A stale listing (NFS) may not show it; a lookup by name is fresh.
+		bases = append(bases, seal.LastSegment)
+	}
+	return r.open(bases)
+}
+
+// open opens the segments of bases this reader has not opened yet (a base that does not
+// exist is skipped: trimmed meanwhile). Scan passes the segments it found by name: a
+// stale listing may miss the newest ones, and ReadAt must never serve a position of a
+// segment it does not know from the one before, whose file may hold other bytes there
+// (zeros of preallocation, or the late bytes of a failed write).
+func (r *ReadOnly) open(bases []Pos) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	have := make(map[Pos]bool, len(r.segs))
@@ -141,6 +158,9 @@ func (r *ReadOnly) Scan(fn func(typ byte, payload []byte, pos Pos) error) (Pos, 
 		return 0, err
 	}
 	res, err := scanDir(r.fs, r.dir, nil, seal, fn)
+	if err == nil {
+		err = r.open(res.segs)
+	}
 	return res.end, err
 }
 

@@ -74,13 +74,16 @@ type WAL struct {
 	err   error // permanent failure, wraps ErrFailed
 
 	// Owned by the committer goroutine (set up by Replay before ready).
-	active     *segment
-	capacity   int64 // bytes the active segment may hold
-	writeOff   int64 // where the next group goes in the active segment
-	mustRoll   bool  // a write failed: never write after its bytes again
-	buf        []byte
-	preRunning bool
-	preCh      chan preResult
+	active   *segment
+	capacity int64 // bytes the active segment may hold
+	writeOff int64 // where the next group goes in the active segment
+	mustRoll bool  // a write failed: never write after its bytes again
+	// writeFailed: a group's write failed in a directory others read (Config.Fence);
+	// the syncer fails the WAL for good after the group before it (commit.go, writeGroup).
+	writeFailed error
+	buf         []byte
+	preRunning  bool
+	preCh       chan preResult
 
 	replayMu     sync.Mutex
 	replayed     bool
