@@ -17,8 +17,8 @@ const (
 	OpOffsets    byte = 2
 	OpFollow     byte = 3
 	OpWake       byte = 4
-	OpLink       byte = 5
-	OpFenceLinks byte = 6
+	OpLink       byte = 7
+	OpFenceLinks byte = 8
 )
 
 // AppendWake encodes an OpWake request: the replica's long poll in flight is answered
