@@ -6,14 +6,14 @@
 // correlation id, client id "weir-broker-<id>") and the body; answers come back in request
 // order with a response header v0 (correlation id). A body starts with an op byte:
 //
-//	OpLink     (5) a proxy's links to the leader (zone routing: the batch stays in the
+//	OpLink     (7) a proxy's links to the leader (zone routing: the batch stays in the
 //	           proxy's WAL, see broker/partlog/link.go), on one link session
 //	           req:  op | proxy int32 | proxyEpoch int64 | session int64 |
 //	                 n int32 | n × link (partlog.LinkLen)
 //	           resp: n int32 | n × (code int16 | class int8 | base int64 | logStart int64)
 //	           class (LinkClass): 0 acked (code 0), 1 refused (not in the log, never
 //	           will be), 2 maybe logged (written from base, not acked: keep the batch)
-//	OpFenceLinks (6) fence the proxy's link sessions below (epoch, session) and give the
+//	OpFenceLinks (8) fence the proxy's link sessions below (epoch, session) and give the
 //	           log ends that bound every link of them (FenceRequest)
 //	           req:  op | proxy int32 | epoch int64 | session int64 |
 //	                 n int32 | n × (topic [16]byte | partition int32)
@@ -25,6 +25,8 @@
 //	OpFollow   a read replica's long poll for the index entries of partitions it serves
 //	           for its zone (wire.go: FollowRequest, FollowResult)
 //	OpWake     answer the replica's long poll in flight now (its partitions changed)
+//	OpChallenge (5), OpAuth (6): the peer authentication (auth.go); every op has a
+//	           code of its own (TestOpCodesDistinct)
 //
 // Integers are big endian; codes are Kafka error codes (0: none). A request that could
 // not be sent fails with ErrUnavailable (the peer never saw it); one sent whose answer
