@@ -49,7 +49,7 @@ func TestMutLoaderReadsChainDirectories(t *testing.T) {
 	w := walAt(t, fs, "/wal/b1/e1")
 	appendRec(t, w, RecBatch, EncodeBatchRec(id, 0, batchAt(0, 2)))      // [0,1]
 	appendRec(t, w, RecBatch, EncodeBatchRec(other, 0, batchAt(0, 1)))   // another topic
-	appendRec(t, w, RecOffsets, []byte(`{"g":"x"}`))                      // legacy offsets
+	appendRec(t, w, RecOffsets, []byte(`{"g":"x"}`))                     // legacy offsets
 	appendRec(t, w, RecProxyBatch, EncodeBatchRec(id, 0, batchAt(0, 1))) // never linked
 	w.Close()
 	w = walAt(t, fs, "/wal/b1/e2")
