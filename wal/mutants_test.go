@@ -1,0 +1,78 @@
+package wal_test
+
+// WAL behaviour at the boundaries the mutation run found unpinned (docs/MUTATION.md).
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/weir-io/weir/wal"
+	"github.com/weir-io/weir/wal/waltest"
+)
+
+// Every limit of a config is inclusive: the limit itself is valid, one past it is not;
+// zero numeric fields are valid (defaults).
+func TestMutConfigLimits(t *testing.T) {
+	ok := func(what string, f func(*wal.Config)) {
+		t.Helper()
+		c := wal.DefaultConfig("/d")
+		f(&c)
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	bad := func(what string, f func(*wal.Config)) {
+		t.Helper()
+		c := wal.DefaultConfig("/d")
+		f(&c)
+		if err := c.Validate(); err == nil {
+			t.Fatalf("%s: valid", what)
+		}
+	}
+	ok("defaults", func(*wal.Config) {})
+	ok("zero fields", func(c *wal.Config) { *c = wal.Config{Dir: "/d"} })
+	bad("no dir", func(c *wal.Config) { c.Dir = "" })
+	ok("minimum segment", func(c *wal.Config) { c.SegmentSize = wal.MinSegmentSize })
+	bad("segment below the minimum", func(c *wal.Config) { c.SegmentSize = wal.MinSegmentSize - 1 })
+	bad("negative group bytes", func(c *wal.Config) { c.MaxGroupBytes = -1 })
+	bad("negative queue depth", func(c *wal.Config) { c.QueueDepth = -1 })
+	ok("largest record size", func(c *wal.Config) { c.MaxRecordSize = wal.MaxPayloadSize })
+	bad("record size beyond the format", func(c *wal.Config) { c.MaxRecordSize = wal.MaxPayloadSize + 1 })
+	bad("negative record size", func(c *wal.Config) { c.MaxRecordSize = -1 })
+	ok("longest owner", func(c *wal.Config) { c.Owner = strings.Repeat("o", wal.MaxFenceName) })
+	bad("owner too long", func(c *wal.Config) { c.Owner = strings.Repeat("o", wal.MaxFenceName+1) })
+}
+
+// A record of exactly MaxRecordSize bytes (head and payload) is written and replayed;
+// one byte more fails with ErrTooLarge alone, its group's other records are written.
+func TestMutMaxRecordSizeExact(t *testing.T) {
+	fs := waltest.NewMemFS()
+	cfg := memConfig(fs)
+	cfg.MaxRecordSize = 100
+	w, _, _ := openWAL(t, cfg)
+	type res struct {
+		pos wal.Pos
+		err error
+	}
+	ch := make(chan res, 3)
+	done := func(pos wal.Pos, err error) { ch <- res{pos, err} }
+	w.Append(wal.Entry{Type: 1, Head: make([]byte, 10), Payload: payload(1, 90), Done: done})
+	w.Append(wal.Entry{Type: 2, Head: make([]byte, 10), Payload: payload(2, 91), Done: done})
+	w.Append(wal.Entry{Type: 3, Payload: payload(3, 100), Done: done})
+	var got []res
+	for i := 0; i < 3; i++ {
+		got = append(got, <-ch)
+	}
+	if got[0].err != nil || got[2].err != nil {
+		t.Fatalf("records of exactly the limit: %v, %v", got[0].err, got[2].err)
+	}
+	if !errors.Is(got[1].err, wal.ErrTooLarge) {
+		t.Fatalf("record one byte over the limit: %v", got[1].err)
+	}
+	w.Close()
+	_, recs, _ := openWAL(t, cfg)
+	if len(recs) != 2 || recs[0].typ != 1 || len(recs[0].payload) != 100 || recs[1].typ != 3 || recs[1].pos != got[2].pos {
+		t.Fatalf("replayed %v", recs)
+	}
+}
