@@ -443,6 +443,35 @@ func TestMutLoadStopsAtWantEnd(t *testing.T) {
 	if r.State() != Ready {
 		t.Fatal("Serve did not serve")
 	}
+	// Plain batches give no producer any state: producers 0 and 1 may start anywhere.
+	for _, pid := range []int64{0, 1} {
+		if off, dup, err := prepareBatch(r, pid, 0, 5, 1); err != nil || dup {
+			t.Fatalf("producer %d after loading plain batches: %d %v %v", pid, off, dup, err)
+		}
+	}
+}
+
+// Dropping a partition pins this broker's WAL from the first batch object storage does
+// not hold (a batch starting right at the uploaded end included) to the partition's end.
+func TestMutDropPinsFirstUnuploaded(t *testing.T) {
+	p, log := ready(t), &memLog{}
+	put(t, p, log, 2, -1) // [0,1]
+	second := put(t, p, log, 1, -1)
+	put(t, p, log, 1, -1)
+	p.MarkUploaded(NewTierObj(metadata.ObjectRange{Object: 1, FirstOffset: 0, LastOffset: 1}, "k", 10), log)
+	pos, end, pin := p.Drop(log)
+	if !pin || pos != second.loc.pos || end != 4 {
+		t.Fatalf("drop: pin %v at %d end %d, want the second batch's position %d and end 4", pin, pos, end, second.loc.pos)
+	}
+	q, qlog := ready(t), &memLog{}
+	put(t, q, qlog, 1, -1)
+	q.MarkUploaded(NewTierObj(metadata.ObjectRange{Object: 1, FirstOffset: 0, LastOffset: 0}, "k", 10), qlog)
+	if _, _, pin := q.Drop(qlog); pin {
+		t.Fatal("a partition object storage holds whole pinned the WAL")
+	}
+	if _, _, pin := ready(t).Drop(nil); pin {
+		t.Fatal("a drop without a WAL pinned")
+	}
 }
 
 // The cache keeps batches up to its limit exactly, evicting oldest first; limit 0
