@@ -584,3 +584,31 @@ func TestMutLoadKeepsBatchHoldingLogStart(t *testing.T) {
 		t.Fatalf("load of the one batch: end %d (%v), want 4: offsets 2 and 3 would be handed out again", q.End(), err)
 	}
 }
+
+// A load rebuilds the window of producer 0 like any other's: its retry is a duplicate.
+func TestMutLoadRebuildsProducerZero(t *testing.T) {
+	src, log := ready(t), &memLog{}
+	appendSynced(t, src, log, 0, 2, 0, 2)
+	appendSynced(t, src, log, 0, 2, 2, 1)
+	p := New("t", metadata.TopicID{1}, 0, 4, 0)
+	for _, b := range src.Batches() {
+		data := make([]byte, b.Size)
+		if err := b.Src.ReadAt(data, b.Pos); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := recbatch.Parse(data)
+		p.Collect(&h, log, b.Pos, int(b.Size))
+	}
+	if _, err := p.FinishLoad(-1, false, true); err != nil {
+		t.Fatal(err)
+	}
+	if off, dup, err := prepareBatch(p, 0, 2, 0, 2); err != nil || !dup || off != 0 {
+		t.Fatalf("retry of producer 0's first batch after a load: %d %v %v", off, dup, err)
+	}
+	if _, _, err := prepareBatch(p, 0, 2, 7, 1); err == nil {
+		t.Fatal("producer 0's sequence gap accepted after a load")
+	}
+	if _, _, err := prepareBatch(p, 0, 1, 3, 1); err == nil {
+		t.Fatal("producer 0's old epoch accepted after a load")
+	}
+}
