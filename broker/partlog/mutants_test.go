@@ -612,3 +612,40 @@ func TestMutLoadRebuildsProducerZero(t *testing.T) {
 		t.Fatal("producer 0's old epoch accepted after a load")
 	}
 }
+
+// Fetches waiting for data are woken when the high watermark moves (or the partition is
+// dropped), not when a batch is merely prepared; a waiter that gave up is not woken.
+func TestMutWaitersWakeOnCommit(t *testing.T) {
+	p, log := ready(t), &memLog{}
+	c1, c2, c3 := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
+	p.Wait(c1)
+	p.Wait(c2)
+	p.Wait(c3)
+	p.Unwait(c1)
+	p.Unwait(make(chan struct{})) // never registered: nothing changes
+	pr, b, err := prep(t, p, -1, -1, -1, 1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []chan struct{}{c1, c2, c3} {
+		if len(c) != 0 {
+			t.Fatalf("waiter %d woken by a prepared batch", i+1)
+		}
+	}
+	p.Commit(pr, log, log.add(b))
+	if len(c1) != 0 || len(c2) != 1 || len(c3) != 1 {
+		t.Fatalf("after the commit: woken %d %d %d, want 0 1 1", len(c1), len(c2), len(c3))
+	}
+	<-c2
+	<-c3
+	put(t, p, log, 1, -1)
+	if len(c2) != 0 || len(c3) != 0 {
+		t.Fatal("a waiter stayed registered after it was woken")
+	}
+	c4 := make(chan struct{}, 1)
+	p.Wait(c4)
+	p.Drop(nil)
+	if len(c4) != 1 {
+		t.Fatal("a drop did not wake its waiter")
+	}
+}
