@@ -649,3 +649,36 @@ func TestMutWaitersWakeOnCommit(t *testing.T) {
 		t.Fatal("a drop did not wake its waiter")
 	}
 }
+
+// A log start at a batch's last offset keeps that batch at a load; a log start past
+// the local end (the metadata knows more than this log) moves the next offset and the
+// high watermark to it, so no offset below it is handed out again.
+func TestMutLogStartEdges(t *testing.T) {
+	src, log := ready(t), &memLog{}
+	put(t, src, log, 4, -1) // [0,3]
+	p := New("t", metadata.TopicID{1}, 0, 4, 3)
+	b := src.Batches()[0]
+	data := make([]byte, b.Size)
+	if err := b.Src.ReadAt(data, b.Pos); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := recbatch.Parse(data)
+	p.Collect(&h, log, b.Pos, int(b.Size))
+	if _, err := p.FinishLoad(-1, false, true); err != nil {
+		t.Fatal(err)
+	}
+	if pieces, _, _, err := p.Read(3, 1<<20, true, -1); err != nil || len(pieces) != 1 {
+		t.Fatalf("read of the log start, the batch's last offset: %d pieces %v", len(pieces), err)
+	}
+	p.SetLogStart(10)
+	if ls, hw := p.Offsets(); ls != 10 || hw != 10 || p.End() != 10 {
+		t.Fatalf("log start past the end: offsets %d %d end %d", ls, hw, p.End())
+	}
+	if pr, _, err := prep(t, p, -1, -1, -1, 1, -1); err != nil || pr.Base() != 10 {
+		t.Fatalf("first append after the log start moved past the end at %d (%v)", pr.Base(), err)
+	}
+	p.SetLogStart(5) // backwards: ignored
+	if ls, _ := p.Offsets(); ls != 10 {
+		t.Fatalf("log start moved back to %d", ls)
+	}
+}
