@@ -91,33 +91,36 @@ func segmentFiles(t *testing.T, fs *waltest.MemFS) map[string]int {
 
 // Records fill a segment up to its size exactly, never past it: two records that fit
 // exactly share a segment, a third (of exactly MaxRecordSize bytes) goes into the next.
+// The same with records larger than MaxGroupBytes (each a group of its own).
 func TestMutSegmentFillsExactly(t *testing.T) {
-	fs := waltest.NewMemFS()
-	cfg := memConfig(fs)
-	cfg.MaxRecordSize = 100
-	cfg.SegmentSize = wal.HeaderSize + 2*int64(wal.FrameSize(100))
-	w, _, _ := openWAL(t, cfg)
-	var recs []record
-	for i := 0; i < 3; i++ {
-		recs = append(recs, mustAppend(t, w, byte(i+1), payload(i, 100)))
-	}
-	first := wal.Pos(wal.HeaderSize + wal.RecordHeaderSize)
-	if recs[0].pos != first || recs[1].pos != first+wal.Pos(wal.FrameSize(100)) {
-		t.Fatalf("the first two records at %d and %d, want %d and %d", recs[0].pos, recs[1].pos, first, first+wal.Pos(wal.FrameSize(100)))
-	}
-	if want := wal.Pos(cfg.SegmentSize + wal.HeaderSize + wal.RecordHeaderSize); recs[2].pos != want {
-		t.Fatalf("the third record at %d, want %d (first record of the second segment)", recs[2].pos, want)
-	}
-	w.Close()
-	segs := segmentFiles(t, fs)
-	if len(segs) != 2 {
-		t.Fatalf("segments %v, want 2", segs)
-	}
-	for name, size := range segs {
-		if int64(size) > cfg.SegmentSize {
-			t.Fatalf("%s is %d bytes, larger than the segment size %d", name, size, cfg.SegmentSize)
+	for _, groupBytes := range []int{0, 64} {
+		fs := waltest.NewMemFS()
+		cfg := memConfig(fs)
+		cfg.MaxRecordSize, cfg.MaxGroupBytes = 100, groupBytes
+		cfg.SegmentSize = wal.HeaderSize + 2*int64(wal.FrameSize(100))
+		w, _, _ := openWAL(t, cfg)
+		var recs []record
+		for i := 0; i < 3; i++ {
+			recs = append(recs, mustAppend(t, w, byte(i+1), payload(i, 100)))
 		}
+		first := wal.Pos(wal.HeaderSize + wal.RecordHeaderSize)
+		if recs[0].pos != first || recs[1].pos != first+wal.Pos(wal.FrameSize(100)) {
+			t.Fatalf("group bytes %d: the first two records at %d and %d, want %d and %d", groupBytes, recs[0].pos, recs[1].pos, first, first+wal.Pos(wal.FrameSize(100)))
+		}
+		if want := wal.Pos(cfg.SegmentSize + wal.HeaderSize + wal.RecordHeaderSize); recs[2].pos != want {
+			t.Fatalf("group bytes %d: the third record at %d, want %d (first record of the second segment)", groupBytes, recs[2].pos, want)
+		}
+		w.Close()
+		segs := segmentFiles(t, fs)
+		if len(segs) != 2 {
+			t.Fatalf("group bytes %d: segments %v, want 2", groupBytes, segs)
+		}
+		for name, size := range segs {
+			if int64(size) > cfg.SegmentSize {
+				t.Fatalf("%s is %d bytes, larger than the segment size %d", name, size, cfg.SegmentSize)
+			}
+		}
+		_, got, _ := openWAL(t, cfg)
+		sameRecords(t, got, recs)
 	}
-	_, got, _ := openWAL(t, cfg)
-	sameRecords(t, got, recs)
 }
