@@ -280,6 +280,14 @@ func TestMutRollbackProducerZero(t *testing.T) {
 		t.Fatalf("duplicate offset %d already below the high watermark %d", d.Dup.Offset, hw)
 	}
 	p.Rollback(2)
+	// Only the failed batch is forgotten: the synced one is still recognised, and the
+	// producer's sequence still checked.
+	if off, dup, err := prepareBatch(p, 0, 0, 0, 2); err != nil || !dup || off != 0 {
+		t.Fatalf("retry of the synced batch after the rollback: %d %v %v", off, dup, err)
+	}
+	if _, _, err := prepareBatch(p, 0, 0, 4, 1); !errors.Is(err, ErrOutOfOrderSeq) {
+		t.Fatalf("sequence gap after the rollback: %v", err)
+	}
 	if pr, err := appendSynced(t, p, log, 0, 0, 2, 1); err != nil || pr.Dup != nil || pr.Base() != 2 {
 		t.Fatalf("retry after the failed write: base %d dup %v err %v", pr.Base(), pr.Dup, err)
 	}
@@ -388,6 +396,9 @@ func TestMutRestoreSnapshotAtNeed(t *testing.T) {
 	p := loadFrom(t, src, log, 1, 0, 2, snap)
 	if off, dup, err := prepareBatch(p, 3, 0, 0, 1); err != nil || !dup || off != 0 {
 		t.Fatalf("retry of a batch only the snapshot knows: %d %v %v", off, dup, err)
+	}
+	if off, dup, err := prepareBatch(p, 3, 0, 2, 1); err != nil || !dup || off != 2 {
+		t.Fatalf("retry of the first batch after the snapshot: %d %v %v", off, dup, err)
 	}
 	if off, dup, err := prepareBatch(p, 3, 0, 3, 1); err != nil || !dup || off != 3 {
 		t.Fatalf("retry of a batch only the WAL knows: %d %v %v", off, dup, err)
@@ -514,6 +525,12 @@ func TestMutChain(t *testing.T) {
 	}
 	if !c[0].Holds(0) || !c[0].Holds(1<<40) {
 		t.Fatal("the open link does not hold everything")
+	}
+	// A leader that moved before any append owns an empty link: not even offset 0 (a
+	// fenced writer's unacked batch there is in nobody's log).
+	c = ChainOf(metadata.Partition{Leader: 2, Logs: []metadata.LogRange{{Broker: 1, StartOffset: 0}, {Broker: 2, StartOffset: 0}}})
+	if c[0] != (LogRange{1, 0, 0}) || c[0].Holds(0) || !c[1].Holds(0) {
+		t.Fatalf("empty first link: %+v holds 0: %v %v", c, c[0].Holds(0), c[1].Holds(0))
 	}
 	c = ChainOf(metadata.Partition{Leader: 2, Logs: []metadata.LogRange{{Broker: 1, StartOffset: 5}, {Broker: 2, StartOffset: 9}}})
 	if len(c) != 2 || c[0] != (LogRange{1, 5, 9}) || c[1] != (LogRange{2, 9, -1}) {

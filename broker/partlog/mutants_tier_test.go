@@ -3,6 +3,7 @@ package partlog
 import (
 	"testing"
 
+	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore/objread"
 )
@@ -176,5 +177,54 @@ func TestMutRetentionStart(t *testing.T) {
 	q := New("t", metadata.TopicID{1}, 0, 5, 0)
 	if got := q.RetentionStart(1000, 0, 0); got != 0 {
 		t.Fatalf("a loading partition asked for retention from %d", got)
+	}
+}
+
+// Batches read from another broker's WAL (a previous leader's) leave the index once
+// object storage holds them — that WAL may be trimmed by its owner — also when the
+// manifest comes with a view rather than this broker's own upload; a batch whose last
+// offset object storage does not hold yet stays.
+func TestMutForeignBatchesLeaveAtUpload(t *testing.T) {
+	src, log := ready(t), &memLog{}
+	for i := 0; i < 4; i++ {
+		put(t, src, log, 1, -1) // [0] [1] [2] [3] in the previous leader's WAL
+	}
+	p := New("t", metadata.TopicID{1}, 0, 5, 0)
+	p.UseOwn(&memLog{}, SourceID{Broker: 2, Epoch: 1})
+	v := metadata.NewView(1, "c", 1, nil, nil)
+	p.Apply(metadata.Partition{Leader: 2, LeaderEpoch: 5, Logs: []metadata.LogRange{{Broker: 1}}}, v, true)
+	for _, b := range src.Batches() {
+		data := make([]byte, b.Size)
+		if err := b.Src.ReadAt(data, b.Pos); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := recbatch.Parse(data)
+		p.Collect(&h, log, b.Pos, int(b.Size))
+	}
+	if _, err := p.FinishLoad(-1, false, true); err != nil {
+		t.Fatal(err)
+	}
+	fromObjects := func(off int64) bool {
+		t.Helper()
+		pieces, _, _, err := p.Read(off, 1<<20, true, -1)
+		if err != nil || len(pieces) == 0 {
+			t.Fatalf("read %d: %d pieces %v", off, len(pieces), err)
+		}
+		return pieces[0].Objs != nil
+	}
+	if fromObjects(0) {
+		t.Fatal("read from objects before any upload")
+	}
+	// Another broker's upload, seen in a view: [0,1] are in objects.
+	p.Apply(metadata.Partition{Leader: 2, LeaderEpoch: 5, Logs: []metadata.LogRange{{Broker: 1}},
+		Objects: []metadata.ObjectRange{{Object: 1, FirstOffset: 0, LastOffset: 1}}}, v, true)
+	if !fromObjects(0) || !fromObjects(1) {
+		t.Fatal("offsets object storage holds are still read from the previous leader's WAL")
+	}
+	if fromObjects(2) {
+		t.Fatal("offset 2, not uploaded, read from objects")
+	}
+	if bs := p.Batches(); len(bs) != 2 || bs[0].Base != 2 {
+		t.Fatalf("index after the upload: %+v", bs)
 	}
 }
