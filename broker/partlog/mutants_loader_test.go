@@ -104,6 +104,16 @@ func TestMutLoaderReadsChainDirectories(t *testing.T) {
 	if bs[2].Src != Reader(own) || bs[0].Src == Reader(own) {
 		t.Fatal("a batch of a directory with its own Reader is not read through it (or others are)")
 	}
+	// A view forgotten (its directory removed) is opened afresh next time.
+	v1, err := ld.View("/wal/b1/e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld.Forget("/wal/b1/e1")
+	ld.Forget("/wal/none")
+	if v2, err := ld.View("/wal/b1/e1"); err != nil || v2 == v1 {
+		t.Fatalf("view after Forget: same %v, %v", v2 == v1, err)
+	}
 	// A failure listing a broker's directories fails the load.
 	q := New("t", id, 0, 1, 0)
 	if _, err := ld.Load([]*Partition{q}, map[*Partition][]LogRange{q: {{Broker: 7, Start: 0, End: -1}}}, LoadOptions{}); err == nil {

@@ -278,6 +278,9 @@ func TestMutRollbackProducerZero(t *testing.T) {
 		t.Fatalf("retry of the in-flight batch: %+v %v", d, err)
 	} else if _, hw := p.Offsets(); d.Dup.Offset < hw {
 		t.Fatalf("duplicate offset %d already below the high watermark %d", d.Dup.Offset, hw)
+	} else if d.Base() >= 0 {
+		// A duplicate assigned nothing: its failure must roll nothing back.
+		t.Fatalf("a duplicate has base %d", d.Base())
 	}
 	p.Rollback(2)
 	// Only the failed batch is forgotten: the synced one is still recognised, and the
@@ -697,5 +700,70 @@ func TestMutLogStartEdges(t *testing.T) {
 	p.SetLogStart(5) // backwards: ignored
 	if ls, _ := p.Offsets(); ls != 10 {
 		t.Fatalf("log start moved back to %d", ls)
+	}
+}
+
+// A manifest snapshot holding more batches than the window keeps the newest five.
+func TestMutSnapshotLongerThanWindow(t *testing.T) {
+	src, log := ready(t), &memLog{}
+	for i := int32(0); i < 6; i++ {
+		appendSynced(t, src, log, 4, 0, i, 1)
+	}
+	snap := &metadata.ProducerSnapshot{Offset: 6, Producers: []metadata.ProducerState{{ID: 4, Epoch: 0}}}
+	for i := int64(0); i < 6; i++ {
+		snap.Producers[0].Batches = append(snap.Producers[0].Batches, [3]int64{i, i, i})
+	}
+	p := loadFrom(t, src, log, 5, 0, 6, snap)
+	if _, _, err := prepareBatch(p, 4, 0, 0, 1); !errors.Is(err, ErrOutOfOrderSeq) {
+		t.Fatalf("retry of the sixth-newest batch: %v", err)
+	}
+	if off, dup, err := prepareBatch(p, 4, 0, 1, 1); err != nil || !dup || off != 1 {
+		t.Fatalf("retry of the fifth-newest batch: %d %v %v", off, dup, err)
+	}
+	if off, dup, err := prepareBatch(p, 4, 0, 6, 1); err != nil || dup || off != 6 {
+		t.Fatalf("next sequence: %d %v %v", off, dup, err)
+	}
+}
+
+// A view older than this broker's own upload (the watch lags the commit) keeps the
+// manifest this broker knows, dropping only ranges wholly below its log start.
+func TestMutStaleManifestView(t *testing.T) {
+	p, log := tiered(t), &memLog{}
+	put(t, p, log, 2, -1) // [12,13]
+	p.MarkUploaded(NewTierObj(metadata.ObjectRange{Object: 7, FirstOffset: 12, LastOffset: 13}, "k7", 100), log)
+	var objs []metadata.ObjectRange
+	for i := int64(0); i < 6; i++ {
+		objs = append(objs, metadata.ObjectRange{Object: uint64(i + 1), FirstOffset: 2 * i, LastOffset: 2*i + 1})
+	}
+	p.Apply(metadata.Partition{Leader: 1, LeaderEpoch: 5, LogStartOffset: 3, Logs: []metadata.LogRange{{Broker: 1}}, Objects: objs}, metadata.NewView(1, "c", 1, nil, nil), true)
+	if p.Uploaded() != 14 {
+		t.Fatalf("a stale view moved the uploaded end to %d", p.Uploaded())
+	}
+	if _, _, refs := p.ObjectSpan(); !equalInts(firstOffsets(refs), []int64{2, 4, 6, 8, 10, 12}) {
+		t.Fatalf("manifest after a stale view with log start 3: %v", firstOffsets(refs))
+	}
+}
+
+// The set holds partitions by topic and index; deleting a topic's last partition
+// forgets the topic.
+func TestMutSet(t *testing.T) {
+	s := NewSet()
+	a, b := New("a", metadata.TopicID{1}, 0, 1, 0), New("a", metadata.TopicID{1}, 1, 1, 0)
+	s.Update(func(tx SetTx) { tx.Put(a); tx.Put(b) })
+	if s.Len() != 2 || s.Get(a.id, 1) != b {
+		t.Fatalf("set of %d", s.Len())
+	}
+	topics := func() int {
+		n := 0
+		s.Update(func(tx SetTx) { tx.Topics(func(metadata.TopicID, map[int32]*Partition) { n++ }) })
+		return n
+	}
+	s.Update(func(tx SetTx) { tx.Delete(a) })
+	if topics() != 1 || s.Get(a.id, 0) != nil {
+		t.Fatal("deleting one of two partitions")
+	}
+	s.Update(func(tx SetTx) { tx.Delete(b) })
+	if topics() != 0 || s.Len() != 0 {
+		t.Fatal("deleting the last partition kept the topic")
 	}
 }
