@@ -124,3 +124,59 @@ func TestMutSegmentFillsExactly(t *testing.T) {
 		sameRecords(t, got, recs)
 	}
 }
+
+// A group that needs a new segment takes only as many queued records as that segment
+// holds: the segment is filled exactly and the rest go into the next one, so no segment
+// grows past its size however many records wait.
+func TestMutGroupAfterRollFitsSegment(t *testing.T) {
+	fs := waltest.NewMemFS()
+	cfg := memConfig(fs)
+	frame := int64(wal.FrameSize(10))
+	cfg.SegmentSize = wal.HeaderSize + 5*frame
+	w, _, _ := openWAL(t, cfg)
+	var want []record
+	for i := 0; i < 4; i++ {
+		want = append(want, mustAppend(t, w, 1, payload(i, 10)))
+	}
+	// The fifth record fills the first segment; while it is being prepared eight more
+	// queue up, to be taken together.
+	release, preparing := make(chan struct{}), make(chan struct{})
+	type res struct {
+		i   int
+		pos wal.Pos
+		err error
+	}
+	ch := make(chan res, 9)
+	w.Append(wal.Entry{Type: 1, Payload: payload(4, 10),
+		Prepare: func([]byte) error { close(preparing); <-release; return nil },
+		Done:    func(pos wal.Pos, err error) { ch <- res{4, pos, err} }})
+	<-preparing
+	for i := 5; i < 13; i++ {
+		i := i
+		w.Append(wal.Entry{Type: 1, Payload: payload(i, 10), Done: func(pos wal.Pos, err error) { ch <- res{i, pos, err} }})
+	}
+	close(release)
+	pos := map[int]wal.Pos{}
+	for i := 0; i < 9; i++ {
+		r := <-ch
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		pos[r.i] = r.pos
+	}
+	for i := 4; i < 13; i++ {
+		want = append(want, record{1, payload(i, 10), pos[i]})
+	}
+	w.Close()
+	segs := segmentFiles(t, fs)
+	if len(segs) != 3 {
+		t.Fatalf("segments %v, want 3", segs)
+	}
+	for name, size := range segs {
+		if int64(size) > cfg.SegmentSize {
+			t.Fatalf("%s is %d bytes, larger than the segment size %d", name, size, cfg.SegmentSize)
+		}
+	}
+	_, got, _ := openWAL(t, cfg)
+	sameRecords(t, got, want)
+}
