@@ -180,3 +180,43 @@ func TestMutGroupAfterRollFitsSegment(t *testing.T) {
 	_, got, _ := openWAL(t, cfg)
 	sameRecords(t, got, want)
 }
+
+// Group commit: records queued together up to MaxGroupBytes exactly share one
+// fdatasync; a group in which nothing is written (every Prepare refused: duplicates)
+// costs none.
+func TestMutGroupSyncs(t *testing.T) {
+	fs := waltest.NewFaultFS(waltest.NewMemFS())
+	cfg := memConfig(fs)
+	cfg.MaxGroupBytes = 2 * wal.FrameSize(10)
+	cfg.Preallocate = false
+	w, _, _ := openWAL(t, cfg)
+	mustAppend(t, w, 1, payload(0, 10))
+	release, preparing := make(chan struct{}), make(chan struct{})
+	errs := make(chan error, 5)
+	done := func(_ wal.Pos, err error) { errs <- err }
+	w.Append(wal.Entry{Type: 1, Payload: payload(1, 10), Done: done,
+		Prepare: func([]byte) error { close(preparing); <-release; return nil }})
+	<-preparing
+	fs.ResetCounts()
+	w.Append(wal.Entry{Type: 1, Payload: payload(2, 10), Done: done})
+	w.Append(wal.Entry{Type: 1, Payload: payload(3, 10), Done: done})
+	close(release)
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The blocked record's group and the two queued behind it: two syncs.
+	if n := fs.Count(waltest.OpSync, ".wal"); n != 2 {
+		t.Fatalf("%d fdatasyncs for a group and two records of exactly MaxGroupBytes, want 2", n)
+	}
+	fs.ResetCounts()
+	dup := errors.New("duplicate")
+	w.Append(wal.Entry{Type: 1, Payload: payload(4, 10), Prepare: func([]byte) error { return dup }, Done: done})
+	if err := <-errs; !errors.Is(err, dup) {
+		t.Fatalf("refused record: %v", err)
+	}
+	if n := fs.Count(waltest.OpSync, ".wal") + fs.Count(waltest.OpWrite, ".wal"); n != 0 {
+		t.Fatalf("a group with nothing to write cost %d writes and syncs", n)
+	}
+}
