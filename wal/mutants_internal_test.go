@@ -126,3 +126,35 @@ func TestMutReaderBoundaries(t *testing.T) {
 		t.Fatalf("record cut by one byte: %v", err)
 	}
 }
+
+// zerosAfter reads prefix, then zeros without end.
+type zerosAfter struct{ prefix []byte }
+
+func (z *zerosAfter) Read(p []byte) (int, error) {
+	n := copy(p, z.prefix)
+	z.prefix = z.prefix[n:]
+	clear(p[n:])
+	return len(p), nil
+}
+
+// With a known stream size, a record whose length runs past the end of the stream
+// (also after records were read from it) is torn — the tail of a file cut short —
+// found from the length alone, not by reading what follows and calling it corrupt.
+func TestMutReaderTornPastKnownEnd(t *testing.T) {
+	first := AppendRecord(nil, 1, []byte("first"))
+	const size = 1 << 20
+	for _, lead := range [][]byte{nil, first} {
+		over := uint32(size-len(lead)-8) + 1 // one byte past the end
+		hdr := make([]byte, RecordHeaderSize)
+		binary.LittleEndian.PutUint32(hdr, over)
+		r := NewReader(&zerosAfter{prefix: append(bytes.Clone(lead), hdr...)}, size)
+		if lead != nil {
+			if _, _, err := r.Next(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := r.Next(); !errors.Is(err, ErrTorn) || errors.Is(err, ErrCorrupt) {
+			t.Fatalf("after %d bytes: a record one byte past the known end: %v, want ErrTorn", len(lead), err)
+		}
+	}
+}

@@ -192,27 +192,29 @@ func TestMutGroupSyncs(t *testing.T) {
 	w, _, _ := openWAL(t, cfg)
 	mustAppend(t, w, 1, payload(0, 10))
 	release, preparing := make(chan struct{}), make(chan struct{})
-	errs := make(chan error, 5)
+	errs := make(chan error, 6)
 	done := func(_ wal.Pos, err error) { errs <- err }
 	w.Append(wal.Entry{Type: 1, Payload: payload(1, 10), Done: done,
 		Prepare: func([]byte) error { close(preparing); <-release; return nil }})
 	<-preparing
 	fs.ResetCounts()
-	w.Append(wal.Entry{Type: 1, Payload: payload(2, 10), Done: done})
-	w.Append(wal.Entry{Type: 1, Payload: payload(3, 10), Done: done})
+	for i := 2; i < 5; i++ {
+		w.Append(wal.Entry{Type: 1, Payload: payload(i, 10), Done: done})
+	}
 	close(release)
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 4; i++ {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The blocked record's group and the two queued behind it: two syncs.
-	if n := fs.Count(waltest.OpSync, ".wal"); n != 2 {
-		t.Fatalf("%d fdatasyncs for a group and two records of exactly MaxGroupBytes, want 2", n)
+	// The blocked record's group, then the three queued behind it: two of them fill
+	// MaxGroupBytes exactly, the third is a group of its own. Three syncs.
+	if n := fs.Count(waltest.OpSync, ".wal"); n != 3 {
+		t.Fatalf("%d fdatasyncs for a group and three records (two of exactly MaxGroupBytes), want 3", n)
 	}
 	fs.ResetCounts()
 	dup := errors.New("duplicate")
-	w.Append(wal.Entry{Type: 1, Payload: payload(4, 10), Prepare: func([]byte) error { return dup }, Done: done})
+	w.Append(wal.Entry{Type: 1, Payload: payload(5, 10), Prepare: func([]byte) error { return dup }, Done: done})
 	if err := <-errs; !errors.Is(err, dup) {
 		t.Fatalf("refused record: %v", err)
 	}
