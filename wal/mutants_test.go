@@ -222,3 +222,23 @@ func TestMutGroupSyncs(t *testing.T) {
 		t.Fatalf("a group with nothing to write cost %d writes and syncs", n)
 	}
 }
+
+// A preallocated segment is exactly SegmentSize bytes, also when that is not a multiple
+// of the zero-fill step (disk use is what the config says).
+func TestMutPreallocatedSize(t *testing.T) {
+	fs := waltest.NewMemFS()
+	cfg := memConfig(fs)
+	cfg.SegmentSize = 300 << 10
+	w, _, _ := openWAL(t, cfg)
+	mustAppend(t, w, 1, payload(0, 10))
+	w.Close()
+	segs := segmentFiles(t, fs)
+	if len(segs) != 1 {
+		t.Fatalf("segments %v", segs)
+	}
+	for name, size := range segs {
+		if int64(size) != cfg.SegmentSize {
+			t.Fatalf("%s is %d bytes, want %d", name, size, cfg.SegmentSize)
+		}
+	}
+}
