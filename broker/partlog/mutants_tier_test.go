@@ -228,3 +228,96 @@ func TestMutForeignBatchesLeaveAtUpload(t *testing.T) {
 		t.Fatalf("index after the upload: %+v", bs)
 	}
 }
+
+// Edges of the object-side answers: a range whose last offset is the log start still
+// counts; an empty index leaves the whole manifest to objects; retention limits of 0
+// delete every range; a single-offset range right after the manifest's end is recorded;
+// a partition handing off still uploads.
+func TestMutTierEdges(t *testing.T) {
+	p := tiered(t)
+	if from, end, _ := p.ObjectSpan(); from != 0 || end != 12 {
+		t.Fatalf("object span without an index [%d, %d)", from, end)
+	}
+	if got := p.RetentionStart(1000, 0, -1); got != 12 {
+		t.Fatalf("retention.ms 0 from %d, want 12", got)
+	}
+	if got := p.RetentionStart(1000, -1, 0); got != 12 {
+		t.Fatalf("retention.bytes 0 from %d, want 12", got)
+	}
+	p.SetLogStart(11)
+	if refs, _ := p.ObjectsForTime(0); len(refs) != 1 || refs[0].FirstOffset != 10 {
+		t.Fatalf("ObjectsForTime with the log start at a range's last offset: %v", firstOffsets(refs))
+	}
+	if off, ts := p.MaxTimestamp(); off != 11 || ts != 600 {
+		t.Fatalf("MaxTimestamp with the log start at a range's last offset: %d %d", off, ts)
+	}
+	if off, ts, ok := p.OffsetForTime(0); ok || off != -1 || ts != -1 {
+		t.Fatalf("OffsetForTime without an index: %d %d %v", off, ts, ok)
+	}
+	if off, ts := ready(t).MaxTimestamp(); off != -1 || ts != -1 {
+		t.Fatalf("MaxTimestamp of an empty partition: %d %d", off, ts)
+	}
+	log := &memLog{}
+	put(t, p, log, 1, -1) // [12]
+	p.MarkUploaded(NewTierObj(metadata.ObjectRange{Object: 7, FirstOffset: 12, LastOffset: 12}, "k7", 10), log)
+	if p.Uploaded() != 13 {
+		t.Fatalf("a one-offset range after the manifest's end: uploaded %d, want 13", p.Uploaded())
+	}
+	if _, end, _ := p.ObjectSpan(); end != 12 {
+		t.Fatalf("object span ends at %d, want the first indexed batch 12", end)
+	}
+	put(t, p, log, 1, -1) // [13]
+	p.Apply(metadata.Partition{Leader: 1, LeaderEpoch: 5, Moving: true, Logs: []metadata.LogRange{{Broker: 1}}}, metadata.NewView(1, "c", 1, nil, nil), true)
+	if p.State() != Closing {
+		t.Fatalf("state %v", p.State())
+	}
+	if pieces, _ := p.PendingUpload(1 << 20); len(pieces) != 1 || pieces[0].Base != 13 {
+		t.Fatalf("a partition handing off uploads %+v", pieces)
+	}
+	// A stale view whose log start is past every range drops them all.
+	p.Apply(metadata.Partition{Leader: 1, LeaderEpoch: 5, Moving: true, LogStartOffset: 13, Logs: []metadata.LogRange{{Broker: 1}},
+		Objects: []metadata.ObjectRange{{Object: 1, FirstOffset: 0, LastOffset: 1}}}, metadata.NewView(1, "c", 1, nil, nil), true)
+	if _, _, refs := p.ObjectSpan(); len(refs) != 0 {
+		t.Fatalf("ranges below the log start kept: %v", firstOffsets(refs))
+	}
+}
+
+// The uploader never starts a range that does not continue the manifest: offsets
+// between the manifest's end (or 0) and the first indexed batch must be below the log
+// start, else they are nowhere and nothing is uploaded.
+func TestMutUploadContinuesManifest(t *testing.T) {
+	src, log := ready(t), &memLog{}
+	for i := 0; i < 3; i++ {
+		put(t, src, log, 2, -1) // [0,1] [2,3] [4,5]
+	}
+	load := func(logStart int64, objs []metadata.ObjectRange) *Partition {
+		p := New("t", metadata.TopicID{1}, 0, 5, logStart)
+		p.Apply(metadata.Partition{Leader: 1, LeaderEpoch: 5, LogStartOffset: logStart, Logs: []metadata.LogRange{{Broker: 1}}, Objects: objs}, metadata.NewView(1, "c", 1, nil, nil), true)
+		b := src.Batches()[2]
+		data := make([]byte, b.Size)
+		if err := b.Src.ReadAt(data, b.Pos); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := recbatch.Parse(data)
+		p.Collect(&h, log, b.Pos, int(b.Size))
+		if _, err := p.FinishLoad(-1, true, true); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		logStart int64
+		objs     []metadata.ObjectRange
+		ok       bool
+	}{
+		{0, nil, false}, {3, nil, false}, {4, nil, true},
+		{0, []metadata.ObjectRange{{Object: 1, FirstOffset: 0, LastOffset: 1}}, false},
+		{4, []metadata.ObjectRange{{Object: 1, FirstOffset: 0, LastOffset: 1}}, true},
+		{0, []metadata.ObjectRange{{Object: 1, FirstOffset: 0, LastOffset: 3}}, true},
+	} {
+		pieces, _ := load(c.logStart, c.objs).PendingUpload(1 << 20)
+		if (len(pieces) == 1) != c.ok {
+			t.Fatalf("log start %d, manifest %+v: %d pieces, want upload %v", c.logStart, c.objs, len(pieces), c.ok)
+		}
+	}
+}
