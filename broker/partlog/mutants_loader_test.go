@@ -101,6 +101,15 @@ func TestMutLoaderReadsChainDirectories(t *testing.T) {
 	if len(bs) != 3 || bs[0].Base != 0 || bs[1].Base != 2 || bs[2].Base != 3 {
 		t.Fatalf("indexed %+v", bs)
 	}
+	for _, b := range bs[:2] { // read back where the index says: the batch itself
+		data := make([]byte, b.Size)
+		if err := b.Src.ReadAt(data, b.Pos); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := recbatch.Parse(data); err != nil || h.BaseOffset != b.Base || !recbatch.CRCOK(data) {
+			t.Fatalf("batch %d read back: base %d %v", b.Base, h.BaseOffset, err)
+		}
+	}
 	if bs[2].Src != Reader(own) || bs[0].Src == Reader(own) {
 		t.Fatal("a batch of a directory with its own Reader is not read through it (or others are)")
 	}
