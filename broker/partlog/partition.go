@@ -403,8 +403,8 @@ func (p *Partition) FinishLoad(wantEnd int64, acceptGaps, serve bool) (gaps []st
 		return gaps, fmt.Errorf("%w: offsets %v of the chain's WALs are missing", ErrLoadIncomplete, gaps)
 	}
 	for _, loc := range p.loaded {
-		if loc.base < p.next {
-			continue // never let offsets move backwards
+		if loc.last < p.next {
+			continue // never let offsets move backwards (a batch holding next, e.g. the log start, stays)
 		}
 		if wantEnd >= 0 && loc.base >= wantEnd {
 			break // a later link's offsets, or a fenced writer's unacked tail
