@@ -198,10 +198,10 @@ type linkSender struct {
 	// inflight are the links taken from the queue whose answers have not come: they may
 	// be at the leader (abandon keeps their pins).
 	inflight map[*pendingLink]struct{}
-	wake    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	slots   chan struct{}
+	wake     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	slots    chan struct{}
 }
 
 func (s *linkSender) stop() { s.once.Do(func() { close(s.done) }) }
