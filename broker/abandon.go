@@ -79,7 +79,7 @@ func (px *proxy) watch() {
 			switch {
 			case held && !ok:
 				lapsed = time.Now()
-				args := []any{"err", "lease lapsed"}
+				args := []any{"since_last_heartbeat_answer", "unknown"}
 				if a, isA := b.meta.(leaseAcker); isA {
 					if d, has := a.SinceLeaseAck(lapsed); has {
 						args = []any{"since_last_heartbeat_answer", d.Round(time.Millisecond)}
@@ -171,10 +171,16 @@ func (s *linkSender) abandon(match func(*pendingLink) bool) {
 	}
 }
 
-// SetPeerConfig adjusts the configuration of the broker-to-broker connections opened
-// from now on (tests: a dialer that black-holes a link, a longer answer timeout).
+// SetPeerConfig adjusts the configuration of this broker's links to other brokers
+// (tests: a dialer that black-holes a link, a longer answer timeout). The links open
+// again with it: the connections are closed (what they wait for fails as lost).
 func (b *Broker) SetPeerConfig(f func(*peer.Config)) {
-	b.proxy.mu.Lock()
-	b.proxy.peerCfg = f
-	b.proxy.mu.Unlock()
+	px := b.proxy
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	px.peerCfg = f
+	for id, c := range px.clients {
+		c.Close()
+		delete(px.clients, id)
+	}
 }

@@ -144,13 +144,20 @@ func (px *proxy) sender(v *metadata.View, id int32) (*linkSender, error) {
 		if s != nil {
 			s.stop()
 		}
-		s = &linkSender{px: px, c: c, leader: id, session: px.nextSession, wake: make(chan struct{}, 1), done: make(chan struct{}), slots: make(chan struct{}, maxLinkRequests), inflight: map[*pendingLink]struct{}{}}
-		px.nextSession++
-		px.senders[id] = s
-		px.b.wg.Add(1)
-		go s.run()
+		s = px.newSenderLocked(c, id)
 	}
 	return s, nil
+}
+
+// newSenderLocked starts the link sender to broker id over c, on a new session.
+func (px *proxy) newSenderLocked(c *peer.Client, id int32) *linkSender {
+	s := &linkSender{px: px, c: c, leader: id, session: px.nextSession, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		slots: make(chan struct{}, maxLinkRequests), inflight: map[*pendingLink]struct{}{}}
+	px.nextSession++
+	px.senders[id] = s
+	px.b.wg.Add(1)
+	go s.run()
+	return s
 }
 
 func (px *proxy) close() {
