@@ -503,11 +503,20 @@ func (px *proxy) rotate(leaders map[int32]bool) linkFence {
 // and the pins stay meanwhile. Sessions are ended only when a pin was lost since the
 // last fence (that fence point still covers the others), so a leader that is down for
 // long does not make every round cut the sessions to the leaders that are up.
+//
+// A leader is asked to fence below the last fence point only if its sender was ended
+// when that point was taken (rotated): a sender to it left running has a session below
+// the point, and the fence would refuse every link it sends from then on (as
+// NOT_LEADER_OR_FOLLOWER, which the client retries on the same sender: a partition
+// stalled for good; the zone lab's outage after a partition hit it). When the leaders
+// of the lost pins include one not rotated (a failover moved a partition to it), the
+// sessions are ended again, to all of them.
 func (b *Broker) resolveLostLoop() {
 	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.LinkGrace / 6)
 	defer t.Stop()
 	var last linkFence
+	var rotated map[int32]bool
 	for {
 		select {
 		case <-t.C:
@@ -518,10 +527,11 @@ func (b *Broker) resolveLostLoop() {
 		if len(keys) == 0 {
 			continue
 		}
-		if fresh || last.session == 0 {
-			last = b.proxy.rotate(b.leadersOf(keys))
+		leaders := b.leadersOf(keys)
+		if fresh || last.session == 0 || !subset(leaders, rotated) {
+			last, rotated = b.proxy.rotate(leaders), leaders
 		}
-		ends, err := b.fenceEnds(b.ctx, b.cfg.NodeID, last, keys)
+		ends, err := b.fenceEndsAt(b.ctx, b.cfg.NodeID, last, keys, rotated)
 		if err != nil {
 			b.log.Debug("fencing link sessions failed; retrying", "err", err)
 		}
@@ -529,6 +539,16 @@ func (b *Broker) resolveLostLoop() {
 			b.tier.ResolveLost(k, end)
 		}
 	}
+}
+
+// subset reports whether every member of a is in b.
+func subset(a, b map[int32]bool) bool {
+	for id := range a {
+		if !b[id] {
+			return false
+		}
+	}
+	return true
 }
 
 // leadersOf is the set of current leaders of keys.
@@ -591,6 +611,12 @@ func (b *Broker) fenceLinks(proxy int32, f linkFence, refs []peer.PartitionRef, 
 // (its WAL fenced, or the hand-off done), so a link of a session to an earlier leader is
 // below what the current leader's log starts from.
 func (b *Broker) fenceEnds(ctx context.Context, proxy int32, f linkFence, keys []partlog.Key) (map[partlog.Key]int64, error) {
+	return b.fenceEndsAt(ctx, proxy, f, keys, nil)
+}
+
+// fenceEndsAt is fenceEnds asking only the leaders in only (nil: any); the partitions
+// of the others are left out (asked again later).
+func (b *Broker) fenceEndsAt(ctx context.Context, proxy int32, f linkFence, keys []partlog.Key, only map[int32]bool) (map[partlog.Key]int64, error) {
 	v := b.meta.View()
 	byLeader := map[int32][]peer.PartitionRef{}
 	out := map[partlog.Key]int64{}
@@ -600,7 +626,7 @@ func (b *Broker) fenceEnds(ctx context.Context, proxy int32, f linkFence, keys [
 			out[k] = 1<<63 - 1 // deleted: nothing to keep
 			continue
 		}
-		if l := t.Partitions[k.Index].Leader; l >= 0 {
+		if l := t.Partitions[k.Index].Leader; l >= 0 && (only == nil || only[l]) {
 			byLeader[l] = append(byLeader[l], peer.PartitionRef{Topic: k.ID, Partition: k.Index})
 		}
 	}
