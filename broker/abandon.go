@@ -94,11 +94,10 @@ func (px *proxy) watch() {
 				continue
 			}
 		}
-		// Every tick, not only after a view change: a produce routed by an older view
-		// may enqueue its link after the sweep of the view that made it stale (its WAL
-		// append was syncing meanwhile); it would wait out the link timeout otherwise
-		// (the zone lab saw it: 10 s more for a moved partition in 2 runs of 7). A sweep
-		// costs a map lookup per link waiting.
+		// Every tick, not only after a view change: a produce that read the view just
+		// before a change may enqueue its link after that change's sweep; without a
+		// later view change it would wait out the link timeout. A sweep costs a map
+		// lookup per link waiting.
 		px.abandon(b.meta.View())
 	}
 }
