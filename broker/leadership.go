@@ -153,6 +153,9 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 		b.wg.Add(1)
 		go b.handoff(h)
 	}
+	// The zone proxy answers the links this view leaves waiting in vain (abandon.go).
+	b.proxy.startWatch()
+	b.proxy.viewChanged()
 }
 
 // applyLed applies mp to p, a partition led here, and reports whether a hand-off starts.

@@ -72,7 +72,7 @@ func newMetrics(reg prometheus.Registerer, self int32) *metrics {
 	m.walDirsDeleted = prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_wal_dirs_deleted_total",
 		Help: "Sealed WAL directories (a fenced broker's, or this broker's own from earlier processes) deleted once object storage held all they held."})
 	m.links = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_proxy_links_total",
-		Help: "Batches this broker produced as a zone proxy, by the leader's answer: ok, refused (an error code passed on to the client; not in the log), unacked (written at the leader but not acked: an error passed on, the batch kept until uploaded), lost (no answer: outcome unknown until a session fence), unavailable (leader unreachable)."}, []string{"result"})
+		Help: "Batches this broker produced as a zone proxy, by the leader's answer: ok, refused (an error code passed on to the client; not in the log), unacked (written at the leader but not acked: an error passed on, the batch kept until uploaded), lost (no answer: outcome unknown until a session fence), abandoned (the answer no longer awaited: the leader moved or was fenced, or this broker's lease lapsed; NOT_LEADER_OR_FOLLOWER to the client, the batch kept until a session fence), unavailable (leader unreachable)."}, []string{"result"})
 	m.linkSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "weir_broker_proxy_link_seconds",
 		Help: "Round trip of one link request to a partition's leader in another zone.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)})
 	m.proxySeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "weir_broker_proxy_produce_seconds",

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -52,6 +53,11 @@ var (
 	// errLinkLost: the leader's answer did not come; the batch may or may not be in the
 	// log (an idempotent producer's retry finds out).
 	errLinkLost = kerr.RequestTimedOut
+	// errLinkAbandoned: the proxy stopped waiting for a link's answer (abandon.go): the
+	// link may have been applied, so its pin is kept as a lost one, and the client is
+	// told NOT_LEADER_OR_FOLLOWER (it refreshes its metadata and retries; an idempotent
+	// retry is deduplicated wherever the link landed).
+	errLinkAbandoned = errors.New("broker: link abandoned: its leader changed or this broker's lease lapsed")
 )
 
 // proxy holds the connections to other brokers and their link senders; as a leader, it
@@ -70,11 +76,18 @@ type proxy struct {
 	// follows: read replicas' long polls go on connections of their own, so that a
 	// poll waiting at the leader never holds links back.
 	follows map[int32]*peer.Client
+	// peerCfg, when set, adjusts the peer configuration of connections opened from now
+	// on (tests: SetPeerConfig).
+	peerCfg func(*peer.Config)
+
+	// watch: abandon.go.
+	watchOnce sync.Once
+	viewWake  chan struct{}
 }
 
 func newProxy(b *Broker) *proxy {
 	return &proxy{b: b, senders: map[int32]*linkSender{}, clients: map[int32]*peer.Client{}, follows: map[int32]*peer.Client{},
-		nextSession: 1, fences: map[int32]linkFence{}}
+		nextSession: 1, fences: map[int32]linkFence{}, viewWake: make(chan struct{}, 1)}
 }
 
 // client returns the connection to broker id at its advertised address in v.
@@ -103,6 +116,9 @@ func (px *proxy) clientIn(clients map[int32]*peer.Client, v *metadata.View, id i
 	cfg := peer.DefaultConfig()
 	cfg.ClientID = fmt.Sprintf("weir-broker-%d", px.b.cfg.NodeID)
 	px.b.securePeer(&cfg)
+	if px.peerCfg != nil {
+		px.peerCfg(&cfg)
+	}
 	if tr := px.b.cfg.Traffic; tr != nil {
 		zone := br.Rack
 		if zone == "" {
@@ -128,13 +144,20 @@ func (px *proxy) sender(v *metadata.View, id int32) (*linkSender, error) {
 		if s != nil {
 			s.stop()
 		}
-		s = &linkSender{px: px, c: c, session: px.nextSession, wake: make(chan struct{}, 1), done: make(chan struct{}), slots: make(chan struct{}, maxLinkRequests)}
-		px.nextSession++
-		px.senders[id] = s
-		px.b.wg.Add(1)
-		go s.run()
+		s = px.newSenderLocked(c, id)
 	}
 	return s, nil
+}
+
+// newSenderLocked starts the link sender to broker id over c, on a new session.
+func (px *proxy) newSenderLocked(c *peer.Client, id int32) *linkSender {
+	s := &linkSender{px: px, c: c, leader: id, session: px.nextSession, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		slots: make(chan struct{}, maxLinkRequests), inflight: map[*pendingLink]struct{}{}}
+	px.nextSession++
+	px.senders[id] = s
+	px.b.wg.Add(1)
+	go s.run()
+	return s
 }
 
 func (px *proxy) close() {
@@ -151,10 +174,23 @@ func (px *proxy) close() {
 	}
 }
 
-// pendingLink is a link waiting to be sent, and what to do with the answer.
+// pendingLink is a link waiting to be sent or answered, and what to do with the answer.
+// It is finished once: by the leader's answer (or the connection's failure), or earlier
+// by abandon; whatever comes second is dropped.
 type pendingLink struct {
 	link partlog.Link
-	done func(peer.LinkResult, error)
+	// leaderEpoch is the partition's leader epoch in the view the link was routed by:
+	// abandon compares it with the current view.
+	leaderEpoch int32
+	done        func(peer.LinkResult, error)
+	finished    atomic.Bool
+}
+
+// finish runs done unless the link was finished already.
+func (pl *pendingLink) finish(res peer.LinkResult, err error) {
+	if !pl.finished.Swap(true) {
+		pl.done(res, err)
+	}
 }
 
 // linkSender sends the links for one leader: whatever queued while the previous request
@@ -162,18 +198,22 @@ type pendingLink struct {
 type linkSender struct {
 	px      *proxy
 	c       *peer.Client
+	leader  int32
 	session uint64
 	mu      sync.Mutex
-	queue   []pendingLink
-	wake    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	slots   chan struct{}
+	queue   []*pendingLink
+	// inflight are the links taken from the queue whose answers have not come: they may
+	// be at the leader (abandon keeps their pins).
+	inflight map[*pendingLink]struct{}
+	wake     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	slots    chan struct{}
 }
 
 func (s *linkSender) stop() { s.once.Do(func() { close(s.done) }) }
 
-func (s *linkSender) enqueue(pl pendingLink) {
+func (s *linkSender) enqueue(pl *pendingLink) {
 	s.mu.Lock()
 	s.queue = append(s.queue, pl)
 	s.mu.Unlock()
@@ -199,8 +239,11 @@ func (s *linkSender) run() {
 		for {
 			s.mu.Lock()
 			n := min(len(s.queue), maxLinksPerRequest)
-			batch := append([]pendingLink(nil), s.queue[:n]...)
+			batch := append([]*pendingLink(nil), s.queue[:n]...)
 			s.queue = s.queue[n:]
+			for _, pl := range batch {
+				s.inflight[pl] = struct{}{}
+			}
 			s.mu.Unlock()
 			if n == 0 {
 				break
@@ -208,8 +251,9 @@ func (s *linkSender) run() {
 			select {
 			case s.slots <- struct{}{}:
 			case <-b.ctx.Done():
+				s.settle(batch)
 				for _, pl := range batch {
-					pl.done(peer.LinkResult{}, peer.ErrClosed)
+					pl.finish(peer.LinkResult{}, peer.ErrClosed)
 				}
 				continue
 			}
@@ -224,11 +268,20 @@ func (s *linkSender) failAll(err error) {
 	s.queue = nil
 	s.mu.Unlock()
 	for _, pl := range q {
-		pl.done(peer.LinkResult{}, err)
+		pl.finish(peer.LinkResult{}, err)
 	}
 }
 
-func (s *linkSender) send(batch []pendingLink) {
+// settle forgets batch's links as in flight (their answers came, or they were not sent).
+func (s *linkSender) settle(batch []*pendingLink) {
+	s.mu.Lock()
+	for _, pl := range batch {
+		delete(s.inflight, pl)
+	}
+	s.mu.Unlock()
+}
+
+func (s *linkSender) send(batch []*pendingLink) {
 	b := s.px.b
 	req := peer.LinkRequest{Proxy: b.cfg.NodeID, ProxyEpoch: b.epoch, Session: s.session, Links: make([]partlog.Link, len(batch))}
 	for i := range batch {
@@ -237,6 +290,7 @@ func (s *linkSender) send(batch []pendingLink) {
 	start := time.Now()
 	s.c.Do(req.AppendTo(nil), func(resp []byte, err error) {
 		<-s.slots
+		s.settle(batch)
 		b.metrics.linkSeconds.Observe(time.Since(start).Seconds())
 		var rs []peer.LinkResult
 		if err == nil {
@@ -247,20 +301,21 @@ func (s *linkSender) send(batch []pendingLink) {
 		}
 		for i, pl := range batch {
 			if err != nil {
-				pl.done(peer.LinkResult{}, err)
+				pl.finish(peer.LinkResult{}, err)
 				continue
 			}
-			pl.done(rs[i], nil)
+			pl.finish(rs[i], nil)
 		}
 	})
 }
 
 // proxyWriter is the kafka.Writer of a partition led by another broker.
 type proxyWriter struct {
-	b      *Broker
-	t      *metadata.Topic
-	index  int32
-	leader int32
+	b           *Broker
+	t           *metadata.Topic
+	index       int32
+	leader      int32
+	leaderEpoch int32
 }
 
 // routedHere reports whether zone routing sends a client of zone to this broker for a
@@ -288,7 +343,7 @@ func (b *Broker) proxyFor(t *metadata.Topic, index int32) (kafka.Writer, bool) {
 	if br, ok := b.meta.View().Broker(mp.Leader); !ok || !br.Active() {
 		return nil, false
 	}
-	return proxyWriter{b: b, t: t, index: index, leader: mp.Leader}, true
+	return proxyWriter{b: b, t: t, index: index, leader: mp.Leader, leaderEpoch: mp.LeaderEpoch}, true
 }
 
 func (pw proxyWriter) Offsets() (logStart, hw int64) { return -1, -1 }
@@ -332,7 +387,7 @@ func (pw proxyWriter) Append(h *recbatch.Header, batch []byte, logAppendTime boo
 			fail(errLinkUnavailable)
 			return
 		}
-		s.enqueue(pendingLink{link: link, done: func(res peer.LinkResult, err error) {
+		s.enqueue(&pendingLink{link: link, leaderEpoch: pw.leaderEpoch, done: func(res peer.LinkResult, err error) {
 			pw.answered(link, pin, res, err, stamped, start, done)
 		}})
 	}})
@@ -345,6 +400,16 @@ func (pw proxyWriter) Append(h *recbatch.Header, batch []byte, logAppendTime boo
 func (pw proxyWriter) answered(link partlog.Link, pin *tier.ProxyPin, res peer.LinkResult, err error, stamped int64, start time.Time, done func(kafka.AppendResult)) {
 	b := pw.b
 	switch {
+	case errors.Is(err, errLinkAbandoned):
+		// The link may be at its leader (or reach it yet, on a session the lost-pin
+		// resolution fences): the pin is kept until that fence's proof, exactly as for a
+		// lost answer. The client is told to go to the partition's leader now.
+		if pin != nil {
+			b.tier.LostPin(pin)
+		}
+		b.metrics.links.WithLabelValues("abandoned").Inc()
+		done(kafka.AppendResult{Err: partlog.ErrNotLeader})
+		return
 	case errors.Is(err, peer.ErrLost):
 		if pin != nil {
 			b.tier.LostPin(pin)
@@ -438,11 +503,20 @@ func (px *proxy) rotate(leaders map[int32]bool) linkFence {
 // and the pins stay meanwhile. Sessions are ended only when a pin was lost since the
 // last fence (that fence point still covers the others), so a leader that is down for
 // long does not make every round cut the sessions to the leaders that are up.
+//
+// A leader is asked to fence below the last fence point only if its sender was ended
+// when that point was taken (rotated): a sender to it left running has a session below
+// the point, and the fence would refuse every link it sends from then on (as
+// NOT_LEADER_OR_FOLLOWER, which the client retries on the same sender: a partition
+// stalled for good; the zone lab's outage after a partition hit it). When the leaders
+// of the lost pins include one not rotated (a failover moved a partition to it), the
+// sessions are ended again, to all of them.
 func (b *Broker) resolveLostLoop() {
 	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.LinkGrace / 6)
 	defer t.Stop()
 	var last linkFence
+	var rotated map[int32]bool
 	for {
 		select {
 		case <-t.C:
@@ -453,10 +527,11 @@ func (b *Broker) resolveLostLoop() {
 		if len(keys) == 0 {
 			continue
 		}
-		if fresh || last.session == 0 {
-			last = b.proxy.rotate(b.leadersOf(keys))
+		leaders := b.leadersOf(keys)
+		if fresh || last.session == 0 || !subset(leaders, rotated) {
+			last, rotated = b.proxy.rotate(leaders), leaders
 		}
-		ends, err := b.fenceEnds(b.ctx, b.cfg.NodeID, last, keys)
+		ends, err := b.fenceEndsAt(b.ctx, b.cfg.NodeID, last, keys, rotated)
 		if err != nil {
 			b.log.Debug("fencing link sessions failed; retrying", "err", err)
 		}
@@ -464,6 +539,16 @@ func (b *Broker) resolveLostLoop() {
 			b.tier.ResolveLost(k, end)
 		}
 	}
+}
+
+// subset reports whether every member of a is in b.
+func subset(a, b map[int32]bool) bool {
+	for id := range a {
+		if !b[id] {
+			return false
+		}
+	}
+	return true
 }
 
 // leadersOf is the set of current leaders of keys.
@@ -526,6 +611,12 @@ func (b *Broker) fenceLinks(proxy int32, f linkFence, refs []peer.PartitionRef, 
 // (its WAL fenced, or the hand-off done), so a link of a session to an earlier leader is
 // below what the current leader's log starts from.
 func (b *Broker) fenceEnds(ctx context.Context, proxy int32, f linkFence, keys []partlog.Key) (map[partlog.Key]int64, error) {
+	return b.fenceEndsAt(ctx, proxy, f, keys, nil)
+}
+
+// fenceEndsAt is fenceEnds asking only the leaders in only (nil: any); the partitions
+// of the others are left out (asked again later).
+func (b *Broker) fenceEndsAt(ctx context.Context, proxy int32, f linkFence, keys []partlog.Key, only map[int32]bool) (map[partlog.Key]int64, error) {
 	v := b.meta.View()
 	byLeader := map[int32][]peer.PartitionRef{}
 	out := map[partlog.Key]int64{}
@@ -535,7 +626,7 @@ func (b *Broker) fenceEnds(ctx context.Context, proxy int32, f linkFence, keys [
 			out[k] = 1<<63 - 1 // deleted: nothing to keep
 			continue
 		}
-		if l := t.Partitions[k.Index].Leader; l >= 0 {
+		if l := t.Partitions[k.Index].Leader; l >= 0 && (only == nil || only[l]) {
 			byLeader[l] = append(byLeader[l], peer.PartitionRef{Topic: k.ID, Partition: k.Index})
 		}
 	}

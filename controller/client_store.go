@@ -370,6 +370,15 @@ func (c *Client) LeaseValid(now time.Time) bool {
 	return c.hasAck && have >= c.regVersion && at < c.lastAck+c.leaseDur
 }
 
+// SinceLeaseAck is how long before now the last heartbeat the controllers answered was
+// sent (the lease runs from that send); ok is false before the first (broker logs).
+func (c *Client) SinceLeaseAck(now time.Time) (d time.Duration, ok bool) {
+	at := c.leaseClock() + time.Until(now)
+	c.leaseMu.Lock()
+	defer c.leaseMu.Unlock()
+	return at - c.lastAck, c.hasAck
+}
+
 // ReportSuspect implements metadata.Leaser.
 func (c *Client) ReportSuspect(ctx context.Context, id int32) error {
 	_, err := c.call(ctx, http.MethodPost, "/v1/brokers/suspect", SuspectRequest{ID: id, Reporter: c.selfID.Load()}, nil)
