@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -87,16 +88,10 @@ func runBroker(ctx context.Context, args []string) error {
 				}
 			}
 			if err != nil {
-				if !started || ctx.Err() != nil {
-					return err
+				if retry, stop := startAgainLater(ctx, logger, started, err); !retry {
+					return stop
 				}
-				logger.Error("starting the broker again failed; retrying", "err", err)
-				select {
-				case <-time.After(time.Second):
-					continue
-				case <-ctx.Done():
-					return nil
-				}
+				continue
 			}
 			p.ready.Store(true)
 			announce(cfg.NodeID, b)
@@ -125,16 +120,10 @@ func runBroker(ctx context.Context, args []string) error {
 	for started := false; ; started = true {
 		n, err := cluster.StartBroker(cluster.BrokerOptions{Broker: cfg, Client: ccfg, Gossip: gcfg, Logger: logger, Registerer: reg})
 		if err != nil {
-			if !started || ctx.Err() != nil {
-				return err
+			if retry, stop := startAgainLater(ctx, logger, started, err); !retry {
+				return stop
 			}
-			logger.Error("starting the broker again failed; retrying", "err", err)
-			select {
-			case <-time.After(time.Second):
-				continue
-			case <-ctx.Done():
-				return nil
-			}
+			continue
 		}
 		p.ready.Store(true)
 		announce(cfg.NodeID, n.Broker)
@@ -158,6 +147,23 @@ func runBroker(ctx context.Context, args []string) error {
 			logger.Warn("this broker was fenced; starting it again with a new registration")
 			n.Close()
 		}
+	}
+}
+
+// startAgainLater decides after a failed start: the first start's error is final; a
+// restart (after a fence or a failed WAL) is retried a second later until ctx ends, so a
+// broker whose storage or controllers are down for a while comes back by itself. retry
+// false: return stop.
+func startAgainLater(ctx context.Context, logger *slog.Logger, started bool, err error) (retry bool, stop error) {
+	if !started || ctx.Err() != nil {
+		return false, err
+	}
+	logger.Error("starting the broker again failed; retrying", "err", err)
+	select {
+	case <-time.After(time.Second):
+		return true, nil
+	case <-ctx.Done():
+		return false, nil
 	}
 }
 
