@@ -154,8 +154,10 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 		go b.handoff(h)
 	}
 	// The zone proxy answers the links this view leaves waiting in vain (abandon.go).
-	b.proxy.startWatch()
-	b.proxy.viewChanged()
+	if b.proxy != nil { // nil in unit tests of the leadership alone
+		b.proxy.startWatch()
+		b.proxy.viewChanged()
+	}
 }
 
 // applyLed applies mp to p, a partition led here, and reports whether a hand-off starts.
