@@ -151,10 +151,10 @@ func MarkEpochs(fsys FS, path string, marks ...EpochMark) error {
 	if fsys == nil {
 		fsys = OSFS()
 	}
-	if err := fsys.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := fsys.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("wal: creating %s: %w", filepath.Dir(path), err)
 	}
-	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return ioError("opening "+path, err)
 	}

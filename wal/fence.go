@@ -225,13 +225,13 @@ func Fence(fs FS, dir, by string) error {
 	if len(by) > MaxFenceName {
 		return fmt.Errorf("wal: fence name of %d bytes, at most %d", len(by), MaxFenceName)
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("wal: creating %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, FenceFile)
 	// Never O_TRUNC and never a rename: the owner record after ours must survive, and
 	// an NFS client that has FENCE open could keep reading a replaced inode.
-	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return ioError("opening "+path, err)
 	}
@@ -270,7 +270,7 @@ func Fence(fs FS, dir, by string) error {
 // between our read and our write survives, and our first check sees it), synced.
 func openFence(cfg Config, instance uint64) error {
 	path := filepath.Join(cfg.Dir, FenceFile)
-	f, err := cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return ioError("opening "+path, err)
 	}

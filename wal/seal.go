@@ -243,7 +243,7 @@ func publishSeal(fsys FS, dir string, info SealInfo) (SealInfo, error) {
 	}
 	path := filepath.Join(dir, SealFile)
 	tmp := filepath.Join(dir, fmt.Sprintf("%s.%016x%s", SealFile, rand.Uint64(), sealTmpSuffix))
-	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return SealInfo{}, ioError("creating "+tmp, err)
 	}
