@@ -253,7 +253,11 @@
 //     stale page across a fresh open (TestFenceAndTokenReadUncachedAfterOwnWrite
 //     models it with StaleFS.SetOwnWriteStale). Where the file system refuses
 //     O_DIRECT (EINVAL: tmpfs on older kernels, some FUSE) the read falls back to
-//     a plain fresh open; such a file system is not shared between hosts.
+//     a plain fresh open; such a file system is not shared between hosts. The
+//     owner's check after every group (checkFence) reads cached, with a fresh open,
+//     only on the OS file system on a local file system with one page cache for
+//     every reader (ext4, XFS, Btrfs, tmpfs, F2FS: sharedPageCache), where no page
+//     can be stale and O_DIRECT would add a device read to every group commit.
 //
 // # The epoch fence
 //

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -21,3 +22,49 @@ func BenchmarkFenceCheck(b *testing.B) {
 		}
 	}
 }
+
+// The fence check reads FENCE through the page cache only on the OS file system, on a
+// local file system with one page cache for every reader; any other file system (NFS,
+// FUSE, a test model of either) keeps the uncached read the NFS argument needs.
+func TestFenceCheckCachedOnlyWithOneSharedPageCache(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig(dir)
+	cfg.Fence = true
+	w, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.fenceCached != sharedPageCache(dir) {
+		t.Fatalf("fenceCached %v, sharedPageCache %v", w.fenceCached, sharedPageCache(dir))
+	}
+	if sharedPageCache(dir + "/missing") {
+		t.Fatal("a directory that cannot be looked at counts as having one shared page cache")
+	}
+	if err := w.checkFence(); err != nil {
+		t.Fatal(err)
+	}
+	// A taker on the same host: its write is in the one page cache, the cached read sees it.
+	if err := Fence(nil, dir, "taker"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.checkFence(); !errors.Is(err, ErrFenced) {
+		t.Fatalf("check after the fence: %v, want ErrFenced", err)
+	}
+
+	other := DefaultConfig(t.TempDir())
+	other.Fence = true
+	other.FS = wrappedFS{OSFS()}
+	w2, err := Open(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	if w2.fenceCached {
+		t.Fatal("a file system other than the OS's reads FENCE cached")
+	}
+}
+
+// wrappedFS is the OS file system behind another type (as a test model or a counting
+// wrapper would be).
+type wrappedFS struct{ FS }

@@ -45,3 +45,20 @@ func fallocate(f *os.File, size int64) error {
 func isQuotaError(err error) bool { return errors.Is(err, unix.EDQUOT) }
 
 func osFlags(flag int) int { return flag }
+
+// sharedPageCache reports whether dir is on a local file system whose one kernel page
+// cache every reader of it uses (ext4, XFS, Btrfs, tmpfs, F2FS): a page there is never
+// stale, so a fresh open and a cached read see every write at once, and the fence check
+// need not pay a device read per group commit (O_DIRECT). NFS, FUSE (the FSx-like lab)
+// and anything unknown answer false: each host has a cache of its own.
+func sharedPageCache(dir string) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return false
+	}
+	switch uint64(st.Type) {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC, unix.F2FS_SUPER_MAGIC:
+		return true
+	}
+	return false
+}

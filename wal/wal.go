@@ -51,6 +51,9 @@ type WAL struct {
 	found []Pos // segment bases found by Open, consumed by Replay
 	// instance identifies this WAL's owner record in FENCE (Config.Fence).
 	instance uint64
+	// fenceCached: the fence check may read FENCE through the page cache (checkFence):
+	// the OS file system, on a local file system with one page cache for all readers.
+	fenceCached bool
 
 	// The queue of entries waiting for the committer.
 	qmu     sync.Mutex
@@ -183,6 +186,9 @@ func Open(cfg Config) (*WAL, error) {
 		preCh: make(chan preResult, 1),
 	}
 	w.instance = instance
+	if _, ok := cfg.FS.(osFS); ok {
+		w.fenceCached = sharedPageCache(cfg.Dir)
+	}
 	w.notFull.L = &w.qmu
 	go w.run()
 	return w, nil
