@@ -100,6 +100,8 @@ func (b *Broker) serveLinks(req peer.LinkRequest, respond func([]byte)) {
 		data, err := partlog.VerifyLink(&l, src)
 		if err != nil {
 			b.log.Warn("a proxied batch does not read back; its link is refused", "proxy", req.Proxy, "epoch", req.ProxyEpoch, "pos", l.Pos, "err", err)
+			// KAFKA_STORAGE_ERROR whatever the read's error (a CRC mismatch here is a stale
+			// read of the proxy's WAL, not a corrupt batch of the client's): it retries.
 			res[i] = peer.LinkResult{Code: kerr.KafkaStorageError.Code, Class: peer.LinkRefused, Base: -1, LogStart: -1}
 			finish()
 			continue
