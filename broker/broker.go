@@ -57,7 +57,7 @@ type Broker struct {
 	loader *partlog.Loader
 	tier   *tier.Tier // nil: the WAL keeps everything
 
-	groupLoads groupLoads // offsets partitions whose groups are restored (offsets_topic.go)
+	groupParts groupParts // __consumer_offsets partitions: group loads and compaction (groupload.go)
 
 	// starting: Start is loading every partition itself (guarded by the partition
 	// set's lock through syncPartitions).
@@ -201,10 +201,11 @@ func (b *Broker) Start() error {
 	}
 	b.metrics.attach(b) // partitions led, consumer groups and lag, read at scrape time
 	b.serveListeners()
-	b.wg.Add(3)
+	b.wg.Add(4)
 	go b.watchMetadata()
 	go b.walGCLoop()
 	go b.replicas.janitor()
+	go b.expireOffsetsLoop()
 	if f, ok := b.meta.(interface{ Fenced() <-chan struct{} }); ok {
 		b.wg.Add(1)
 		go func() {
@@ -480,4 +481,14 @@ type topicChecker struct{ b *Broker }
 func (t topicChecker) PartitionExists(topic string, partition int32) bool {
 	tp := t.b.meta.View().Topics[topic]
 	return tp != nil && partition >= 0 && int(partition) < len(tp.Partitions)
+}
+
+// TopicID is group.TopicIDs: offsets of a deleted topic, or of an earlier topic of the
+// same name, are not served.
+func (t topicChecker) TopicID(topic string) (string, bool) {
+	tp := t.b.meta.View().Topics[topic]
+	if tp == nil {
+		return "", false
+	}
+	return tp.ID.String(), true
 }

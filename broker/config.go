@@ -70,6 +70,16 @@ type Config struct {
 	// OffsetsTopicPartitions is the partition count of __consumer_offsets when the broker
 	// creates it (offsets.topic.num.partitions).
 	OffsetsTopicPartitions int32
+	// OffsetsCompactBytes: a __consumer_offsets partition led here is compacted (every
+	// group's state written again, the older records dropped) once its log holds more
+	// than this and more than twice what the last compaction wrote, which bounds how long
+	// a new coordinator takes to load it. 0 turns compaction off.
+	OffsetsCompactBytes int64
+	// OffsetsCompactCheck is how often each such partition is looked at.
+	OffsetsCompactCheck time.Duration
+	// OffsetsRetentionCheck is how often expired offsets are removed
+	// (offsets.retention.check.interval.ms; Group.OffsetsRetention is the retention).
+	OffsetsRetentionCheck time.Duration
 	// MaxRequestBytes bounds one request frame; larger frames close the connection
 	// before anything is allocated for them (Kafka: socket.request.max.bytes).
 	MaxRequestBytes int32
@@ -225,6 +235,9 @@ func DefaultConfig() Config {
 		AutoCreateTopics:       true,
 		DefaultPartitions:      1,
 		OffsetsTopicPartitions: 16,
+		OffsetsCompactBytes:    16 << 20,
+		OffsetsCompactCheck:    5 * time.Second,
+		OffsetsRetentionCheck:  10 * time.Minute,
 		TailCacheBytes:         256 << 20,
 		MaxInFlight:            256,
 		SlowTrace:              slowtrace.DefaultConfig(),
@@ -302,6 +315,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OffsetsTopicPartitions < 1 {
 		return fmt.Errorf("broker: offsets topic partitions must be >= 1")
+	}
+	if c.OffsetsCompactBytes < 0 || c.OffsetsCompactCheck <= 0 || c.OffsetsRetentionCheck <= 0 {
+		return fmt.Errorf("broker: --offsets-compact-bytes must be >= 0 and the offsets check intervals > 0")
 	}
 	if c.WAL.Dir == "" {
 		c.WAL.Dir = filepath.Join(c.DataDir, "wal")
@@ -401,25 +417,34 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	c.SASL.BindFlags(fs)
 	c.ACL.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
+	fs.DurationVar(&c.Group.OffsetsRetention, "offsets-retention", c.Group.OffsetsRetention, "keep an empty group's committed offsets this long after it became empty (a group that never had members: after the commit); offsets.retention.minutes. 0 = for ever")
+	fs.DurationVar(&c.OffsetsRetentionCheck, "offsets-retention-check-interval", c.OffsetsRetentionCheck, "how often expired offsets, and offsets of deleted topics, are removed")
+	fs.Int64Var(&c.OffsetsCompactBytes, "offsets-compact-bytes", c.OffsetsCompactBytes, "compact a __consumer_offsets partition (write each group's state again, drop the older records) once its log passes this many bytes and twice its last compaction; bounds a new coordinator's load time. 0 = never")
 }
 
 // staticConfigs are the broker settings DescribeConfigs reports (read-only in Weir: they
 // are flags).
 func (c *Config) staticConfigs() map[string]string {
 	return map[string]string{
-		"broker.id":                  strconv.Itoa(int(c.NodeID)),
-		"broker.rack":                c.Rack,
-		"num.partitions":             strconv.Itoa(int(c.DefaultPartitions)),
-		"auto.create.topics.enable":  strconv.FormatBool(c.AutoCreateTopics),
-		"socket.request.max.bytes":   strconv.Itoa(int(c.MaxRequestBytes)),
-		"queued.max.request.bytes":   strconv.FormatInt(c.Limits.QueuedMaxRequestBytes, 10),
-		"max.connections":            strconv.Itoa(c.Limits.MaxConnections),
-		"max.connections.per.ip":     strconv.Itoa(c.Limits.MaxConnectionsPerIP),
-		"fetch.max.bytes":            strconv.Itoa(int(c.Limits.FetchMaxBytes)),
-		"message.max.bytes":          strconv.Itoa(metadata.DefaultMaxMessageBytes),
-		"default.replication.factor": "1",
-		"min.insync.replicas":        "1",
-		"log.dirs":                   c.WAL.Dir,
+		"broker.id":                           strconv.Itoa(int(c.NodeID)),
+		"broker.rack":                         c.Rack,
+		"num.partitions":                      strconv.Itoa(int(c.DefaultPartitions)),
+		"auto.create.topics.enable":           strconv.FormatBool(c.AutoCreateTopics),
+		"socket.request.max.bytes":            strconv.Itoa(int(c.MaxRequestBytes)),
+		"queued.max.request.bytes":            strconv.FormatInt(c.Limits.QueuedMaxRequestBytes, 10),
+		"max.connections":                     strconv.Itoa(c.Limits.MaxConnections),
+		"max.connections.per.ip":              strconv.Itoa(c.Limits.MaxConnectionsPerIP),
+		"fetch.max.bytes":                     strconv.Itoa(int(c.Limits.FetchMaxBytes)),
+		"message.max.bytes":                   strconv.Itoa(metadata.DefaultMaxMessageBytes),
+		"default.replication.factor":          "1",
+		"min.insync.replicas":                 "1",
+		"log.dirs":                            c.WAL.Dir,
+		"group.initial.rebalance.delay.ms":    strconv.FormatInt(c.Group.InitialRebalanceDelay.Milliseconds(), 10),
+		"group.min.session.timeout.ms":        strconv.FormatInt(c.Group.MinSessionTimeout.Milliseconds(), 10),
+		"group.max.session.timeout.ms":        strconv.FormatInt(c.Group.MaxSessionTimeout.Milliseconds(), 10),
+		"offsets.retention.minutes":           strconv.FormatInt(int64(c.Group.OffsetsRetention/time.Minute), 10),
+		"offsets.retention.check.interval.ms": strconv.FormatInt(c.OffsetsRetentionCheck.Milliseconds(), 10),
+		"offsets.topic.num.partitions":        strconv.Itoa(int(c.OffsetsTopicPartitions)),
 	}
 }
 

@@ -153,6 +153,7 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 		b.wg.Add(1)
 		go b.handoff(h)
 	}
+	b.syncGroupLoads(v) // groups of offsets partitions gained, moving away or dropped
 	// The zone proxy answers the links this view leaves waiting in vain (abandon.go).
 	if b.proxy != nil { // nil in unit tests of the leadership alone
 		b.proxy.startWatch()
@@ -180,8 +181,9 @@ func (b *Broker) applyLed(p *partlog.Partition, mp metadata.Partition, v *metada
 // and failed the partitions over instead).
 func (b *Broker) resumeMove(p *partlog.Partition) {
 	var job *handoffJob
+	var v *metadata.View
 	b.parts.Update(func(tx partlog.SetTx) {
-		v := b.synced.view
+		v = b.synced.view
 		if v == nil || !b.synced.waiting[partKey{p.ID(), p.Index()}] || tx.Get(p.ID(), p.Index()) != p {
 			return
 		}
@@ -196,6 +198,7 @@ func (b *Broker) resumeMove(p *partlog.Partition) {
 	if job != nil {
 		b.wg.Add(1)
 		go b.handoff(*job)
+		b.syncGroupLoads(v)
 	}
 }
 

@@ -23,6 +23,8 @@ import (
 //	proxy_links_total{result}                batches produced here as a zone proxy, by outcome
 //	proxy_link_seconds                       one link request's round trip to the leader
 //	proxy_produce_seconds                    a proxied batch from WAL append to the leader's answer
+//	group_load_seconds                       loading one __consumer_offsets partition's groups
+//	group_compactions_total                  compactions of __consumer_offsets partitions
 //	recovery_seconds{phase}                  seal, scan, complete: one recovery of a fenced
 //	                                         broker's partitions; total: from seeing a partition
 //	                                         Recovering to serving it
@@ -43,6 +45,9 @@ type metrics struct {
 	links          *prometheus.CounterVec
 	linkSeconds    prometheus.Histogram
 	proxySeconds   prometheus.Histogram
+	groupLoadSecs  prometheus.Histogram
+	// groupCompactions counts compactions of __consumer_offsets partitions.
+	groupCompactions prometheus.Counter
 
 	self int32 // for walRead's own/other label
 
@@ -77,7 +82,11 @@ func newMetrics(reg prometheus.Registerer, self int32) *metrics {
 		Help: "Round trip of one link request to a partition's leader in another zone.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)})
 	m.proxySeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "weir_broker_proxy_produce_seconds",
 		Help: "A proxied batch from its append to this broker's WAL to the leader's answer.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)})
-	m.set.MustRegister(m.links, m.linkSeconds, m.proxySeconds)
+	m.groupLoadSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "weir_broker_group_load_seconds",
+		Help: "Loading the groups of one __consumer_offsets partition this broker came to lead (its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
+	m.groupCompactions = prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_group_compactions_total",
+		Help: "Compactions of a __consumer_offsets partition: every group's state written again and the log start raised past the older records."})
+	m.set.MustRegister(m.links, m.linkSeconds, m.proxySeconds, m.groupLoadSecs, m.groupCompactions)
 	m.set.MustRegister(m.bytesIn, m.lagFailures, m.walReadBytes, m.recovered, m.recoveryRead, m.recoverySecs, m.walDirsDeleted)
 	return m
 }
@@ -90,6 +99,8 @@ func (m *metrics) walRead(broker int32, n int) {
 	}
 	m.walReadBytes.WithLabelValues(src).Add(float64(n))
 }
+
+func (m *metrics) groupLoad(d time.Duration) { m.groupLoadSecs.Observe(d.Seconds()) }
 
 func (m *metrics) recoveryPhase(phase string, d time.Duration) {
 	m.recoverySecs.WithLabelValues(phase).Observe(d.Seconds())

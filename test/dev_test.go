@@ -92,6 +92,25 @@ func TestWeirDev(t *testing.T) {
 	if fmt.Sprint(racks) != "[1:a 2:b 3:c]" {
 		t.Fatalf("brokers and racks: %v", racks)
 	}
+	// A development cluster settles a new group at once, as Kafka's development config
+	// does (group.initial.rebalance.delay.ms=0); brokers keep 3 s.
+	bcfg, err := adm.DescribeBrokerConfigs(ctxT(t, 30*time.Second), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delay, ferr := bcfg.On("1", nil)
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	got := "(absent)"
+	for _, c := range delay.Configs {
+		if c.Key == "group.initial.rebalance.delay.ms" {
+			got = c.MaybeValue()
+		}
+	}
+	if got != "0" {
+		t.Fatalf("weir dev's group.initial.rebalance.delay.ms: %s, want 0", got)
+	}
 	r, err := cl.ProduceSync(ctxT(t, 60*time.Second), &kgo.Record{Value: []byte("hello")}).First()
 	if err != nil {
 		t.Fatal(err)

@@ -7,9 +7,10 @@
 // ClassicGroup in the group-coordinator module, and the older Scala
 // GroupCoordinator) closely; deviations are documented where they occur.
 //
-// Group membership state lives only in memory (as in Kafka, a coordinator
-// restart forces every group to rejoin). Committed offsets are made durable
-// through an OffsetStore and reloaded with Coordinator.Restore.
+// Committed offsets and each generation's membership and assignment are made
+// durable through a Store (record.go) and replayed with Coordinator.Load when a
+// coordinator takes a group's partition, so a group survives a move or failover
+// of its coordinator without a rebalance, as in Kafka.
 package group
 
 import (
@@ -37,6 +38,10 @@ type Config struct {
 	// OffsetMetadataMaxBytes is offset.metadata.max.bytes: commits with
 	// longer metadata get OFFSET_METADATA_TOO_LARGE. Default 4096.
 	OffsetMetadataMaxBytes int
+	// OffsetsRetention is offsets.retention.minutes: how long an Empty group's
+	// offsets are kept after it became Empty (expire.go). Default 7 days; 0 keeps
+	// them for ever (offsets of deleted topics still go).
+	OffsetsRetention time.Duration
 	// Clock is the time source for timestamps and timers. Default: real time.
 	Clock Clock
 	// Status reports whether this coordinator serves a group (in a cluster: whether this
@@ -88,6 +93,7 @@ func DefaultConfig() Config {
 		InitialRebalanceDelay:  3 * time.Second,
 		NewMemberJoinTimeout:   5 * time.Minute,
 		OffsetMetadataMaxBytes: 4096,
+		OffsetsRetention:       7 * 24 * time.Hour,
 		Clock:                  RealClock(),
 	}
 }
@@ -106,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.NewMemberJoinTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("group: NewMemberJoinTimeout must be > 0, got %v", c.NewMemberJoinTimeout))
+	}
+	if c.OffsetsRetention < 0 {
+		errs = append(errs, fmt.Errorf("group: OffsetsRetention must be >= 0, got %v", c.OffsetsRetention))
 	}
 	if c.OffsetMetadataMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("group: OffsetMetadataMaxBytes must be >= 0, got %d", c.OffsetMetadataMaxBytes))

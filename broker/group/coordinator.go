@@ -39,19 +39,22 @@ type Offset struct {
 	Metadata    string
 	CommitTime  time.Time
 	Delete      bool // tombstone
+	// TopicID is the ID the topic had when the offset was committed ("" if unknown or
+	// committed before IDs were recorded): an offset of an earlier topic of the same
+	// name is not served.
+	TopicID string `json:",omitempty"`
 }
 
-// OffsetStore makes commits durable (the broker writes them to its WAL and
-// waits for fdatasync). The offsets of one call must be persisted in slice
-// order (a later entry for the same partition wins over an earlier one) and
-// atomically enough that either the call succeeds or none of it is applied
-// by Restore. The error may be a *kerr.Error to pick the code the client
-// gets (mapped like Kafka maps log-append errors); any other error is
-// treated like KAFKA_STORAGE_ERROR, which Kafka reports to group clients as
-// NOT_COORDINATOR (retriable: the client re-discovers the coordinator and
-// retries). Calls for the same group are never concurrent.
-type OffsetStore interface {
-	CommitOffsets(ctx context.Context, group string, offsets []Offset) error
+// Store makes a group's records durable (the broker appends them to the group's
+// __consumer_offsets partition and waits for fdatasync). A record is applied by Load
+// whole or not at all; a failed call may or may not have been persisted, and the client
+// is told it failed. The error may be a *kerr.Error to pick the code the client gets
+// (mapped like Kafka maps log-append errors); any other error is treated like
+// KAFKA_STORAGE_ERROR, which Kafka reports to group clients as NOT_COORDINATOR
+// (retriable: the client re-discovers the coordinator and retries). Calls for the same
+// group are never concurrent.
+type Store interface {
+	Write(ctx context.Context, group string, rec Record) error
 }
 
 // Topics answers whether topic/partition exists (OffsetCommit to unknown ones
@@ -60,10 +63,19 @@ type Topics interface {
 	PartitionExists(topic string, partition int32) bool
 }
 
+// TopicIDs is what Topics may offer besides: the current ID of a topic ("" with false
+// when there is no such topic). Offsets are committed with the ID of their topic, so
+// that once the topic is deleted, or deleted and created again under the same name, its
+// old offsets are neither served nor kept (a consumer of the new topic would skip
+// records).
+type TopicIDs interface {
+	TopicID(topic string) (string, bool)
+}
+
 // Coordinator is the classic group coordinator. It is safe for concurrent use.
 type Coordinator struct {
 	cfg    Config
-	store  OffsetStore
+	store  Store
 	topics Topics
 
 	baseCtx context.Context // cancelled by Close; used for store calls
@@ -73,13 +85,16 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	closed bool
+	// legacy holds the offsets Restore replayed from records written before offsets
+	// lived in the group's partition: Load starts from them.
+	legacy map[string][]Offset
 }
 
 // New returns a Coordinator. Config fields beyond the four basic ones
 // (NewMemberJoinTimeout, OffsetMetadataMaxBytes) and a nil Clock take their
 // defaults when zero. New panics if the resulting config is invalid. A nil
 // store keeps offsets in memory only; a nil topics accepts every partition.
-func New(cfg Config, store OffsetStore, topics Topics) *Coordinator {
+func New(cfg Config, store Store, topics Topics) *Coordinator {
 	def := DefaultConfig()
 	if cfg.Clock == nil {
 		cfg.Clock = def.Clock
@@ -261,14 +276,19 @@ func (c *Coordinator) Committed(group string) map[string]map[int32]Offset {
 	return out
 }
 
-// Restore loads a committed offset (or applies a tombstone) while the broker replays
-// the commits of a group's partition, in log order; replaying a prefix again is
-// harmless. It does not call the OffsetStore. The caller keeps the group's Status at
-// Loading until every commit is restored, so no live commit is made meanwhile; a write
-// that was already on its way to the store when the restore reached its group is not
-// applied in memory (the restored state, read from the log, wins) and is answered
+// Restore applies a committed offset (or a tombstone) of a legacy record, written
+// before offsets lived in the group's partition, in log order; replaying a prefix again
+// is harmless. It does not call the Store. The offsets are also kept as the base from
+// which Load of the group's partition starts. A write that was already on its way to the
+// store when the restore reached its group is not applied in memory and is answered
 // NOT_COORDINATOR.
 func (c *Coordinator) Restore(group string, o Offset) {
+	c.mu.Lock()
+	if c.legacy == nil {
+		c.legacy = map[string][]Offset{}
+	}
+	c.legacy[group] = append(c.legacy[group], o)
+	c.mu.Unlock()
 	for {
 		g := c.getOrCreate(group)
 		g.lock()
@@ -427,10 +447,17 @@ var (
 type write struct {
 	ctx     context.Context // request context; a cancelled request is dropped unwritten
 	offsets []Offset
+	meta    *Meta // the group's membership from now on (nil: unchanged)
+	// full: write the group's whole state (Record.Full), computed when the write reaches
+	// the head of the queue, after every earlier write is applied. deleted: the group is
+	// gone (Record.Deleted). Either is written alone, never merged with other writes.
+	full, deleted bool
 	// apply runs with the group locked once the outcome is known (err is nil
 	// on success). It updates memory and queues the response.
 	apply func(err error)
 }
+
+func (w *write) alone() bool { return w.full || w.deleted }
 
 // enqueueWrite queues w behind earlier writes of g. Called with g locked.
 func (g *group) enqueueWrite(w *write) {
@@ -454,38 +481,72 @@ func (g *group) enqueueWrite(w *write) {
 	go g.writeLoop()
 }
 
+// nextBatch takes the writes the next store call carries and the record they make:
+// every queued write up to the first one that goes alone, or that one by itself. Called
+// with g locked, after every earlier batch is applied. dropped[i] is the error of a
+// write whose request was cancelled before it was written (it is left out).
+func (g *group) nextBatch() (batch []*write, rec Record, dropped []error) {
+	n := 0
+	for n < len(g.writeQ) && !g.writeQ[n].alone() {
+		n++
+	}
+	if n == 0 {
+		n = 1
+	}
+	batch = g.writeQ[:n:n]
+	g.writeQ = g.writeQ[n:]
+	dropped = make([]error, len(batch))
+	for i, w := range batch {
+		if err := w.ctx.Err(); err != nil {
+			dropped[i] = err
+			continue
+		}
+		switch {
+		case w.full:
+			rec = g.fullRecord()
+		case w.deleted:
+			rec = Record{Deleted: true}
+		default:
+			rec.Offsets = append(rec.Offsets, w.offsets...)
+			if w.meta != nil {
+				rec.Meta = w.meta
+			}
+		}
+	}
+	return batch, rec, dropped
+}
+
+func (rec *Record) empty() bool {
+	return len(rec.Offsets) == 0 && rec.Meta == nil && !rec.Full && !rec.Deleted
+}
+
 func (g *group) writeLoop() {
 	defer g.c.writers.Done()
 	for {
 		g.lock()
-		batch := g.writeQ
-		g.writeQ = nil
-		if len(batch) == 0 {
+		if len(g.writeQ) == 0 {
 			g.writing = false
+			g.writeQ = nil
 			g.unlock()
 			return
 		}
-		restores := g.restores
+		batch, rec, dropped := g.nextBatch()
+		restores, unloaded, removed := g.restores, g.unloaded, g.removed
 		g.unlock()
 
-		errs := make([]error, len(batch))
-		var offs []Offset
-		for i, w := range batch {
-			if err := w.ctx.Err(); err != nil {
-				errs[i] = err
-				continue
-			}
-			offs = append(offs, w.offsets...)
-		}
 		var err error
 		switch {
 		case g.c.baseCtx.Err() != nil:
 			err = errClosed
-		case len(offs) == 0:
+		case unloaded:
+			err = errNotOwned
+		case rec.empty():
+		case removed && rec.Full:
+			// Deleted since Compact queued it: nothing of the group is left to write.
 		default:
 			// Checked again here: the request was checked when it arrived, but the
 			// group's partition may have been lost or regained (Loading) since, and a
-			// commit written during a restore would be overwritten by older restored ones.
+			// write made during a load would be overwritten by older loaded records.
 			switch g.c.status(g.name) {
 			case NotOwned:
 				err = errNotOwned
@@ -493,20 +554,21 @@ func (g *group) writeLoop() {
 				err = errLoading
 			default:
 				if g.c.store != nil {
-					err = g.c.store.CommitOffsets(g.c.baseCtx, g.name, offs)
+					err = g.c.store.Write(g.c.baseCtx, g.name, rec)
 				}
 			}
 		}
 
 		g.lock()
-		if err == nil && g.restores != restores {
+		if err == nil && (g.restores != restores || g.unloaded) {
 			err = errRestored
 		}
 		for i, w := range batch {
-			if errs[i] == nil {
-				errs[i] = err
+			if dropped[i] != nil {
+				w.apply(dropped[i])
+			} else {
+				w.apply(err)
 			}
-			w.apply(errs[i])
 		}
 		after := g.afterBatch
 		g.afterBatch = nil
@@ -517,7 +579,7 @@ func (g *group) writeLoop() {
 	}
 }
 
-// storeErrorCode maps an OffsetStore / write error to the code the client
+// storeErrorCode maps a Store / write error to the code the client
 // sees, following Kafka's mapping of log-append errors for the group
 // coordinator (GroupCoordinatorService / GroupMetadataManager):
 // UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND) and

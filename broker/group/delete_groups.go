@@ -5,8 +5,8 @@ package group
 // Behaviour (Kafka): per group, GROUP_ID_NOT_FOUND if unknown (or already
 // being deleted), NON_EMPTY_GROUP unless the group is Empty. An Empty group
 // turns Dead at once (joins and commits then get COORDINATOR_NOT_AVAILABLE),
-// a tombstone for each of its committed offsets is written through the
-// OffsetStore, and once that is durable the group and its offsets are
+// a deletion record (Record.Deleted) is written through the Store, and once
+// that is durable the group and its offsets are
 // dropped (the name can then be reused by a fresh group). If the store
 // fails, the group goes back to Empty with its offsets and the error is
 // reported with Kafka's mapping (see storeErrorCode). v3+ carry an error
@@ -14,7 +14,6 @@ package group
 
 import (
 	"context"
-	"sort"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -68,30 +67,13 @@ func (c *Coordinator) handleDeleteGroups(ctx context.Context, r *kmsg.DeleteGrou
 	done(direct)
 }
 
-// deleteGroup tombstones all offsets of an Empty group and removes it.
-// finish runs with the group locked once the outcome is known.
+// deleteGroup writes the group's deletion (Record.Deleted: its offsets and membership
+// are gone) and removes it. finish runs with the group locked once the outcome is known.
 func (g *group) deleteGroup(ctx context.Context, finish func(code int16)) {
 	g.transition(stateDead)
-	now := g.c.cfg.Clock.Now()
-	var tombstones []Offset
-	topics := make([]string, 0, len(g.offsets))
-	for t := range g.offsets {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
-	for _, t := range topics {
-		parts := make([]int32, 0, len(g.offsets[t]))
-		for p := range g.offsets[t] {
-			parts = append(parts, p)
-		}
-		sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-		for _, p := range parts {
-			tombstones = append(tombstones, Offset{Topic: t, Partition: p, CommitTime: now, Delete: true})
-		}
-	}
 	g.enqueueWrite(&write{
 		ctx:     ctx,
-		offsets: tombstones,
+		deleted: true,
 		apply: func(err error) {
 			if err != nil {
 				g.transition(stateEmpty)
@@ -99,6 +81,7 @@ func (g *group) deleteGroup(ctx context.Context, finish func(code int16)) {
 				return
 			}
 			clear(g.offsets)
+			g.meta = nil
 			if !g.removed {
 				g.removeFromCoordinator()
 			}

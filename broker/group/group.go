@@ -19,6 +19,7 @@ package group
 // NewMemberJoinTimeout while their first JoinGroup is pending.
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -147,6 +148,12 @@ type group struct {
 	syncTok   uint64
 
 	offsets map[string]map[int32]Offset
+	// meta is the membership the log holds for the group (its last Meta record): what a
+	// Full record writes, since the state in memory may be mid-rebalance.
+	meta *Meta
+	// emptySince is when the group last became Empty (zero if it never had members):
+	// its offsets expire OffsetsRetention after it.
+	emptySince time.Time
 
 	writeQ     []*write
 	writing    bool
@@ -155,8 +162,9 @@ type group struct {
 	// knows memory was rebuilt from the log under it (errRestored).
 	restores uint64
 
-	removed bool // no longer in the coordinator's map
-	closed  bool // coordinator closed
+	removed  bool // no longer in the coordinator's map
+	unloaded bool // removed by Unload: its partition left; nothing of it may be written
+	closed   bool // coordinator closed
 }
 
 func newGroup(c *Coordinator, name string) *group {
@@ -584,6 +592,10 @@ func (g *group) completeJoin() {
 	}
 	g.initNextGeneration()
 	if g.state == stateEmpty {
+		// Durable, so a coordinator that takes the group over does not resume members
+		// that are gone; and the offsets expire from now (Kafka stores the empty group).
+		g.emptySince = g.c.cfg.Clock.Now()
+		g.storeMeta(g.metaOf(nil, g.emptySince), nil)
 		return
 	}
 	for _, m := range g.sortedMembers() {
@@ -693,6 +705,18 @@ func (g *group) propagateAssignment(code int16) {
 		// The member's session may have lapsed while it was parked.
 		g.scheduleHeartbeat(m, m.sessionTimeout)
 	}
+}
+
+// storeMeta writes the group's membership; done, if not nil, runs with the outcome.
+func (g *group) storeMeta(meta *Meta, done func(err error)) {
+	g.enqueueWrite(&write{ctx: context.Background(), meta: meta, apply: func(err error) {
+		if err == nil {
+			g.meta = meta
+		}
+		if done != nil {
+			done(err)
+		}
+	}})
 }
 
 // ---- responses ----------------------------------------------------------------

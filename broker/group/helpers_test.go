@@ -106,6 +106,7 @@ func (c *fakeClock) pendingTimers() int {
 type storeCall struct {
 	group   string
 	offsets []Offset
+	rec     Record
 }
 
 type memStore struct {
@@ -116,7 +117,8 @@ type memStore struct {
 	inFly chan struct{} // if not nil, signalled when a call starts
 }
 
-func (s *memStore) CommitOffsets(ctx context.Context, group string, offsets []Offset) error {
+func (s *memStore) Write(ctx context.Context, group string, rec Record) error {
+	offsets := rec.Offsets
 	s.mu.Lock()
 	gate, inFly := s.gate, s.inFly
 	s.mu.Unlock()
@@ -135,7 +137,7 @@ func (s *memStore) CommitOffsets(ctx context.Context, group string, offsets []Of
 	if s.err != nil {
 		return s.err
 	}
-	s.calls = append(s.calls, storeCall{group, append([]Offset(nil), offsets...)})
+	s.calls = append(s.calls, storeCall{group, append([]Offset(nil), offsets...), rec})
 	return nil
 }
 
@@ -153,26 +155,24 @@ func (s *memStore) snapshot() []storeCall {
 
 // latest replays the store log like the broker would at start.
 func (s *memStore) latest(group string) map[string]map[int32]Offset {
-	out := make(map[string]map[int32]Offset)
+	st := &loadState{}
 	for _, c := range s.snapshot() {
-		if c.group != group {
-			continue
-		}
-		for _, o := range c.offsets {
-			if o.Delete {
-				delete(out[o.Topic], o.Partition)
-				if len(out[o.Topic]) == 0 {
-					delete(out, o.Topic)
-				}
-				continue
-			}
-			if out[o.Topic] == nil {
-				out[o.Topic] = make(map[int32]Offset)
-			}
-			out[o.Topic][o.Partition] = o
+		if c.group == group {
+			st.apply(c.rec)
 		}
 	}
-	return out
+	if st.offsets == nil {
+		return map[string]map[int32]Offset{}
+	}
+	return st.offsets
+}
+
+// replay feeds Load every record written so far, in order.
+func (s *memStore) replay(apply func(string, Record)) error {
+	for _, c := range s.snapshot() {
+		apply(c.group, c.rec)
+	}
+	return nil
 }
 
 // ---- topics -------------------------------------------------------------------

@@ -281,7 +281,21 @@ func (g *group) replaceStaticMember(j *joinRequest, oldID, newID string, w *wait
 		} else {
 			resp = g.joinResponse(j.version, newID, false, currentLeader, false)
 		}
-		g.send(w.respond, resp)
+		// The new member ID must be durable before the member uses it: a coordinator
+		// that took the group over with the old ID would fence the member
+		// (FENCED_INSTANCE_ID, fatal in the Java client). As Kafka, answer only then.
+		g.storeMeta(g.metaOf(nil, g.c.cfg.Clock.Now()), func(err error) {
+			if err == nil {
+				g.send(w.respond, resp)
+				return
+			}
+			g.send(w.respond, joinError(j.version, newID, storeErrorCode(err, kerr.UnknownServerError.Code)))
+			// The replacement is not durable: drop the new member, so the instance
+			// joins again (a rebalance) rather than run on an ID the log does not have.
+			if !g.unloaded && g.members[newID] == m {
+				g.removeMemberAndUpdate(m)
+			}
+		})
 	case stateCompletingRebalance:
 		// The leader may already have computed an assignment naming the
 		// old member ID: rebalance so the new ID gets one.

@@ -19,14 +19,17 @@ package group
 //     CompletingRebalance gets REBALANCE_IN_PROGRESS (commits during
 //     PreparingRebalance with the previous generation are allowed).
 //   - Metadata longer than OffsetMetadataMaxBytes: OFFSET_METADATA_TOO_LARGE.
-//   - Accepted offsets are written through OffsetStore.CommitOffsets (off the
+//   - Accepted offsets are written through Store.Write (off the
 //     caller's goroutine, batched per group) and only applied in memory, and
 //     answered, once the store returns. A store failure leaves memory
 //     untouched and is reported with Kafka's mapping (see storeErrorCode):
 //     by default NOT_COORDINATOR, as Kafka does for KAFKA_STORAGE_ERROR.
+//   - A commit by a member (generation >= 0) restarts its session timer, as a
+//     heartbeat does.
 //   - v0 has no generation/member (treated as generation -1); v1's per
-//     partition timestamp and v2-v4's retention time are ignored (offsets do
-//     not expire); leader epochs are stored from v6 (else -1).
+//     partition timestamp and v2-v4's retention time are ignored (offsets
+//     expire by Config.OffsetsRetention, expire.go); leader epochs are stored
+//     from v6 (else -1). Each offset records its topic's ID (TopicIDs).
 
 import (
 	"context"
@@ -94,6 +97,10 @@ func (c *Coordinator) handleOffsetCommit(ctx context.Context, r *kmsg.OffsetComm
 		g.send(respond, resp)
 		return
 	}
+	if m := g.members[memberID]; m != nil && generation >= 0 {
+		// A commit from the member proves it alive, as a heartbeat does (Kafka).
+		g.scheduleHeartbeat(m, m.sessionTimeout)
+	}
 
 	now := c.cfg.Clock.Now()
 	var accepted []slot
@@ -121,6 +128,7 @@ func (c *Coordinator) handleOffsetCommit(ctx context.Context, r *kmsg.OffsetComm
 			LeaderEpoch: epoch,
 			Metadata:    meta,
 			CommitTime:  now,
+			TopicID:     c.topicID(t.Topic),
 		})
 	}
 	if len(offsets) == 0 {

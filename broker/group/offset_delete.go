@@ -11,7 +11,7 @@ package group
 //     to the topic (parsed from its kmsg.ConsumerMemberMetadata for the
 //     group's protocol); otherwise no error, and a committed offset, if any,
 //     is deleted.
-//   - Deletions are written as tombstones through the OffsetStore and applied
+//   - Deletions are written as tombstones through the Store and applied
 //     in memory once durable. On a store failure nothing changes and the
 //     response carries only a top-level error (Kafka's mapping, see
 //     storeErrorCode). An Empty group left without offsets is removed, as

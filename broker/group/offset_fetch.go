@@ -11,7 +11,10 @@ package group
 //     partitions without a committed offset (and unknown groups) get offset
 //     -1, leader epoch -1, empty metadata and no error, as in Kafka.
 //   - Offsets are those applied in memory, i.e. acknowledged as durable by
-//     the OffsetStore (a commit still being written is not visible).
+//     the Store (a commit still being written is not visible).
+//   - An offset committed to a topic that has since been deleted (or deleted
+//     and created again under its name: another topic ID) is not returned;
+//     the next expiry round deletes it (expire.go).
 //   - RequireStable (v7+) needs no handling: there are no transactional
 //     (pending) offsets. The KIP-848 member ID / epoch (v9+) are ignored for
 //     classic groups.
@@ -60,7 +63,12 @@ func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic) []fetchedTo
 		for _, t := range names {
 			ft := fetchedTopic{topic: t}
 			for _, o := range g.offsets[t] {
-				ft.partitions = append(ft.partitions, fetchedPartition{o.Partition, o.Offset, o.LeaderEpoch, o.Metadata})
+				if c.current(o) {
+					ft.partitions = append(ft.partitions, fetchedPartition{o.Partition, o.Offset, o.LeaderEpoch, o.Metadata})
+				}
+			}
+			if len(ft.partitions) == 0 {
+				continue
 			}
 			sort.Slice(ft.partitions, func(i, j int) bool { return ft.partitions[i].partition < ft.partitions[j].partition })
 			out = append(out, ft)
@@ -72,7 +80,7 @@ func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic) []fetchedTo
 		for _, p := range t.partitions {
 			fp := fetchedPartition{partition: p, offset: -1, epoch: -1}
 			if g != nil {
-				if o, ok := g.offset(t.topic, p); ok {
+				if o, ok := g.offset(t.topic, p); ok && c.current(o) {
 					fp = fetchedPartition{p, o.Offset, o.LeaderEpoch, o.Metadata}
 				}
 			}
@@ -131,4 +139,28 @@ func (c *Coordinator) handleOffsetFetch(r *kmsg.OffsetFetchRequest, respond func
 		resp.Topics = append(resp.Topics, rt)
 	}
 	respond(resp)
+}
+
+// current reports whether o was committed to the topic that now has its name: offsets
+// committed before topic IDs were recorded always are.
+func (c *Coordinator) current(o Offset) bool {
+	if o.TopicID == "" {
+		return true
+	}
+	ids, ok := c.topics.(TopicIDs)
+	if !ok {
+		return true
+	}
+	id, exists := ids.TopicID(o.Topic)
+	return exists && id == o.TopicID
+}
+
+// topicID is the current ID of topic, or "" when unknown.
+func (c *Coordinator) topicID(topic string) string {
+	if ids, ok := c.topics.(TopicIDs); ok {
+		if id, exists := ids.TopicID(topic); exists {
+			return id
+		}
+	}
+	return ""
 }

@@ -20,9 +20,14 @@ package group
 //   - Members that do not send SyncGroup within the rebalance timeout after
 //     the join phase are removed and a new rebalance starts.
 //   - v5+ responses carry the group's protocol type and name.
-// Group assignments are not persisted (a coordinator restart forces a rejoin).
+// The generation's membership and assignment are made durable (a Meta record) before
+// any member gets its assignment, as Kafka does: a coordinator that takes the group over
+// resumes it in Stable without a rebalance. If the write fails, the parked SyncGroups get
+// its error (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...) and a rebalance starts.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -79,13 +84,11 @@ func (c *Coordinator) handleSyncGroup(r *kmsg.SyncGroupRequest, respond func(kms
 		}
 		assignments := make(map[string][]byte, len(r.GroupAssignment))
 		for _, a := range r.GroupAssignment {
-			assignments[a.MemberID] = a.MemberAssignment
+			if _, ok := g.members[a.MemberID]; ok {
+				assignments[a.MemberID] = a.MemberAssignment
+			}
 		}
-		for id, mm := range g.members {
-			mm.assignment = assignments[id]
-		}
-		g.propagateAssignment(0)
-		g.transition(stateStable)
+		g.storeAssignment(assignments)
 	case stateStable:
 		g.removePendingSync(m.id)
 		resp := syncError(v, 0)
@@ -102,4 +105,32 @@ func (c *Coordinator) handleSyncGroup(r *kmsg.SyncGroupRequest, respond func(kms
 // contradicts the group's (an absent value never does).
 func inconsistent(sent *string, have string) bool {
 	return sent != nil && have != "" && *sent != have
+}
+
+// storeAssignment writes the generation's membership with the leader's assignments and,
+// once that is durable, hands every parked SyncGroup its assignment and makes the group
+// Stable. Called with g locked in CompletingRebalance.
+func (g *group) storeAssignment(assignments map[string][]byte) {
+	gen := g.generation
+	meta := g.metaOf(assignments, g.c.cfg.Clock.Now())
+	g.enqueueWrite(&write{ctx: context.Background(), meta: meta, apply: func(err error) {
+		if err == nil {
+			g.meta = meta
+		}
+		if g.state != stateCompletingRebalance || g.generation != gen {
+			return // a rebalance began meanwhile and answered the parked requests
+		}
+		if err != nil {
+			g.resetAndPropagateAssignmentWithError(storeErrorCode(err, kerr.UnknownServerError.Code))
+			if !g.unloaded {
+				g.prepareRebalance()
+			}
+			return
+		}
+		for id, mm := range g.members {
+			mm.assignment = assignments[id]
+		}
+		g.propagateAssignment(0)
+		g.transition(stateStable)
+	}})
 }

@@ -92,7 +92,7 @@ func (p *fakePart) EndOffsetForEpoch(e int32) (int32, int64)                  { 
 
 type nopOffsets struct{}
 
-func (nopOffsets) CommitOffsets(context.Context, string, []group.Offset) error { return nil }
+func (nopOffsets) Write(context.Context, string, group.Record) error { return nil }
 
 type allTopics struct{}
 

@@ -44,6 +44,10 @@ func runDev(ctx context.Context, args []string) error {
 	secure := fs.Bool("secure", false, "a secure deployment: Kafka listeners SASL_SSL with ACLs enforced (super user admin, password in <data-dir>/admin.password, "+
 		"client settings in <data-dir>/client.properties), a cluster token (<data-dir>/cluster.token), the controller API and Raft over TLS and authenticated "+
 		"(a throw-away CA in <data-dir>/tls, made at each start), encrypted gossip (<data-dir>/gossip.key); the files but the CA are kept across restarts")
+	// Kafka's own development config sets group.initial.rebalance.delay.ms to 0 so a local
+	// group settles at once; production brokers (weir broker) keep 3 s.
+	rebalanceDelay := fs.Duration("group-initial-rebalance-delay", 0,
+		"wait this long for more members before the first rebalance of an empty group (weir broker's default: 3s)")
 	scfg := storeconfig.DefaultConfig("")
 	scfg.BindFlags(fs)
 	p := newProcess(fs, "warn", "127.0.0.1:9644", "address for /metrics (every node, labelled), /healthz and /readyz (empty: off)")
@@ -84,6 +88,7 @@ func runDev(ctx context.Context, args []string) error {
 			if noObjects {
 				b.Objects = nil
 			}
+			b.Group.InitialRebalanceDelay = *rebalanceDelay
 		},
 		Dir: *dir, Controllers: *controllers, Brokers: *brokers, Zones: strings.Split(*zones, ","),
 		KafkaAddrs: ports(*kafkaPort, *brokers), GossipAddrs: ports(*gossipPort, *brokers),
