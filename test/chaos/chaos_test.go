@@ -1,6 +1,9 @@
 package chaos
 
 import (
+	"bytes"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -78,5 +81,80 @@ func TestMaxGap(t *testing.T) {
 	}
 	if g := maxGap(nil, at(0), at(500)); g != 500*time.Millisecond {
 		t.Fatalf("no acks: %v", g)
+	}
+}
+
+// The group's pause per fault is the longest time between reads in the fault's window,
+// to the millisecond; its rebalances are the new generations members were assigned in
+// the window (plus one left unfinished); the baseline is the gaps outside faults.
+func TestGroupPauseAndRebalances(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cfg := DefaultConfig()
+	cfg.Members, cfg.Settle, cfg.Rate, cfg.Partitions = 3, 2*time.Second, 1000, 4
+	l := &load{cfg: cfg, start: t0, acks: map[int32][]time.Time{}}
+	for ms := 0; ms <= 30000; ms += 10 {
+		switch {
+		case ms > 5000 && ms < 5050: // a 50 ms gap in the baseline
+		case ms > 10100 && ms < 10440: // fault A: 340 ms
+		case ms > 24000 && ms < 25500: // fault B: 1.5 s
+		default:
+			l.groupReads = append(l.groupReads, at(ms))
+		}
+	}
+	// Members stamp reads before taking the lock: analyze must not rely on their order.
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(l.groupReads), func(i, j int) {
+		l.groupReads[i], l.groupReads[j] = l.groupReads[j], l.groupReads[i]
+	})
+	ev := func(ms, m int, kind string, n int, gen int32, first bool) groupEvent {
+		return groupEvent{At: at(ms), Member: m, Kind: kind, Partitions: n, Generation: gen, First: first}
+	}
+	l.groupEvents = []groupEvent{
+		// Start-up: member 0 joins (gen 1), member 1 joins (gen 2): not in a fault.
+		ev(500, 0, "assigned", 4, 1, true), ev(600, 0, "revoked", 2, 1, false),
+		ev(650, 1, "assigned", 2, 2, true), ev(640, 0, "assigned", 0, 2, false),
+		// Fault A: one rebalance (gen 3), seen by both members; member 1 gets nothing new.
+		ev(10100, 0, "revoked", 1, 2, false), ev(10400, 0, "assigned", 0, 3, false), ev(10410, 1, "assigned", 1, 3, false),
+		// Fault B: member 1 fenced (lost), a rebalance to gen 4, then a revoke the window
+		// ends in: two.
+		ev(24000, 1, "lost", 3, 3, false), ev(25000, 1, "assigned", 3, 4, false), ev(25010, 0, "assigned", 0, 4, false),
+		ev(29000, 0, "revoked", 1, 4, false),
+	}
+	events := []Event{
+		{Fault: Fault{Kind: Pause, At: 10 * time.Second}, Start: at(10000), End: at(11000)},
+		{Fault: Fault{Kind: Kill, At: 22 * time.Second}, Start: at(22000), End: at(23000), Brokers: []int32{2}},
+	}
+	r := analyze(cfg, l, &watcher{}, events, at(30000))
+	if len(r.Faults) != 2 {
+		t.Fatalf("faults: %+v", r.Faults)
+	}
+	a, b := r.Faults[0], r.Faults[1]
+	if time.Duration(a.GroupPause) != 340*time.Millisecond || time.Duration(b.GroupPause) != 1500*time.Millisecond {
+		t.Fatalf("pauses %v and %v, want 340ms and 1.5s", a.GroupPause, b.GroupPause)
+	}
+	if a.GroupRebalances != 1 || b.GroupRebalances != 2 {
+		t.Fatalf("rebalances %d and %d, want 1 and 2", a.GroupRebalances, b.GroupRebalances)
+	}
+	if a.GroupGenerationBefore != 2 || a.GroupGenerationAfter != 3 || b.GroupGenerationBefore != 3 || b.GroupGenerationAfter != 4 {
+		t.Fatalf("generations %d→%d and %d→%d, want 2→3 and 3→4", a.GroupGenerationBefore, a.GroupGenerationAfter, b.GroupGenerationBefore, b.GroupGenerationAfter)
+	}
+	if len(a.GroupEvents) != 3 || len(b.GroupEvents) != 4 || time.Duration(a.GroupEvents[0].At) != 10100*time.Millisecond {
+		t.Fatalf("events %+v and %+v", a.GroupEvents, b.GroupEvents)
+	}
+	// Baseline: from the settle (2 s) to a second before fault A (9 s); fault A's
+	// window runs to 21 s and fault B's covers the rest.
+	bg := r.BaselineGroupGap
+	if time.Duration(bg.P50) != 10*time.Millisecond || time.Duration(bg.Max) != 50*time.Millisecond || bg.N != 696 {
+		t.Fatalf("baseline gap %+v, want p50 10ms, max 50ms over 696 gaps", bg)
+	}
+	var out bytes.Buffer
+	r.WriteText(&out)
+	if !strings.Contains(out.String(), "consumer group paused 340ms, 1 rebalances (generation 2 → 3)") {
+		t.Fatalf("text:\n%s", out.String())
+	}
+	// No group: nothing measured.
+	cfg.Members = 0
+	if r := analyze(cfg, l, &watcher{}, events, at(30000)); r.Faults[0].GroupPause != 0 || r.Faults[0].GroupRebalances != 0 {
+		t.Fatalf("without a group: %+v", r.Faults[0])
 	}
 }

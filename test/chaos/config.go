@@ -98,6 +98,9 @@ const (
 	ZonePartition FaultKind = "zone-partition" // cut the brokers of zone ARG off the controllers for CutFor (see zones.go for what is not cut)
 )
 
+// group is the load's consumer group.
+func (c *Config) group() string { return "chaos-" + c.Topic }
+
 // Fault is one scheduled fault: Kind at At after the start, on Broker (0: any, chosen at
 // random with the seed) or N brokers (kill-many).
 type Fault struct {

@@ -18,6 +18,7 @@ type Event struct {
 	Brokers []int32     `json:"brokers,omitempty"`
 	Steps   []EventStep `json:"steps,omitempty"`
 	Err     string      `json:"error,omitempty"`
+	Note    string      `json:"note,omitempty"` // what the fault did, when more than its brokers
 }
 
 // EventStep is one broker hit by a fault, at a time.
