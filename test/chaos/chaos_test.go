@@ -82,6 +82,13 @@ func TestMaxGap(t *testing.T) {
 	if g := maxGap(nil, at(0), at(500)); g != 500*time.Millisecond {
 		t.Fatalf("no acks: %v", g)
 	}
+	// The group's pause counts a quiet time under way at the fault's start from the start.
+	if g := longestQuiet(acks, at(1000), at(2000)); g != 500*time.Millisecond {
+		t.Fatalf("quiet %v, want 500ms (the start → 1500, not 200 → 1500)", g)
+	}
+	if g := longestQuiet(acks, at(150), at(2000)); g != 1300*time.Millisecond {
+		t.Fatalf("quiet %v, want 1.3s (200 → 1500)", g)
+	}
 }
 
 // The group's pause per fault is the longest time between reads in the fault's window,

@@ -60,8 +60,9 @@ type FaultReport struct {
 	Affected  int            `json:"affected_partitions"`
 	Latency   LatencyFigures `json:"latency_after"`
 	// GroupPause is the longest time the consumer group read nothing in the fault's
-	// window (from its start to 10 s after its end, or the next fault), the gap across
-	// the start counted whole; compare with Report.BaselineGroupGap.
+	// window (from its start to 10 s after its end, or the next fault's start), to the
+	// millisecond; a pause already under way when the fault began counts from its start
+	// (the fault did not cause the rest). Compare with Report.BaselineGroupGap.
 	GroupPause Dur `json:"group_pause"`
 	// GroupRebalances counts the group's rebalances in the window (see rebalances);
 	// GroupGenerationBefore/After are the generation last assigned before the fault
@@ -199,7 +200,7 @@ func analyze(cfg Config, l *load, w *watcher, events []Event, end time.Time) *Re
 		until = minTime(until, end)
 		fr := analyzeFault(cfg, l, w, ev, until)
 		if cfg.Members > 0 {
-			fr.GroupPause = Dur(maxGap(reads, ev.Start, until))
+			fr.GroupPause = Dur(longestQuiet(reads, ev.Start, until))
 			fr.GroupRebalances = rebalances(gevs, ev.Start, until)
 			fr.GroupGenerationBefore, fr.GroupGenerationAfter = generation(gevs, ev.Start), generation(gevs, until)
 			for _, e := range gevs {
@@ -251,6 +252,13 @@ func maxGap(ts []time.Time, from, to time.Time) time.Duration {
 		prev = t
 	}
 	return max(gap, to.Sub(prev))
+}
+
+// longestQuiet is the longest time in [from, to] without one of ts (sorted); a quiet
+// time under way at from counts from from.
+func longestQuiet(ts []time.Time, from, to time.Time) time.Duration {
+	i := sort.Search(len(ts), func(i int) bool { return !ts[i].Before(from) })
+	return maxGap(ts[i:], from, to)
 }
 
 // baselineGaps are the times between consecutive group reads in [from, to] whose span
