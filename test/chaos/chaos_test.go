@@ -23,6 +23,9 @@ func TestParseFault(t *testing.T) {
 		"storage-error:enospc@3s":   {Kind: StorageError, Arg: "ENOSPC", At: 3 * time.Second},
 		"zone-outage:b@4s":          {Kind: ZoneOutage, Arg: "b", At: 4 * time.Second},
 		"zone-partition@4s":         {Kind: ZonePartition, At: 4 * time.Second},
+		"coordinator-move@5s":       {Kind: CoordinatorMove, At: 5 * time.Second},
+		"coordinator-move:3@5s":     {Kind: CoordinatorMove, Broker: 3, At: 5 * time.Second},
+		"coordinator-kill@6s":       {Kind: CoordinatorKill, At: 6 * time.Second},
 	} {
 		got, err := ParseFault(spec)
 		if err != nil || got != want {
@@ -32,7 +35,8 @@ func TestParseFault(t *testing.T) {
 			t.Errorf("%s does not round-trip: %q → %+v %v", spec, got.String(), back, err)
 		}
 	}
-	for _, bad := range []string{"kill", "kill@", "kill:x@1s", "explode@1s", "rolling-restart:2@1s", "kill-many:0@1s", "storage-error:EBADF@1s", "storage-freeze:1@1s"} {
+	for _, bad := range []string{"kill", "kill@", "kill:x@1s", "explode@1s", "rolling-restart:2@1s", "kill-many:0@1s", "storage-error:EBADF@1s", "storage-freeze:1@1s",
+		"coordinator-kill:2@1s", "coordinator-move:x@1s"} {
 		if _, err := ParseFault(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -88,6 +92,43 @@ func TestMaxGap(t *testing.T) {
 	}
 	if g := longestQuiet(acks, at(150), at(2000)); g != 1300*time.Millisecond {
 		t.Fatalf("quiet %v, want 1.3s (200 → 1500)", g)
+	}
+}
+
+func TestRandomFaultsDrawCoordinatorFaults(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Duration, cfg.Every, cfg.Settle = 10*time.Minute, 10*time.Second, 10*time.Second
+	cfg.Kinds = "coordinator-move, coordinator-kill"
+	fs, err := randomFaults(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[FaultKind]int{}
+	for _, f := range fs {
+		seen[f.Kind]++
+	}
+	if len(seen) != 2 || seen[CoordinatorMove] == 0 || seen[CoordinatorKill] == 0 {
+		t.Fatalf("drew %v", seen)
+	}
+}
+
+// The coordinator is the leader of partition FNV-32a(group) mod N of __consumer_offsets,
+// as broker/offsets_topic.go computes it.
+func TestCoordinatorPartition(t *testing.T) {
+	// FNV-1a, 32 bits, from its definition (offset basis, then xor and multiply by the prime).
+	h := uint32(2166136261)
+	for _, c := range []byte("chaos-chaos") {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	for _, n := range []int{1, 16, 50} {
+		if got, want := coordinatorPartition("chaos-chaos", n), int32(h%uint32(n)); got != want {
+			t.Fatalf("%d partitions: %d, want %d", n, got, want)
+		}
+	}
+	cfg := DefaultConfig()
+	if cfg.group() != "chaos-chaos" {
+		t.Fatalf("group %q", cfg.group())
 	}
 }
 
