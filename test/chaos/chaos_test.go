@@ -2,7 +2,12 @@ package chaos
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
 	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +209,96 @@ func TestGroupPauseAndRebalances(t *testing.T) {
 	cfg.Members = 0
 	if r := analyze(cfg, l, &watcher{}, events, at(30000)); r.Faults[0].GroupPause != 0 || r.Faults[0].GroupRebalances != 0 {
 		t.Fatalf("without a group: %+v", r.Faults[0])
+	}
+}
+
+// A short scenario on an own 6-process cluster: the group's coordinator moved gracefully,
+// then killed. Each fault must run, the report must carry the group's figures per fault
+// (to the millisecond) and the checker must find nothing. The figures are printed, not
+// asserted: a pause under a second and no rebalance need the durable group state of
+// issue 21, and timing belongs in benchmarks.
+func TestCoordinatorFaultsScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 6-process cluster for half a minute")
+	}
+	bin := filepath.Join(t.TempDir(), "weir")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/weir").CombinedOutput(); err != nil {
+		t.Fatalf("building weir: %v\n%s", err, out)
+	}
+	cfg := DefaultConfig()
+	cfg.Bin, cfg.Duration, cfg.Settle, cfg.Partitions, cfg.Rate = bin, 30*time.Second, 3*time.Second, 12, 500
+	cfg.RestartAfter, cfg.RackReaders = 2*time.Second, false
+	// The controllers' balancer would move the offsets partition back (seen within 8 s):
+	// one move per fault.
+	cfg.controllerArgs = []string{"--balance=false"}
+	// The group reads some 7 s after the load starts (the offsets topic is created and
+	// the members join): the faults come after.
+	for _, spec := range []string{"coordinator-move@12s", "coordinator-kill@20s"} {
+		f, err := ParseFault(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Faults = append(cfg.Faults, f)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	r, err := Run(ctx, cfg, &out, slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	t.Logf("progress:\n%s", out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	r.WriteText(&text)
+	t.Logf("report:\n%s", text.String())
+	if !r.OK {
+		t.Fatalf("violations: %+v", r.Check)
+	}
+	if len(r.Faults) != 2 {
+		t.Fatalf("faults: %+v", r.Faults)
+	}
+	move, kill := r.Faults[0], r.Faults[1]
+	if !strings.HasPrefix(move.Fault, "coordinator-move") || move.Error != "" || len(move.Brokers) != 2 || move.Note == "" {
+		t.Fatalf("coordinator-move: %+v", move)
+	}
+	if !strings.HasPrefix(kill.Fault, "coordinator-kill") || kill.Error != "" || len(kill.Brokers) != 1 {
+		t.Fatalf("coordinator-kill: %+v", kill)
+	}
+	// Not asserted: whether the broker killed is the one the move went to
+	// (FindCoordinator may lag).
+	t.Logf("coordinator-move: %s; coordinator-kill hit broker %d: %s", move.Note, kill.Brokers[0], kill.Note)
+	for _, f := range r.Faults {
+		t.Logf("%s: group paused %v, %d rebalances (generation %d → %d); baseline gap between group reads %v; members' callbacks %+v",
+			f.Fault, f.GroupPause, f.GroupRebalances, f.GroupGenerationBefore, f.GroupGenerationAfter, r.BaselineGroupGap, f.GroupEvents)
+		if f.GroupPause <= 0 {
+			t.Errorf("%s: no group pause measured", f.Fault)
+		}
+	}
+	// Millisecond resolution: the gaps between reads outside faults are a few ms (whole
+	// seconds without a read could only say 0).
+	if r.BaselineGroupGap.N == 0 || time.Duration(r.BaselineGroupGap.P50) >= time.Second {
+		t.Errorf("baseline gap between group reads %v", r.BaselineGroupGap)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Faults []map[string]json.RawMessage `json:"faults"`
+	}
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range back.Faults {
+		var pause string
+		if err := json.Unmarshal(f["group_pause"], &pause); err != nil {
+			t.Fatalf("group_pause %s: %v", f["group_pause"], err)
+		}
+		if d, err := time.ParseDuration(pause); err != nil || d <= 0 {
+			t.Errorf("group_pause %q", pause)
+		}
+		if _, ok := f["group_rebalances"]; !ok {
+			t.Errorf("no group_rebalances in %s", f["fault"])
+		}
 	}
 }

@@ -22,7 +22,9 @@ import (
 // answers it.
 //
 // coordinator-move moves that partition gracefully to another broker (ARG, default one
-// at random), as `weir admin move` does, and waits for the move to complete.
+// at random), as `weir admin move` does, and waits for the move to complete. The
+// controllers' balancer, when on, may move it back within seconds (a second move in
+// the fault's window): run the cluster with --balance=false to see one move alone.
 // coordinator-kill SIGKILLs the coordinator and starts it again after RestartAfter (the
 // kill fault, with the broker chosen as the coordinator).
 
@@ -84,6 +86,27 @@ func controllerClient(cfg Config, t target) (*controller.Client, error) {
 	ccfg.BrokerID = -1
 	ccfg.Logger = slog.New(slog.DiscardHandler)
 	return controller.NewClient(ccfg)
+}
+
+// coordinatorNote says which broker FindCoordinator named for the group and, when the
+// controllers are at hand, which leads the group's __consumer_offsets partition (they
+// differ while a move or failover is under way, or if a broker answers from a stale
+// view).
+func coordinatorNote(cfg Config, t target, found int32) string {
+	note := fmt.Sprintf("FindCoordinator named broker %d for group %s", found, cfg.group())
+	if len(t.ControllerAPIs()) == 0 {
+		return note
+	}
+	cl, err := controllerClient(cfg, t)
+	if err != nil {
+		return note
+	}
+	defer cl.Close()
+	if ot := cl.View().Topics[offsetsTopic]; ot != nil && len(ot.Partitions) > 0 {
+		idx := coordinatorPartition(cfg.group(), len(ot.Partitions))
+		note += fmt.Sprintf("; the controllers: %s/%d led by %d", offsetsTopic, idx, ot.Partitions[idx].Leader)
+	}
+	return note
 }
 
 // runCoordinatorMove moves the group's __consumer_offsets partition to f.Broker (0:

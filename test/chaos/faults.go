@@ -93,7 +93,7 @@ func runFault(ctx context.Context, cfg Config, t target, w *watcher, f Fault, r 
 			return fail(err)
 		}
 		victim = id
-		ev.Note = fmt.Sprintf("broker %d coordinated group %s", id, cfg.group())
+		ev.Note = coordinatorNote(cfg, t, id)
 	}
 	log.Info("fault", "fault", f, "broker", victim)
 	switch f.Kind {
