@@ -29,13 +29,29 @@ attaches to one with --bootstrap and the --*-cmd flags — drives a verified loa
 (idempotent producers over every partition, a consumer group and rack-aware consumers),
 injects faults (--fault KIND[:ARG]@OFFSET, repeatable, or --random), prints a progress line
 every --interval and a report per fault (unavailability per partition, detection, time to a
-new leader, latency, the group's pause), checks every acked record at the end and exits
-non-zero on any violation (lost, duplicated, an offset with two values, a group resuming
-away from its commit). --json prints the report as JSON; --png draws a timeline.
+new leader, latency, the consumer group's pause and rebalances), checks every acked record
+at the end and exits non-zero on any violation (lost, duplicated, an offset with two
+values, a group resuming away from its commit). --json prints the report as JSON; --png
+draws a timeline.
+
+Faults: kill, kill-many, pause, controller-leader-kill, rolling-restart, isolate;
+storage-freeze, storage-slow, storage-error (--fsx or --fsx-control); zone-outage,
+zone-partition (own cluster); coordinator-move (move the load group's coordinator, its
+__consumer_offsets partition, gracefully to broker ARG or another; attached, it needs
+--controllers) and coordinator-kill (SIGKILL the group's coordinator, found with
+FindCoordinator, and start it again after --restart-after).
+
+The group's pause per fault (group_pause) is the longest time between two reads of the
+consumer group in the fault's window, to the millisecond; it cannot be shorter than the
+time between reads outside faults (baseline_group_gap, printed with the baseline: at a
+low --rate, the time between records). group_rebalances counts the group's new
+generations in the window (OnPartitionsAssigned after a member's first, revocations,
+losses).
 
 Examples:
   weir chaos --duration 2m --fault kill@20s --fault pause@50s --fault rolling-restart@80s
   weir chaos --partitions 1000 --rate 5000 --random --seed 7 --duration 10m --png chaos.png
+  weir chaos --duration 70s --fault coordinator-move@20s --fault coordinator-kill@40s
   weir chaos --bootstrap b1:9092,b2:9092,b3:9092 --kill-cmd 'ssh b{id} sudo systemctl kill -s KILL weir' \
     --start-cmd 'ssh b{id} sudo systemctl start weir' --fault kill:2@30s
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/test/nfsfs"
 )
 
@@ -28,6 +29,11 @@ type Config struct {
 	ControllerLeaderCmd                         string // prints the leader controller's id
 	BrokerIDs                                   string // attach: comma-separated broker ids (default: from Metadata)
 	brokerArgs, controllerArgs                  []string
+	// Controllers: attach, the controllers' API addresses (comma-separated), which
+	// coordinator-move needs; ControllerClient carries the credentials for them
+	// (--cluster-token-file, --controller-tls-*). An own cluster uses its own.
+	Controllers      string
+	ControllerClient controller.ClientConfig
 
 	// Load.
 	Topic       string
@@ -71,8 +77,9 @@ func DefaultConfig() Config {
 		Bin: self, Topic: "chaos", Partitions: 60, Rate: 2000, Producers: 4, RecordSize: 100, Members: 3,
 		RackReaders: true, Duration: time.Minute, RestartAfter: 5 * time.Second, PauseFor: 6 * time.Second,
 		CutFor: 6 * time.Second, Settle: 5 * time.Second, StorageFor: 10 * time.Second, SlowBy: 200 * time.Millisecond, Every: 20 * time.Second, Seed: 1,
-		Kinds:    "kill,pause,controller-leader-kill,rolling-restart,isolate",
-		Interval: 5 * time.Second,
+		Kinds:            "kill,pause,controller-leader-kill,rolling-restart,isolate",
+		Interval:         5 * time.Second,
+		ControllerClient: controller.DefaultClientConfig(),
 	}
 }
 
@@ -96,7 +103,18 @@ const (
 	// Zone faults (zones.go; own cluster only).
 	ZoneOutage    FaultKind = "zone-outage"    // SIGKILL every broker and the controller of zone ARG (default: the busiest broker's), start them again after RestartAfter
 	ZonePartition FaultKind = "zone-partition" // cut the brokers of zone ARG off the controllers for CutFor (see zones.go for what is not cut)
+
+	// Group coordinator faults (coordinator.go): the broker leading the
+	// __consumer_offsets partition of the load's group (chaos-TOPIC).
+	CoordinatorMove FaultKind = "coordinator-move" // move the group's __consumer_offsets partition gracefully to broker ARG (default: another, at random)
+	CoordinatorKill FaultKind = "coordinator-kill" // SIGKILL the group's coordinator, start it again after RestartAfter
 )
+
+// faultKinds lists every kind (the parse error and --help).
+const faultKinds = "kill, kill-many, pause, controller-leader-kill, rolling-restart, isolate, storage-freeze, storage-slow, storage-error, zone-outage, zone-partition, coordinator-move, coordinator-kill"
+
+// group is the load's consumer group.
+func (c *Config) group() string { return "chaos-" + c.Topic }
 
 // Fault is one scheduled fault: Kind at At after the start, on Broker (0: any, chosen at
 // random with the seed) or N brokers (kill-many).
@@ -123,7 +141,8 @@ func (f Fault) String() string {
 
 // ParseFault reads KIND[:ARG]@OFFSET: kill:2@10s, pause@30s (any broker), kill-many:2@50s,
 // controller-leader-kill@70s, rolling-restart@90s, isolate:3@110s, storage-freeze@20s,
-// storage-slow:2@20s, storage-error:ENOSPC@20s, zone-outage:b@30s, zone-partition:a@30s.
+// storage-slow:2@20s, storage-error:ENOSPC@20s, zone-outage:b@30s, zone-partition:a@30s,
+// coordinator-move@40s, coordinator-move:3@40s, coordinator-kill@50s.
 func ParseFault(spec string) (Fault, error) {
 	var f Fault
 	what, at, ok := strings.Cut(spec, "@")
@@ -138,7 +157,7 @@ func ParseFault(spec string) (Fault, error) {
 	kind, arg, _ := strings.Cut(what, ":")
 	f.Kind = FaultKind(kind)
 	switch f.Kind {
-	case Kill, Pause, Isolate, StorageSlow:
+	case Kill, Pause, Isolate, StorageSlow, CoordinatorMove:
 		if arg != "" {
 			n, err := strconv.Atoi(arg)
 			if err != nil || n < 1 {
@@ -155,7 +174,7 @@ func ParseFault(spec string) (Fault, error) {
 			}
 			f.N = n
 		}
-	case ControllerLeaderKill, RollingRestart, StorageFreeze:
+	case ControllerLeaderKill, RollingRestart, StorageFreeze, CoordinatorKill:
 		if arg != "" {
 			return f, fmt.Errorf("chaos: fault %q takes no argument", spec)
 		}
@@ -170,7 +189,7 @@ func ParseFault(spec string) (Fault, error) {
 	case ZoneOutage, ZonePartition:
 		f.Arg = arg
 	default:
-		return f, fmt.Errorf("chaos: unknown fault kind %q (kill, kill-many, pause, controller-leader-kill, rolling-restart, isolate, storage-freeze, storage-slow, storage-error, zone-outage, zone-partition)", kind)
+		return f, fmt.Errorf("chaos: unknown fault kind %q (%s)", kind, faultKinds)
 	}
 	return f, nil
 }
@@ -214,6 +233,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ControllerLeaderCmd, "controller-leader-cmd", c.ControllerLeaderCmd, "attach: shell command printing the id of the controller leader")
 	fs.StringVar(&c.KillControllerCmd, "kill-controller-cmd", c.KillControllerCmd, "attach: shell command that SIGKILLs controller {id}")
 	fs.StringVar(&c.StartControllerCmd, "start-controller-cmd", c.StartControllerCmd, "attach: shell command that starts controller {id}")
+	fs.StringVar(&c.Controllers, "controllers", c.Controllers, "attach: comma-separated controller API addresses (coordinator-move moves a partition through them)")
+	c.ControllerClient.BindSecurityFlags(fs)
 	fs.StringVar(&c.Topic, "topic", c.Topic, "topic the load writes (created if missing)")
 	fs.IntVar(&c.Partitions, "partitions", c.Partitions, "partitions of the topic")
 	fs.Float64Var(&c.Rate, "rate", c.Rate, "records per second over all producers")
@@ -222,7 +243,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Members, "members", c.Members, "members of the consumer group reading everything back (0: none)")
 	fs.BoolVar(&c.RackReaders, "rack-readers", c.RackReaders, "one rack-aware consumer per zone reading everything back")
 	fs.BoolVar(&c.ZoneClients, "zone-clients", c.ZoneClients, "tag producer i with zone i (weir_az= in client.id): its produces go through that zone's brokers as proxies, so faults hit proxies and links too")
-	fs.Func("fault", "a fault: KIND[:ARG]@OFFSET, e.g. kill:2@10s, pause@30s, kill-many:2@50s, controller-leader-kill@70s, rolling-restart@90s, isolate:1@110s (repeatable)", func(s string) error {
+	fs.Func("fault", "a fault: KIND[:ARG]@OFFSET, e.g. kill:2@10s, pause@30s, kill-many:2@50s, controller-leader-kill@70s, rolling-restart@90s, isolate:1@110s, coordinator-move@130s, coordinator-kill@150s (repeatable); kinds: "+faultKinds, func(s string) error {
 		f, err := ParseFault(s)
 		if err == nil {
 			c.Faults = append(c.Faults, f)
@@ -232,7 +253,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Random, "random", c.Random, "faults at random (with --seed) every --every, of --kinds")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of --random and of brokers chosen for faults without one")
 	fs.DurationVar(&c.Every, "every", c.Every, "with --random: time between faults")
-	fs.StringVar(&c.Kinds, "kinds", c.Kinds, "with --random: the fault kinds to draw from")
+	fs.StringVar(&c.Kinds, "kinds", c.Kinds, "with --random: the fault kinds to draw from (any of --fault's kinds, e.g. add coordinator-move,coordinator-kill)")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long the load runs")
 	fs.DurationVar(&c.RestartAfter, "restart-after", c.RestartAfter, "a killed broker or controller is started again after this")
 	fs.DurationVar(&c.PauseFor, "pause-for", c.PauseFor, "how long a paused broker stays paused (longer than fencing, about 1 s, to test it)")

@@ -3,15 +3,25 @@
 // consumer group and rack-aware consumers reading everything back — injects faults on a
 // schedule or at random (SIGKILL and restart of brokers, SIGSTOP past fencing, the
 // controller leader killed, several brokers killed, rolling restarts, a broker cut off
-// from the controllers), measures what each fault did to clients (per-partition
-// unavailability, detection, time to a new leader, latency around the fault, the consumer
-// group's pause), checks every acked record at the end (internal/ackcheck: lost,
-// duplicated, an offset with two values, a group that resumed away from its commit), and
-// reports as text, JSON and a PNG timeline. It exits non-zero when the checker finds a
+// from the controllers, the file system and zone faults, the consumer group's
+// coordinator moved gracefully or killed), measures what each fault did to clients
+// (per-partition unavailability, detection, time to a new leader, latency around the
+// fault, the consumer group's pause to the millisecond and its rebalances), checks every
+// acked record at the end (internal/ackcheck: lost, duplicated, an offset with two
+// values, a group that resumed away from its commit), and reports as text, JSON and a
+// PNG timeline. It exits non-zero when the checker finds a
 // violation, so CI can run a short scenario.
 //
 // Files: config.go (settings, fault specs), target.go (the cluster: own processes or
 // attached through commands), load.go (producers, consumers, per-second samples),
 // watch.go (leaders and brokers over time, from Kafka Metadata), faults.go (running the
-// schedule), report.go (per-fault figures, text, JSON, PNG), chaos.go (Run).
+// schedule), storage.go and zones.go (file system and zone faults), coordinator.go
+// (coordinator-move, coordinator-kill), report.go (per-fault figures, text, JSON, PNG),
+// chaos.go (Run).
+//
+// The group's pause is measured from the members' reads: the longest time in a fault's
+// window without one, which cannot be shorter than the time between reads outside
+// faults (the report's baseline_group_gap; at a low rate, the time between records).
+// Its rebalances come from the members' OnPartitionsAssigned, OnPartitionsRevoked and
+// OnPartitionsLost callbacks, counted once per new generation.
 package chaos

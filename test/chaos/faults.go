@@ -18,6 +18,7 @@ type Event struct {
 	Brokers []int32     `json:"brokers,omitempty"`
 	Steps   []EventStep `json:"steps,omitempty"`
 	Err     string      `json:"error,omitempty"`
+	Note    string      `json:"note,omitempty"` // what the fault did, when more than its brokers
 }
 
 // EventStep is one broker hit by a fault, at a time.
@@ -86,9 +87,17 @@ func runFault(ctx context.Context, cfg Config, t target, w *watcher, f Fault, r 
 	if victim == 0 && (f.Kind == Kill || f.Kind == Pause || f.Kind == Isolate || f.Kind == StorageSlow) {
 		victim = busiest(w, t.Brokers(), r)
 	}
+	if f.Kind == CoordinatorKill {
+		id, err := findCoordinator(ctx, t.Bootstrap(), cfg.group())
+		if err != nil {
+			return fail(err)
+		}
+		victim = id
+		ev.Note = coordinatorNote(cfg, t, id)
+	}
 	log.Info("fault", "fault", f, "broker", victim)
 	switch f.Kind {
-	case Kill:
+	case Kill, CoordinatorKill:
 		ev.Brokers = []int32{victim}
 		ev.Steps = []EventStep{{victim, time.Now()}}
 		if err := t.Kill(victim); err != nil {
@@ -96,6 +105,10 @@ func runFault(ctx context.Context, cfg Config, t target, w *watcher, f Fault, r 
 		}
 		wait(cfg.RestartAfter)
 		if err := t.Start(victim); err != nil {
+			return fail(err)
+		}
+	case CoordinatorMove:
+		if err := runCoordinatorMove(ctx, cfg, t, f, r, &ev, log); err != nil {
 			return fail(err)
 		}
 	case KillMany:

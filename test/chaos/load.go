@@ -30,6 +30,12 @@ type load struct {
 	seconds  []second              // by second since start
 	acks     map[int32][]time.Time // per partition
 	inFlight atomic.Int64
+	// groupReads are the times the group's members read records: one per poll that
+	// returned any (every record of a poll is read at that poll's time), appended by
+	// several members, so not quite in order (analyze sorts them).
+	groupReads []time.Time
+	// groupEvents are the members' rebalance callbacks, in the order they ran.
+	groupEvents []groupEvent
 
 	prodCls []*kgo.Client
 	consCls []*kgo.Client
@@ -42,6 +48,18 @@ type load struct {
 type second struct {
 	acked, failed, groupRead int
 	ackLat, e2eLat           []time.Duration
+}
+
+// groupEvent is one rebalance callback of a group member: partitions of the topic
+// assigned (OnPartitionsAssigned, which franz-go calls at the end of every join and sync,
+// even with nothing new), revoked or lost, and the generation the member had then.
+type groupEvent struct {
+	At         time.Time
+	Member     int
+	Kind       string // "assigned", "revoked", "lost"
+	Partitions int
+	Generation int32 // kgo.Client.GroupMetadata; -1 unknown
+	First      bool  // the member's first assignment (joining, not a rebalance)
 }
 
 func (l *load) sec(at time.Time) *second {
@@ -128,9 +146,8 @@ func startLoad(ctx context.Context, cfg Config, boot []string, zones []string, l
 		go l.produce(ctx, cl, w, perProducer)
 	}
 	if cfg.Members > 0 {
-		group := "chaos-" + cfg.Topic
 		for m := 0; m < cfg.Members; m++ {
-			if err := l.groupMember(ctx, group); err != nil {
+			if err := l.groupMember(ctx, cfg.group(), m); err != nil {
 				l.close()
 				return nil, err
 			}
@@ -197,11 +214,23 @@ func (l *load) produce(ctx context.Context, cl *kgo.Client, w int, rate float64)
 	}
 }
 
-// groupMember joins the load's consumer group: it commits after every poll and on
-// revocation, and tells the checker where it resumed each partition it was given.
-func (l *load) groupMember(ctx context.Context, group string) error {
+// groupMember joins the load's consumer group as member m: it commits twice a second
+// and on revocation, tells the checker where it resumed each partition it was given,
+// and records when it read (groupReads) and its rebalance callbacks (groupEvents).
+func (l *load) groupMember(ctx context.Context, group string, m int) error {
 	var mu sync.Mutex
 	fresh := map[int32]bool{}
+	assignedOnce := false // under l.mu
+	record := func(cl *kgo.Client, kind string, ps map[string][]int32) {
+		_, gen := cl.GroupMetadata()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		ev := groupEvent{At: time.Now(), Member: m, Kind: kind, Partitions: len(ps[l.cfg.Topic]), Generation: gen}
+		if kind == "assigned" {
+			ev.First, assignedOnce = !assignedOnce, true
+		}
+		l.groupEvents = append(l.groupEvents, ev)
+	}
 	var cl *kgo.Client
 	commit := func(ctx context.Context) {
 		offs := cl.UncommittedOffsets()
@@ -231,14 +260,20 @@ func (l *load) groupMember(ctx context.Context, group string) error {
 	var err error
 	cl, err = kgo.NewClient(append(clientOpts(l.boot), kgo.ConsumerGroup(group), kgo.ConsumeTopics(l.cfg.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, as map[string][]int32) {
+		kgo.OnPartitionsAssigned(func(_ context.Context, c *kgo.Client, as map[string][]int32) {
 			mu.Lock()
 			for _, p := range as[l.cfg.Topic] {
 				fresh[p] = true
 			}
 			mu.Unlock()
+			record(c, "assigned", as)
 		}),
-		kgo.OnPartitionsRevoked(func(ctx context.Context, _ *kgo.Client, _ map[string][]int32) { commit(ctx) }),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, c *kgo.Client, rs map[string][]int32) {
+			record(c, "revoked", rs)
+			commit(ctx)
+		}),
+		// Lost (fenced, the session expired): nothing to commit, only to count.
+		kgo.OnPartitionsLost(func(_ context.Context, c *kgo.Client, ls map[string][]int32) { record(c, "lost", ls) }),
 	)...)
 	if err != nil {
 		return err
@@ -251,6 +286,11 @@ func (l *load) groupMember(ctx context.Context, group string) error {
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			now := time.Now()
+			if fs.NumRecords() > 0 {
+				l.mu.Lock()
+				l.groupReads = append(l.groupReads, now)
+				l.mu.Unlock()
+			}
 			fs.EachRecord(func(r *kgo.Record) {
 				tp := ackcheck.TP{Topic: r.Topic, Partition: r.Partition}
 				mu.Lock()

@@ -23,6 +23,11 @@ type Report struct {
 	Check      ackcheck.Report `json:"check"`
 	OK         bool            `json:"ok"`
 	Baseline   LatencyFigures  `json:"baseline"`
+	// BaselineGroupGap is the time between consecutive reads of the consumer group
+	// outside faults (after Settle): the floor under every fault's group_pause. It is
+	// at least the time between records (1/rate over the whole topic; at a low rate a
+	// pause cannot be told from the gaps of the load) plus the fetch round trip.
+	BaselineGroupGap Quantiles `json:"baseline_group_gap"`
 }
 
 // Sample is one second of the run.
@@ -44,18 +49,42 @@ type LatencyFigures struct {
 
 // FaultReport is what one fault did.
 type FaultReport struct {
-	Fault      string         `json:"fault"`
-	At         Dur            `json:"at"`
-	Took       Dur            `json:"took"`
-	Brokers    []int32        `json:"brokers,omitempty"`
-	Error      string         `json:"error,omitempty"`
-	Detection  *Dur           `json:"detection,omitempty"`
-	NewLeader  *Quantiles     `json:"new_leader,omitempty"`
-	Unavail    Quantiles      `json:"unavailability"`
-	Affected   int            `json:"affected_partitions"`
-	Latency    LatencyFigures `json:"latency_after"`
-	GroupPause Dur            `json:"group_pause"`
+	Fault     string         `json:"fault"`
+	At        Dur            `json:"at"`
+	Took      Dur            `json:"took"`
+	Brokers   []int32        `json:"brokers,omitempty"`
+	Error     string         `json:"error,omitempty"`
+	Detection *Dur           `json:"detection,omitempty"`
+	NewLeader *Quantiles     `json:"new_leader,omitempty"`
+	Unavail   Quantiles      `json:"unavailability"`
+	Affected  int            `json:"affected_partitions"`
+	Latency   LatencyFigures `json:"latency_after"`
+	// GroupPause is the longest time the consumer group read nothing in the fault's
+	// window (from its start to 10 s after its end, or the next fault's start), to the
+	// millisecond; a pause already under way when the fault began counts from its start
+	// (the fault did not cause the rest). Compare with Report.BaselineGroupGap.
+	GroupPause Dur `json:"group_pause"`
+	// GroupRebalances counts the group's rebalances in the window (see rebalances);
+	// GroupGenerationBefore/After are the generation last assigned before the fault
+	// and at the window's end (-1: unknown); GroupEvents the members' callbacks.
+	GroupRebalances       int                `json:"group_rebalances"`
+	GroupGenerationBefore int32              `json:"group_generation_before"`
+	GroupGenerationAfter  int32              `json:"group_generation_after"`
+	GroupEvents           []GroupEventReport `json:"group_events,omitempty"`
+	Note                  string             `json:"note,omitempty"`
 }
+
+// GroupEventReport is one rebalance callback of a group member.
+type GroupEventReport struct {
+	At         Dur    `json:"at"` // since the start of the run
+	Member     int    `json:"member"`
+	Kind       string `json:"kind"` // assigned, revoked, lost
+	Partitions int    `json:"partitions"`
+	Generation int32  `json:"generation"`
+}
+
+// maxGroupEvents bounds GroupEvents per fault (a group thrashing would fill the report).
+const maxGroupEvents = 30
 
 // Dur is a duration that prints as text.
 type Dur time.Duration
@@ -154,6 +183,13 @@ func analyze(cfg Config, l *load, w *watcher, events []Event, end time.Time) *Re
 		baseE2E = append(baseE2E, s.e2eLat...)
 	}
 	r.Baseline = LatencyFigures{AckP99: Dur(p99(base)), E2EP99: Dur(p99(baseE2E))}
+	// Members append reads and callbacks under the lock but stamp them before taking
+	// it: sort.
+	reads := append([]time.Time(nil), l.groupReads...)
+	sort.Slice(reads, func(i, j int) bool { return reads[i].Before(reads[j]) })
+	gevs := append([]groupEvent(nil), l.groupEvents...)
+	sort.SliceStable(gevs, func(i, j int) bool { return gevs[i].At.Before(gevs[j].At) })
+	r.BaselineGroupGap = quantiles(baselineGaps(reads, l.start.Add(cfg.Settle), end, events))
 	for i, ev := range events {
 		// A fault's effects are measured until 10 s after it ended, or until the next
 		// fault began, so one fault's outage is not counted for another.
@@ -162,7 +198,19 @@ func analyze(cfg Config, l *load, w *watcher, events []Event, end time.Time) *Re
 			until = events[i+1].Start
 		}
 		until = minTime(until, end)
-		r.Faults = append(r.Faults, analyzeFault(cfg, l, w, ev, until))
+		fr := analyzeFault(cfg, l, w, ev, until)
+		if cfg.Members > 0 {
+			fr.GroupPause = Dur(longestQuiet(reads, ev.Start, until))
+			fr.GroupRebalances = rebalances(gevs, ev.Start, until)
+			fr.GroupGenerationBefore, fr.GroupGenerationAfter = generation(gevs, ev.Start), generation(gevs, until)
+			for _, e := range gevs {
+				if !e.At.Before(ev.Start) && !e.At.After(until) && len(fr.GroupEvents) < maxGroupEvents {
+					fr.GroupEvents = append(fr.GroupEvents, GroupEventReport{At: Dur(e.At.Sub(l.start)), Member: e.Member,
+						Kind: e.Kind, Partitions: e.Partitions, Generation: e.Generation})
+				}
+			}
+		}
+		r.Faults = append(r.Faults, fr)
 	}
 	return r
 }
@@ -206,8 +254,85 @@ func maxGap(ts []time.Time, from, to time.Time) time.Duration {
 	return max(gap, to.Sub(prev))
 }
 
+// longestQuiet is the longest time in [from, to] without one of ts (sorted); a quiet
+// time under way at from counts from from.
+func longestQuiet(ts []time.Time, from, to time.Time) time.Duration {
+	i := sort.Search(len(ts), func(i int) bool { return !ts[i].Before(from) })
+	return maxGap(ts[i:], from, to)
+}
+
+// baselineGaps are the times between consecutive group reads in [from, to] whose span
+// overlaps no fault (from a second before its start to 10 s after its end).
+func baselineGaps(reads []time.Time, from, to time.Time, events []Event) []time.Duration {
+	var gaps []time.Duration
+	for i := 1; i < len(reads); i++ {
+		a, b := reads[i-1], reads[i]
+		if a.Before(from) || b.After(to) {
+			continue
+		}
+		quiet := true
+		for _, ev := range events {
+			if a.Before(ev.End.Add(10*time.Second)) && b.After(ev.Start.Add(-time.Second)) {
+				quiet = false
+				break
+			}
+		}
+		if quiet {
+			gaps = append(gaps, b.Sub(a))
+		}
+	}
+	return gaps
+}
+
+// rebalances counts the group's rebalances among the members' callbacks in [from, to]
+// (evs in time order). Each member sees a rebalance: an assignment that is not its first
+// (franz-go calls OnPartitionsAssigned at the end of every join and sync, even with
+// nothing new), or partitions revoked or lost. One rebalance of the group is one new
+// generation, which every member sees: the count is the number of generations assigned
+// (but as a member's first) in the window, plus one when partitions were revoked or lost
+// after the last of those assignments (a rebalance the window ends in).
+func rebalances(evs []groupEvent, from, to time.Time) int {
+	gens := map[int32]bool{}
+	unfinished := false
+	for _, e := range evs {
+		if e.At.Before(from) || e.At.After(to) {
+			continue
+		}
+		switch e.Kind {
+		case "assigned":
+			if !e.First {
+				gens[e.Generation] = true
+			}
+			unfinished = false
+		case "revoked", "lost":
+			if e.Partitions > 0 {
+				unfinished = true
+			}
+		}
+	}
+	n := len(gens)
+	if unfinished {
+		n++
+	}
+	return n
+}
+
+// generation is the generation last assigned to a member at or before t (-1: none yet).
+func generation(evs []groupEvent, t time.Time) int32 {
+	g := int32(-1)
+	for _, e := range evs {
+		if e.At.After(t) {
+			break
+		}
+		if e.Kind == "assigned" {
+			g = e.Generation
+		}
+	}
+	return g
+}
+
 func analyzeFault(cfg Config, l *load, w *watcher, ev Event, window time.Time) FaultReport {
-	fr := FaultReport{Fault: ev.Fault.String(), At: Dur(ev.Start.Sub(l.start)), Took: Dur(ev.End.Sub(ev.Start)), Brokers: ev.Brokers, Error: ev.Err}
+	fr := FaultReport{Fault: ev.Fault.String(), At: Dur(ev.Start.Sub(l.start)), Took: Dur(ev.End.Sub(ev.Start)), Brokers: ev.Brokers, Error: ev.Err, Note: ev.Note}
 	affected := map[int32]bool{}
 	var detect []time.Duration
 	var newLeader []time.Duration
@@ -251,7 +376,6 @@ func analyzeFault(cfg Config, l *load, w *watcher, ev Event, window time.Time) F
 	fr.Affected = len(affected)
 	fr.Unavail = quantiles(gaps)
 	var lat, e2e []time.Duration
-	pause, run := 0, 0
 	for i, s := range l.seconds {
 		at := l.start.Add(time.Duration(i) * time.Second)
 		if at.Before(ev.Start) || at.After(window) {
@@ -259,16 +383,9 @@ func analyzeFault(cfg Config, l *load, w *watcher, ev Event, window time.Time) F
 		}
 		lat = append(lat, s.ackLat...)
 		e2e = append(e2e, s.e2eLat...)
-		if s.groupRead == 0 {
-			run++
-			pause = max(pause, run)
-		} else {
-			run = 0
-		}
 	}
 	fr.Latency = LatencyFigures{AckP99: Dur(p99(lat)), E2EP99: Dur(p99(e2e))}
-	fr.GroupPause = Dur(time.Duration(pause) * time.Second)
-	return fr
+	return fr // the group's figures: analyze
 }
 
 // WriteText prints the report for a person.
@@ -276,6 +393,10 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "\nweir chaos: %v, %d partitions at %.0f records/s: %d acked, %d failed, %d read\n",
 		r.Duration, r.Partitions, r.Rate, r.Acked, r.Failed, r.Read)
 	fmt.Fprintf(w, "baseline (outside faults): ack p99 %v, end-to-end p99 %v\n", r.Baseline.AckP99, r.Baseline.E2EP99)
+	if r.BaselineGroupGap.N > 0 {
+		fmt.Fprintf(w, "baseline time between consumer group reads: %v (a group pause is no shorter; records come every %v)\n",
+			r.BaselineGroupGap, Dur(time.Duration(float64(time.Second)/r.Rate)))
+	}
 	for _, f := range r.Faults {
 		fmt.Fprintf(w, "\n%s at %v (took %v)", f.Fault, f.At, f.Took)
 		if len(f.Brokers) > 0 {
@@ -285,6 +406,9 @@ func (r *Report) WriteText(w io.Writer) {
 		if f.Error != "" {
 			fmt.Fprintf(w, "  failed: %s\n", f.Error)
 		}
+		if f.Note != "" {
+			fmt.Fprintf(w, "  %s\n", f.Note)
+		}
 		if f.Detection != nil {
 			fmt.Fprintf(w, "  detection (fault → broker fenced, out of Metadata)  %v\n", *f.Detection)
 		}
@@ -292,7 +416,8 @@ func (r *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  new leader (fault → partition led elsewhere)        %v\n", *f.NewLeader)
 		}
 		fmt.Fprintf(w, "  unavailability of %d partitions (longest time between acks)  %v\n", f.Affected, f.Unavail)
-		fmt.Fprintf(w, "  after the fault: ack p99 %v, end-to-end p99 %v; consumer group paused %v\n", f.Latency.AckP99, f.Latency.E2EP99, f.GroupPause)
+		fmt.Fprintf(w, "  after the fault: ack p99 %v, end-to-end p99 %v\n", f.Latency.AckP99, f.Latency.E2EP99)
+		fmt.Fprintf(w, "  consumer group paused %v, %d rebalances (generation %d → %d)\n", f.GroupPause, f.GroupRebalances, f.GroupGenerationBefore, f.GroupGenerationAfter)
 	}
 	fmt.Fprintf(w, "\ncheck: %s\n", r.Check.String())
 	if r.OK {

@@ -30,6 +30,9 @@ type target interface {
 	ControllerLeader() (int32, error)
 	KillController(id int32) error
 	StartController(id int32) error
+	// ControllerAPIs are the controllers' API addresses (none: attached without
+	// --controllers).
+	ControllerAPIs() []string
 	Close()
 }
 
@@ -97,6 +100,8 @@ func (t procTarget) StartController(id int32) error {
 	return p.WaitReady(context.Background(), 2*time.Minute)
 }
 
+func (t procTarget) ControllerAPIs() []string { return t.c.ControllerAPIs() }
+
 func (t procTarget) Close() { t.c.Close() }
 
 // cmdTarget acts on an existing cluster through the user's commands ({id} is replaced).
@@ -149,6 +154,16 @@ func (t cmdTarget) KillController(id int32) error {
 func (t cmdTarget) StartController(id int32) error {
 	_, err := t.run(t.cfg.StartControllerCmd, id)
 	return err
+}
+
+func (t cmdTarget) ControllerAPIs() []string {
+	var out []string
+	for _, a := range strings.Split(t.cfg.Controllers, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func (t cmdTarget) Close() {}
