@@ -21,7 +21,7 @@ func TestGroupLogCompactedAndReloaded(t *testing.T) {
 	}
 	small := func(c *Config) {
 		c.OffsetsTopicPartitions = 1
-		c.OffsetsCompactBytes = 64 << 10
+		c.OffsetsCompactBytes = 4 << 10
 		c.OffsetsCompactCheck = 50 * time.Millisecond
 	}
 	b := tierBroker(t, dir, store, small)

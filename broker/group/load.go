@@ -93,10 +93,8 @@ func (c *Coordinator) Load(belongs func(group string) bool, replay func(apply fu
 func (c *Coordinator) groupFrom(name string, s *loadState) *group {
 	g := newGroup(c, name)
 	g.meta = s.meta
-	for _, ps := range s.offsets {
-		for _, o := range ps {
-			g.setOffset(o)
-		}
+	if s.offsets != nil {
+		g.offsets = s.offsets // the replay's maps are the group's from now on
 	}
 	if m := s.meta; m != nil {
 		g.generation = m.Generation

@@ -68,6 +68,7 @@ func BenchmarkGroupLoad(b *testing.B) {
 			}
 			b.SetBytes(bytes)
 			b.ReportAllocs()
+			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				co := New(DefaultConfig(), nil, nil)
 				st, err := co.Load(all, func(apply func(string, Record)) error {

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -361,15 +362,43 @@ func TestOffsetsExpire(t *testing.T) {
 
 func TestRecordEncoding(t *testing.T) {
 	inst := "i"
-	rec := Record{Offsets: []Offset{{Topic: "t", Partition: 1, Offset: 2, TopicID: "x"}},
-		Meta: &Meta{Generation: 3, Protocol: "range", Leader: "m", Members: []MemberMeta{{ID: "m", InstanceID: &inst, SessionTimeout: time.Second, Assignment: []byte{1, 2}}}}}
+	now := time.UnixMilli(1_700_000_000_123).UTC()
+	rec := Record{Full: true,
+		Offsets: []Offset{{Topic: "t", Partition: 1, Offset: 2, LeaderEpoch: 4, Metadata: "m", CommitTime: now, TopicID: "x"},
+			{Topic: "u", Partition: -1, Offset: -1, LeaderEpoch: -1, Delete: true}, {Topic: "t", Partition: 3, Offset: 1 << 40, TopicID: "x"}},
+		Meta: &Meta{Generation: 3, ProtocolType: "consumer", Protocol: "range", Leader: "m", Time: now,
+			Members: []MemberMeta{{ID: "m", InstanceID: &inst, ClientID: "c", ClientHost: "/h", SessionTimeout: time.Second, RebalanceTimeout: time.Minute,
+				Protocols: []ProtocolMeta{{Name: "range", Metadata: []byte{9}}, {Name: "sticky"}}, Assignment: []byte{1, 2}}, {ID: "n", Assignment: []byte{}}}}}
 	b, err := EncodeRecord(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := DecodeRecord(b)
-	if err != nil || got.Meta.Generation != 3 || *got.Meta.Members[0].InstanceID != "i" || got.Offsets[0].TopicID != "x" || string(got.Meta.Members[0].Assignment) != "\x01\x02" {
-		t.Fatalf("round trip: %+v %v", got, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, rec) {
+		t.Fatalf("binary round trip:\n got %+v\nwant %+v", got, rec)
+	}
+	for cut := 0; cut < len(b); cut++ {
+		if _, err := DecodeRecord(b[:cut]); cut > 0 && !errors.Is(err, ErrRecord) {
+			t.Fatalf("record cut at %d of %d: %v", cut, len(b), err)
+		}
+	}
+	if _, err := DecodeRecord(append(append([]byte{}, b...), 0)); !errors.Is(err, ErrRecord) {
+		t.Fatalf("trailing byte: %v", err)
+	}
+	if _, err := DecodeRecord([]byte{0, 'W', 'G', 3, 0, 0, 0}); !errors.Is(err, ErrRecord) {
+		t.Fatalf("unknown binary version: %v", err)
+	}
+	// What brokers wrote before: JSON version 1, and bare offset arrays.
+	j, err := encodeJSON(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Meta.Members[1].Assignment = nil // JSON's omitempty does not tell empty from absent
+	if got, err := DecodeRecord(j); err != nil || !reflect.DeepEqual(got, rec) {
+		t.Fatalf("JSON round trip: %+v %v", got, err)
 	}
 	legacy, err := DecodeRecord([]byte(`[{"Topic":"t","Partition":0,"Offset":5}]`))
 	if err != nil || len(legacy.Offsets) != 1 || legacy.Offsets[0].Offset != 5 {
@@ -387,6 +416,10 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte(`[{"Topic":"t","Partition":0,"Offset":5}]`))
 	f.Add([]byte(`{"v":1,"meta":{"generation":1,"members":[{"id":"a"}]},"offsets":[{"Topic":"t"}]}`))
 	f.Add([]byte(`{"v":1,"full":true}`))
+	inst := "i"
+	b, _ := EncodeRecord(Record{Full: true, Offsets: []Offset{{Topic: "t", Partition: 1, Offset: 2, TopicID: "x", Delete: true}},
+		Meta: &Meta{Generation: 3, Members: []MemberMeta{{ID: "m", InstanceID: &inst, Protocols: []ProtocolMeta{{Name: "r"}}, Assignment: []byte{1}}}}})
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rec, err := DecodeRecord(b)
 		if err != nil {
@@ -398,8 +431,13 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := DecodeRecord(again); err != nil {
+		back, err := DecodeRecord(again)
+		if err != nil {
 			t.Fatalf("re-encoded record undecodable: %v", err)
+		}
+		// The binary form keeps everything but sub-millisecond times.
+		if b[0] == 0 && !reflect.DeepEqual(back, rec) {
+			t.Fatalf("binary record changed by a round trip:\n%+v\n%+v", rec, back)
 		}
 	})
 }

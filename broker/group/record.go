@@ -17,11 +17,12 @@ package group
 //
 // Encoding (the value of a __consumer_offsets record whose key is the group name):
 //
-//	'['...          legacy: a JSON array of Offset (before group metadata was kept)
-//	'{"v":1,...}'   JSON of Record with v = 1
+//	'['...             legacy: a JSON array of Offset (before group metadata was kept)
+//	'{"v":1,...}'      JSON of Record with v = 1
+//	0x00 'W' 'G' 0x02  binary, version 2 (recordbin.go): what EncodeRecord writes
 //
-// Decoding accepts both; an unknown version is an error (the reader is older than the
-// writer), never silently skipped.
+// Decoding accepts all three; an unknown version is an error (the reader is older than
+// the writer), never silently taken for something else.
 
 import (
 	"encoding/json"
@@ -68,7 +69,7 @@ type ProtocolMeta struct {
 	Metadata []byte `json:"metadata,omitempty"`
 }
 
-// recordVersion is the version EncodeRecord writes.
+// recordVersion is the version of the JSON form (still read).
 const recordVersion = 1
 
 // ErrRecord: a stored group record could not be decoded.
@@ -79,13 +80,24 @@ type versioned struct {
 	Record
 }
 
-// EncodeRecord is the stored form of rec.
+// EncodeRecord is the stored form of rec (binary, version 2).
 func EncodeRecord(rec Record) ([]byte, error) {
+	return encodeBinary(rec), nil
+}
+
+// encodeJSON is the version 1 form, for tests of what older brokers wrote.
+func encodeJSON(rec Record) ([]byte, error) {
 	return json.Marshal(versioned{V: recordVersion, Record: rec})
 }
 
-// DecodeRecord reads a stored record, legacy offset arrays included.
+// DecodeRecord reads a stored record, JSON (version 1) and legacy offset arrays included.
 func DecodeRecord(b []byte) (Record, error) {
+	if len(b) > 0 && b[0] == 0 {
+		if len(b) < len(binMagic) || [4]byte(b[:4]) != binMagic {
+			return Record{}, fmt.Errorf("%w: unknown binary header % x", ErrRecord, b[:min(len(b), 4)])
+		}
+		return decodeBinary(b)
+	}
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\n' || b[0] == '\t' || b[0] == '\r') {
 		b = b[1:]
 	}
