@@ -9,12 +9,14 @@ import (
 // BenchmarkGroupLoad measures what a coordinator taking over an offsets partition spends
 // in decoding and replaying its records (the read from the WAL or objects comes on top:
 // the bytes are reported). Two logs:
+//
 //   - commits: 100,000 commits of 50 offsets by one group, an uncompacted history
 //     (before compaction, every commit ever made was replayed);
+//
 //   - groups: 10,000 groups, each one Full record (3 members with their assignments and
 //     50 offsets): what compaction leaves.
 //
-//	go test -run XXX -bench GroupLoad -benchtime 3x ./broker/group/
+//     go test -run XXX -bench GroupLoad -benchtime 3x ./broker/group/
 func BenchmarkGroupLoad(b *testing.B) {
 	now := time.Now()
 	offsets := func(n int, base int64) []Offset {
