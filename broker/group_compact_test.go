@@ -74,3 +74,48 @@ func TestGroupLogCompactedAndReloaded(t *testing.T) {
 		t.Fatalf("log start after the restart: %v", p)
 	}
 }
+
+// An Empty group's offsets expire --offsets-retention after the group became Empty, as
+// Kafka's offsets.retention.minutes, and stay gone after a restart (the deletion is in
+// the log). (Which offsets expire when: broker/group TestOffsetsExpire.)
+func TestEmptyGroupOffsetsExpire(t *testing.T) {
+	dir := t.TempDir()
+	store, err := localfs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := func(c *Config) {
+		c.Group.OffsetsRetention = 2 * time.Second
+		c.OffsetsRetentionCheck = 100 * time.Millisecond
+	}
+	b := tierBroker(t, dir, store, mod)
+	adm := b.admin(t)
+	createTopic(t, adm, "t", 1, nil)
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "t", Partition: 0, At: 42, LeaderEpoch: -1})
+	if resp, err := adm.CommitOffsets(testCtx(t), "idle", offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	fetched := func(b *testBroker, g string) (int64, bool) {
+		t.Helper()
+		var got kadm.OffsetResponses
+		testutil.Eventually(t, time.Minute, "offsets fetched", func() bool {
+			got, err = b.admin(t).FetchOffsets(testCtx(t), g)
+			return err == nil && got.Error() == nil
+		})
+		o, ok := got.Lookup("t", 0)
+		return o.At, ok && o.At >= 0
+	}
+	if at, ok := fetched(b, "idle"); !ok || at != 42 {
+		t.Fatalf("offset %d (%v) right after the commit", at, ok)
+	}
+	testutil.Eventually(t, time.Minute, "the idle group's offset expired", func() bool {
+		_, ok := fetched(b, "idle")
+		return !ok
+	})
+	b.Close()
+	b2 := tierBroker(t, dir, store, mod)
+	if at, ok := fetched(b2, "idle"); ok {
+		t.Fatalf("expired offset %d came back after a restart", at)
+	}
+}
