@@ -2,7 +2,9 @@ package group
 
 // coordinator.go holds the Coordinator: the registry of groups, request
 // dispatch, version table, the per-group durable write pipeline used by
-// OffsetCommit / OffsetDelete / DeleteGroups, WAL replay (Restore) and Close.
+// OffsetCommit / OffsetDelete / DeleteGroups / SyncGroup (a generation's
+// membership) / Compact / Expire, legacy replay (Restore) and Close. Loading
+// and unloading a partition's groups is load.go; the records, record.go.
 //
 // Concurrency model: Coordinator.mu guards only the name -> *group map. Each
 // group has its own mutex guarding all of its state (members, timers,
@@ -12,9 +14,9 @@ package group
 //
 // Durable writes of a group go through a FIFO queue drained by at most one
 // goroutine per group. Everything queued while a store call is in flight is
-// merged into the next CommitOffsets call ("group commit"), so the order of
-// records in the WAL, the order in which results are applied in memory and
-// the order of validation are all the same.
+// merged into the next Store.Write call ("group commit"; a Full or Deleted
+// record goes alone), so the order of records in the log, the order in which
+// results are applied in memory and the order of validation are all the same.
 
 import (
 	"context"

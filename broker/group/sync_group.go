@@ -26,8 +26,6 @@ package group
 // its error (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...) and a rebalance starts.
 
 import (
-	"context"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -113,10 +111,7 @@ func inconsistent(sent *string, have string) bool {
 func (g *group) storeAssignment(assignments map[string][]byte) {
 	gen := g.generation
 	meta := g.metaOf(assignments, g.c.cfg.Clock.Now())
-	g.enqueueWrite(&write{ctx: context.Background(), meta: meta, apply: func(err error) {
-		if err == nil {
-			g.meta = meta
-		}
+	g.storeMeta(meta, func(err error) {
 		if g.state != stateCompletingRebalance || g.generation != gen {
 			return // a rebalance began meanwhile and answered the parked requests
 		}
@@ -132,5 +127,5 @@ func (g *group) storeAssignment(assignments map[string][]byte) {
 		}
 		g.propagateAssignment(0)
 		g.transition(stateStable)
-	}})
+	})
 }
