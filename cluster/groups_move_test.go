@@ -1184,6 +1184,16 @@ func (l *lineLog) lastAt() time.Time {
 // coordinator and heartbeats it, and kcat reports no revocation and no new assignment
 // (its "% Group ... rebalanced" lines), and keeps printing records.
 func TestKcatGroupSurvivesCoordinatorMove(t *testing.T) {
+	kcatGroupAcrossCoordinatorChange(t, "issue21-kcat", "gk", false)
+}
+
+// The same across a failover: the coordinator's broker is killed (the topic's partitions
+// were moved off it first, so only the coordinator dies).
+func TestKcatGroupSurvivesCoordinatorFailover(t *testing.T) {
+	kcatGroupAcrossCoordinatorChange(t, "issue21-kcat-failover", "gkf", true)
+}
+
+func kcatGroupAcrossCoordinatorChange(t *testing.T, group, topic string, kill bool) {
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}
@@ -1196,12 +1206,14 @@ func TestKcatGroupSurvivesCoordinatorMove(t *testing.T) {
 	}
 	c := startGroupCluster(t)
 	adm := kadm.NewClient(newClient(t, c))
-	const group, topic = "issue21-kcat", "gk"
 	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	startTicker(t, c, topic)
 	from := findCoordinator(t, adm, group)
+	if kill {
+		movePartitionsOff(t, c, topic, from)
+	}
+	startTicker(t, c, topic)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, kcat, "-b", c.Bootstrap(), "-G", group, "-o", "beginning",
@@ -1241,7 +1253,23 @@ func TestKcatGroupSurvivesCoordinatorMove(t *testing.T) {
 
 	to := from%3 + 1
 	start := time.Now()
-	moveCoordinator(t, c, adm, group, to)
+	if kill {
+		_, idx := groupPartition(t, c, adm, group)
+		c.KillBroker(int(from - 1))
+		testutil.Eventually(t, 30*time.Second, "the group's offsets partition fails over", func() bool {
+			v := leaderView(c)
+			if v == nil || v.Topics[consumerOffsets] == nil {
+				return false
+			}
+			p := v.Topics[consumerOffsets].Partitions[idx]
+			b, ok := v.Broker(p.Leader)
+			to = p.Leader
+			return ok && b.Active() && p.Leader != from && !p.Recovering
+		})
+		waitCoordinator(t, c, adm, group, to)
+	} else {
+		moveCoordinator(t, c, adm, group, to)
+	}
 	t.Logf("coordinator %d → %d in %v", from, to, time.Since(start).Round(time.Millisecond))
 	// librdkafka learns of the new coordinator (NOT_COORDINATOR from the old one:
 	// "changing coordinator 1 -> 2") and heartbeats it ("GroupCoordinator/2: Heartbeat
