@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -117,7 +119,7 @@ func (l *Lab) RunLoad(ctx context.Context, ld Load) (LoadReport, error) {
 	}
 	rep.TopicRecords, rep.LeaderZone = st.Records, st.LeaderZone
 	if st.Records != want {
-		return rep, fmt.Errorf("zonelab: the producers sent %d records, the topic holds %d", want, st.Records)
+		return rep, fmt.Errorf("zonelab: the producers sent %d records, the topic holds %d; the producers' logs:\n%s", want, st.Records, l.clientLogs("client-*-kcat-p-*.log", "client-*-bench-produce-*.log"))
 	}
 
 	var cspecs []ConsumeSpec
@@ -169,4 +171,22 @@ func parallel(n int, fn func(i int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// clientLogs returns the last lines of the client logs matching the patterns, for a
+// failure's message (kcat reports failed deliveries only there).
+func (l *Lab) clientLogs(patterns ...string) string {
+	var b strings.Builder
+	for _, pat := range patterns {
+		files, _ := filepath.Glob(filepath.Join(l.cfg.Dir, pat))
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+			fmt.Fprintf(&b, "--- %s (%d lines, last 15)\n%s\n", filepath.Base(f), len(lines), strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		}
+	}
+	return b.String()
 }
