@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // sampleResult builds an e2e-like Result from real recorders.
@@ -158,7 +160,7 @@ func TestRunProgress(t *testing.T) {
 	begin := time.Now()
 	st := &stream{name: "produce", rec: newRecorder(true, begin)}
 	stop := make(chan struct{})
-	var out syncBuffer
+	var out testutil.Buffer
 	done := runProgress(stop, 40*time.Millisecond, begin, &out, st)
 	// Records arrive 1 ms apart, like a paced producer, until three intervals were
 	// printed: the sleep paces the load and waits for nothing, and the loop ends on

@@ -1,15 +1,14 @@
 package controller
 
 import (
-	"bytes"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -75,28 +74,11 @@ func TestRaftDataPrivate(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &testutil.Buffer{}
 	tc.stop(leader)
 	tc.mutate = func(c *Config) { fresh(c); c.Logger = slog.New(slog.NewTextHandler(logs, nil)) }
 	tc.restart(leader)
 	if out := logs.String(); !strings.Contains(out, "data readable by other users") || !strings.Contains(out, dir) {
 		t.Fatalf("no warning about the 0755 data directory; logs:\n%s", out)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

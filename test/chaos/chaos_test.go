@@ -9,9 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 func TestParseFault(t *testing.T) {
@@ -243,7 +244,7 @@ func TestCoordinatorFaultsScenario(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var out lockedBuffer // the progress lines and the tool's log, written from several goroutines
+	var out testutil.Buffer // the progress lines and the tool's log, written from several goroutines
 	r, err := Run(ctx, cfg, &out, slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	t.Logf("progress:\n%s", out.String())
 	if err != nil {
@@ -308,22 +309,4 @@ func TestCoordinatorFaultsScenario(t *testing.T) {
 			t.Errorf("no group_rebalances in %s", f["fault"])
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
