@@ -15,12 +15,14 @@ import (
 // __consumer_offsets partition from its WAL when it gains it (here: a restart), read and
 // replay together: from Start until the partition's groups are served. Two logs, written
 // through the broker's own group store:
+//
 //   - commits-100k: 100,000 commits of 50 offsets by 64 groups (what an uncompacted log
 //     of a busy group holds; compaction keeps a log far shorter);
+//
 //   - groups-10k: 10,000 groups, one Full record each (3 members with assignments and 50
 //     offsets): what compaction leaves of 10,000 groups on one partition.
 //
-//	go test -run XXX -bench GroupLoadAfterRestart -benchtime 1x ./broker/
+//     go test -run XXX -bench GroupLoadAfterRestart -benchtime 1x ./broker/
 func BenchmarkGroupLoadAfterRestart(b *testing.B) {
 	now := time.Now()
 	offsets := func(base int64) []group.Offset {
