@@ -116,7 +116,7 @@ func (m *metrics) attach(b *Broker) {
 	m.set.MustRegister(c)
 }
 
-// close unregisters every metric and releases the collector's client.
+// close unregisters every metric.
 func (m *metrics) close() {
 	m.set.Close()
 	m.mu.Lock()

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/broker/peer"
+	"github.com/weir-io/weir/metadata"
 )
 
 // brokerCollector computes, at scrape time, what is cheaper to read than to keep counting:
@@ -23,8 +22,8 @@ import (
 // A group's committed offsets live on its coordinator, but the partitions it consumes may
 // be led by other brokers, whose high watermarks only they know. The coordinator reads
 // the high watermarks of its own partitions directly and asks the other leaders with one
-// ListOffsets (latest) per scrape through a Kafka client it opens on first need, bounded by
-// lagLookupTimeout; partitions it cannot get are left out of that scrape and counted in
+// peer OpOffsets request per leader per scrape, over the brokers' authenticated links,
+// bounded by lagLookupTimeout; partitions it cannot get are left out of that scrape and counted in
 // weir_broker_consumer_group_lag_lookup_failures_total. So every lag series comes from
 // exactly one broker: the group's coordinator.
 type brokerCollector struct {
@@ -34,10 +33,6 @@ type brokerCollector struct {
 	partitionsLed *prometheus.Desc
 	groups        *prometheus.Desc
 	lag           *prometheus.Desc
-
-	mu     sync.Mutex
-	client *kgo.Client // to read other leaders' high watermarks; nil until needed
-	closed bool
 }
 
 // lagLookupTimeout bounds the remote high-watermark lookup of one scrape.
@@ -166,84 +161,75 @@ func (c *brokerCollector) collectLag(ch chan<- prometheus.Metric, infos []group.
 	}
 }
 
-// remoteHighWatermarks asks the partitions' leaders for their high watermarks (ListOffsets
-// with timestamp -1, read uncommitted). Partitions that fail are missing from the map.
+// remoteHighWatermarks asks the partitions' leaders for their high watermarks, over the
+// brokers' own authenticated links (peer OpOffsets), as any inter-broker request: a
+// Kafka client dialing the listeners would need the listeners' TLS and SASL, which a
+// secure cluster's brokers do not have for themselves. Partitions that fail are missing
+// from the map.
 func (c *brokerCollector) remoteHighWatermarks(tps []topicPartition) (map[topicPartition]int64, error) {
-	cl, err := c.kafkaClient()
-	if err != nil {
-		return nil, err
+	b := c.b
+	if b.proxy == nil {
+		return nil, errors.New("broker: no links to other brokers")
 	}
-	ctx, cancel := context.WithTimeout(c.b.ctx, lagLookupTimeout)
-	defer cancel()
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	idx := map[string]int{}
+	v := b.meta.View()
+	byLeader := map[int32][]topicPartition{}
 	for _, tp := range tps {
-		i, ok := idx[tp.topic]
-		if !ok {
-			i = len(req.Topics)
-			idx[tp.topic] = i
-			t := kmsg.NewListOffsetsRequestTopic()
-			t.Topic = tp.topic
-			req.Topics = append(req.Topics, t)
+		if t := v.Topics[tp.topic]; t != nil && int(tp.partition) < len(t.Partitions) {
+			l := t.Partitions[tp.partition].Leader
+			byLeader[l] = append(byLeader[l], tp)
 		}
-		p := kmsg.NewListOffsetsRequestTopicPartition()
-		p.Partition, p.Timestamp, p.CurrentLeaderEpoch = tp.partition, -1, -1
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
-	resp, err := req.RequestWith(ctx, cl)
+	ctx, cancel := context.WithTimeout(b.ctx, lagLookupTimeout)
+	defer cancel()
 	out := map[topicPartition]int64{}
-	if resp != nil {
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode == 0 && p.Offset >= 0 {
-					out[topicPartition{t.Topic, p.Partition}] = p.Offset
-				}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs []error
+	for l, ps := range byLeader {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := c.askOffsets(ctx, v, l, ps)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("broker %d: %w", l, err))
 			}
-		}
+			for tp, hw := range got {
+				out[tp] = hw
+			}
+		}()
 	}
-	return out, err
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
-// kafkaClient returns the collector's Kafka client, opened on first use.
-func (c *brokerCollector) kafkaClient() (*kgo.Client, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.b.ctx.Err() != nil {
-		return nil, ErrClosed
-	}
-	if c.client != nil {
-		return c.client, nil
-	}
-	// Seeds from the metadata (not b.ln, which Start may still be setting).
-	var seeds []string
-	for _, mb := range c.b.meta.View().Brokers {
-		if mb.Host != "" && mb.Port > 0 {
-			seeds = append(seeds, net.JoinHostPort(mb.Host, strconv.Itoa(int(mb.Port))))
-		}
-	}
-	if len(seeds) == 0 {
-		return nil, errors.New("broker: no broker addresses in the metadata")
-	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(seeds...),
-		kgo.ClientID(fmt.Sprintf("weir-broker-%d-metrics", c.b.cfg.NodeID)),
-		kgo.DialTimeout(lagLookupTimeout),
-		kgo.RequestRetries(2),
-	)
+// askOffsets asks leader l for the high watermarks of ps.
+func (c *brokerCollector) askOffsets(ctx context.Context, v *metadata.View, l int32, ps []topicPartition) (map[topicPartition]int64, error) {
+	cl, err := c.b.proxy.client(v, l)
 	if err != nil {
 		return nil, err
 	}
-	c.client = cl
-	return cl, nil
+	refs := make([]peer.PartitionRef, len(ps))
+	for i, tp := range ps {
+		refs[i] = peer.PartitionRef{Topic: v.Topics[tp.topic].ID, Partition: tp.partition}
+	}
+	resp, err := cl.Call(ctx, peer.AppendOffsetsRequest(nil, refs))
+	if err != nil {
+		return nil, err
+	}
+	offs, err := peer.DecodeOffsets(resp, len(refs))
+	if err != nil {
+		return nil, err
+	}
+	out := map[topicPartition]int64{}
+	for i, o := range offs {
+		if o.Code == 0 && o.HW >= 0 {
+			out[ps[i]] = o.HW
+		}
+	}
+	return out, nil
 }
 
-func (c *brokerCollector) close() {
-	c.mu.Lock()
-	cl := c.client
-	c.client, c.closed = nil, true
-	c.mu.Unlock()
-	if cl != nil {
-		cl.Close()
-	}
-}
+// close releases nothing: the links belong to the broker.
+func (c *brokerCollector) close() {}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,7 +34,8 @@ func TestDevSecureEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := cluster.Config{Dir: dir, Controllers: 3, Brokers: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	reg := prometheus.NewRegistry()
+	cfg := cluster.Config{Dir: dir, Controllers: 3, Brokers: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: reg}
 	sec.apply(&cfg)
 	c, err := cluster.Start(cfg)
 	if err != nil {
@@ -101,6 +103,47 @@ func TestDevSecureEndToEnd(t *testing.T) {
 	}
 	if got != len(recs) {
 		t.Fatalf("consumed %d of %d", got, len(recs))
+	}
+
+	// The group's coordinator exports its lag for every partition, those the other broker
+	// leads too: it asks that leader over the brokers' authenticated links (a Kafka client
+	// of its own would need the listeners' SASL and TLS, and failed here before).
+	offs := kadm.Offsets{}
+	for p := int32(0); p < 4; p++ {
+		offs.AddOffset("secure", p, 0, -1)
+	}
+	if resp, err := adm.CommitOffsets(ctx, "lagging", offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	var lagSeries, lagSum, failures float64
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		lagSeries, lagSum, failures = 0, 0, 0
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				switch mf.GetName() {
+				case "weir_broker_consumer_group_lag":
+					for _, l := range m.GetLabel() {
+						if l.GetName() == "group" && l.GetValue() == "lagging" {
+							lagSeries++
+							lagSum += m.GetGauge().GetValue()
+						}
+					}
+				case "weir_broker_consumer_group_lag_lookup_failures_total":
+					failures += m.GetCounter().GetValue()
+				}
+			}
+		}
+		if lagSeries == 4 && lagSum == float64(len(recs)) {
+			break
+		}
+	}
+	if lagSeries != 4 || lagSum != float64(len(recs)) || failures != 0 {
+		t.Fatalf("consumer group lag on a secure cluster: %v series summing to %v (want 4 summing to %d), %v lookup failures",
+			lagSeries, lagSum, len(recs), failures)
 	}
 
 	// Anonymous clients get nothing: plaintext, TLS without SASL, a wrong password.
