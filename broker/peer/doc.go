@@ -19,7 +19,8 @@
 //	                 n int32 | n × (topic [16]byte | partition int32)
 //	           resp: as OpOffsets, hw being the log end (next offset)
 //	OpLinkV1   (1) retired (no session, no class): answered with an empty body
-//	OpOffsets  log ends of partitions, asked of their leader
+//	OpOffsets  log ends of partitions, asked of their leader (a proxy; the group lag
+//	           collector of a group's coordinator)
 //	           req:  op | n int32 | n × (topic [16]byte | partition int32)
 //	           resp: n int32 | n × (code int16 | hw int64 | logStart int64 | leaderEpoch int32)
 //	OpFollow   a read replica's long poll for the index entries of partitions it serves
