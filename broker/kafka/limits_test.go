@@ -300,7 +300,13 @@ func TestHalfReadFramesCannotDeadlock(t *testing.T) {
 		}
 	}
 	if answered == 0 {
-		t.Fatal("both connections were closed; one should have completed")
+		// Both waits can end before either gives its half back when the machine is busy
+		// enough to hold a reader off the CPU for the whole BudgetWait (seen once at load
+		// 10): that is no hang, as long as each closing was a counted budget timeout.
+		if n := metricValue(s.lim.budgetTimeouts); n != 2 {
+			t.Fatalf("both connections were closed with %v budget timeouts counted, want 2 (or one completed)", n)
+		}
+		t.Logf("both frames timed out waiting for budget (a busy machine); neither hung")
 	}
 	if answered == 1 && metricValue(s.lim.budgetTimeouts) != 1 {
 		t.Fatalf("one connection closed, %v budget timeouts counted", metricValue(s.lim.budgetTimeouts))
