@@ -113,10 +113,17 @@ func id(v []byte) string {
 // backoffs, and requests that give up after a few seconds, so a request sent to a
 // paused broker is retried at the new leader instead of waiting out the pause (franz-go
 // waits 10 s + 10 s by default).
+// clientOpts are every load client's: quick retries (a fixed 100 ms backoff) for as long
+// as RetryTimeout. franz-go also stops after RequestRetries tries (20 by default: with
+// this backoff about 2 s, less than a coordinator's failover on a busy machine, after
+// which a group member's heartbeat fails for good and it loses its partitions: seen once
+// in CI), so that bound is lifted to what the timeout allows. With franz-go's default
+// backoff (exponential, up to 2.5 s) 20 tries last well past a failover.
 func clientOpts(boot []string) []kgo.Opt {
 	return []kgo.Opt{kgo.SeedBrokers(boot...), kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.ProduceRequestTimeout(2 * time.Second), kgo.RequestTimeoutOverhead(time.Second),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }), kgo.RetryTimeout(2 * time.Minute),
+		kgo.RequestRetries(int((2 * time.Minute) / (100 * time.Millisecond))),
 		kgo.WithLogger(kgo.BasicLogger(discard{}, kgo.LogLevelNone, nil))}
 }
 
