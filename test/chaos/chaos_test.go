@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -230,6 +231,7 @@ func TestCoordinatorFaultsScenario(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Bin, cfg.Duration, cfg.Settle, cfg.Partitions, cfg.Rate = bin, 30*time.Second, 3*time.Second, 12, 500
 	cfg.RestartAfter, cfg.RackReaders = 2*time.Second, false
+	cfg.Dir = t.TempDir() // kept until the end of the test: a failure prints the brokers' group lines
 	// The controllers' balancer would move the offsets partition back (seen within 8 s):
 	// one move per fault.
 	cfg.controllerArgs = []string{"--balance=false"}
@@ -280,6 +282,18 @@ func TestCoordinatorFaultsScenario(t *testing.T) {
 		if f.GroupRebalances != 0 || f.GroupGenerationBefore != f.GroupGenerationAfter {
 			t.Errorf("%s: the group rebalanced: %d rebalances, generation %d → %d, callbacks %+v",
 				f.Fault, f.GroupRebalances, f.GroupGenerationBefore, f.GroupGenerationAfter, f.GroupEvents)
+		}
+	}
+	if t.Failed() {
+		for _, name := range []string{"broker-1", "broker-2", "broker-3"} {
+			b, _ := os.ReadFile(filepath.Join(cfg.Dir, name+".log"))
+			var lines []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "group") || strings.Contains(l, "coordinator") || strings.Contains(l, "fenced") || strings.Contains(l, "recover") {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("%s.log, lines about groups, fences and recoveries (last 40):\n%s", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
 		}
 	}
 	// Millisecond resolution: the gaps between reads outside faults are a few ms (whole

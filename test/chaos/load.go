@@ -56,11 +56,18 @@ type second struct {
 type groupEvent struct {
 	At         time.Time
 	Member     int
-	Kind       string // "assigned", "revoked", "lost"
+	Kind       string // "assigned", "revoked", "lost", "error" (the group's management failed: Err)
 	Partitions int
 	Generation int32 // kgo.Client.GroupMetadata; -1 unknown
 	First      bool  // the member's first assignment (joining, not a rebalance)
+	Err        string
 }
+
+// manageErrors is a kgo hook: the error that made a member leave its session (a
+// heartbeat or a join that failed for good), which says why partitions were lost.
+type manageErrors func(error)
+
+func (f manageErrors) OnGroupManageError(err error) { f(err) }
 
 func (l *load) sec(at time.Time) *second {
 	i := int(at.Sub(l.start) / time.Second)
@@ -281,6 +288,14 @@ func (l *load) groupMember(ctx context.Context, group string, m int) error {
 		}),
 		// Lost (fenced, the session expired): nothing to commit, only to count.
 		kgo.OnPartitionsLost(func(_ context.Context, c *kgo.Client, ls map[string][]int32) { record(c, "lost", ls) }),
+		kgo.WithHooks(manageErrors(func(err error) {
+			if ctx.Err() != nil {
+				return // the load is stopping
+			}
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.groupEvents = append(l.groupEvents, groupEvent{At: time.Now(), Member: m, Kind: "error", Generation: -1, Err: err.Error()})
+		})),
 	)...)
 	if err != nil {
 		return err

@@ -78,9 +78,10 @@ type FaultReport struct {
 type GroupEventReport struct {
 	At         Dur    `json:"at"` // since the start of the run
 	Member     int    `json:"member"`
-	Kind       string `json:"kind"` // assigned, revoked, lost
+	Kind       string `json:"kind"` // assigned, revoked, lost, error
 	Partitions int    `json:"partitions"`
 	Generation int32  `json:"generation"`
+	Err        string `json:"err,omitempty"` // kind error: why the member left its session
 }
 
 // maxGroupEvents bounds GroupEvents per fault (a group thrashing would fill the report).
@@ -206,7 +207,7 @@ func analyze(cfg Config, l *load, w *watcher, events []Event, end time.Time) *Re
 			for _, e := range gevs {
 				if !e.At.Before(ev.Start) && !e.At.After(until) && len(fr.GroupEvents) < maxGroupEvents {
 					fr.GroupEvents = append(fr.GroupEvents, GroupEventReport{At: Dur(e.At.Sub(l.start)), Member: e.Member,
-						Kind: e.Kind, Partitions: e.Partitions, Generation: e.Generation})
+						Kind: e.Kind, Partitions: e.Partitions, Generation: e.Generation, Err: e.Err})
 				}
 			}
 		}
