@@ -442,6 +442,8 @@ func (b *Broker) Close() error {
 	var err error
 	b.closed.Do(func() {
 		b.cancel()
+		b.groupParts.mu.Lock() // no group worker starts after this (groupPart)
+		b.groupParts.mu.Unlock()
 		b.front.Close()
 		b.proxy.close()
 		b.wg.Wait()

@@ -73,8 +73,12 @@ func (b *Broker) groupPart(idx int32) *groupPart {
 	if gp == nil {
 		gp = &groupPart{idx: idx, kick: make(chan struct{}, 1)}
 		gs.parts[idx] = gp
-		b.wg.Add(1)
-		go b.groupWorker(gp)
+		// No worker once Close began: its wg.Wait must not race a new Add (Close takes
+		// this lock after cancelling, so a caller that saw the broker open has added).
+		if b.ctx.Err() == nil {
+			b.wg.Add(1)
+			go b.groupWorker(gp)
+		}
 	}
 	return gp
 }
