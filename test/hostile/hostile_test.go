@@ -227,6 +227,8 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 	// 2. Slow writers: a whole Metadata request at 1 byte per 100 ms (each must be
 	// answered), and 100 MiB requests at the same pace (never complete).
 	var slowAnswered atomic.Int32
+	var slowMu sync.Mutex
+	var slowFailures []string // why a small slow writer got no answer, for the failure message
 	meta := kmsg.NewPtrMetadataRequest()
 	meta.SetVersion(4)
 	for i := 0; i < slowSmall+slowBig; i++ {
@@ -246,8 +248,17 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 			if !big {
 				defer nc.Close() // once answered (or not): the end of the attack does not cut it short
 			}
+			began := time.Now()
+			fail := func(what string, err error) {
+				slowMu.Lock()
+				slowFailures = append(slowFailures, fmt.Sprintf("%s after %v: %v", what, time.Since(began).Round(time.Millisecond), err))
+				slowMu.Unlock()
+			}
 			for j := 0; j < len(msg) && (!big || attack.Err() == nil); j++ {
 				if _, err := nc.Write(msg[j : j+1]); err != nil {
+					if !big {
+						fail(fmt.Sprintf("writing byte %d of %d", j, len(msg)), err)
+					}
 					return
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -258,6 +269,8 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 			nc.SetReadDeadline(time.Now().Add(30 * time.Second))
 			if _, err := readFrame(nc, 1<<20); err == nil {
 				slowAnswered.Add(1)
+			} else {
+				fail("reading the answer", err)
 			}
 		}()
 	}
@@ -474,7 +487,9 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 		t.Errorf("a 2 GiB fetch got %d bytes of records; --fetch-max-bytes is %d", m, fetchMax)
 	}
 	if n := slowAnswered.Load(); n != slowSmall {
-		t.Errorf("%d of %d slow writers' requests were answered", n, slowSmall)
+		slowMu.Lock()
+		t.Errorf("%d of %d slow writers' requests were answered; the others: %v", n, slowSmall, slowFailures)
+		slowMu.Unlock()
 	}
 
 	t.Logf("attack over; reading back")
