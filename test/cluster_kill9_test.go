@@ -36,6 +36,8 @@ type procClusterOptions struct {
 	// fsx, if set, serves the shared WAL root through test/nfsfs with its model: each
 	// broker process mounts it separately, as each broker host mounts FSx (fsx_test.go).
 	fsx *fsxConfig
+	// controllerArgs are appended to every controller's arguments.
+	controllerArgs []string
 }
 
 func startProcCluster(t *testing.T) *procCluster {
@@ -57,9 +59,10 @@ func startProcClusterWith(t *testing.T, o procClusterOptions) *procCluster {
 		pc.apis = append(pc.apis, api)
 	}
 	for i := 1; i <= 3; i++ {
-		p := startProc(t, pc.dir, fmt.Sprintf("controller-%d.log", i), pc.apis[i-1], "controller",
+		args := append([]string{"controller",
 			"--node-id", fmt.Sprint(i), "--data-dir", filepath.Join(pc.dir, fmt.Sprintf("controller-%d", i)),
-			"--peers", strings.Join(peers, ","))
+			"--peers", strings.Join(peers, ",")}, o.controllerArgs...)
+		p := startProc(t, pc.dir, fmt.Sprintf("controller-%d.log", i), pc.apis[i-1], args...)
 		pc.controllers = append(pc.controllers, p)
 	}
 	for i := 1; i <= 3; i++ {
