@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"sync"
@@ -440,4 +441,10 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("binary record changed by a round trip:\n%+v\n%+v", rec, back)
 		}
 	})
+}
+
+// encodeJSON is the version 1 form brokers wrote before the binary one: what
+// DecodeRecord must still read.
+func encodeJSON(rec Record) ([]byte, error) {
+	return json.Marshal(versioned{V: recordVersion, Record: rec})
 }

@@ -85,11 +85,6 @@ func EncodeRecord(rec Record) ([]byte, error) {
 	return encodeBinary(rec), nil
 }
 
-// encodeJSON is the version 1 form, for tests of what older brokers wrote.
-func encodeJSON(rec Record) ([]byte, error) {
-	return json.Marshal(versioned{V: recordVersion, Record: rec})
-}
-
 // DecodeRecord reads a stored record, JSON (version 1) and legacy offset arrays included.
 func DecodeRecord(b []byte) (Record, error) {
 	if len(b) > 0 && b[0] == 0 {
