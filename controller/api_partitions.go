@@ -59,6 +59,37 @@ func (c *Controller) handleCompleteRecovery(r *http.Request, body []byte) (any, 
 	return VersionResponse{Version: res.Version}, nil
 }
 
+// handleCompleteRecoveries completes many recoveries of one leader in one Raft entry.
+func (c *Controller) handleCompleteRecoveries(r *http.Request, body []byte) (any, error) {
+	var req CompleteRecoveriesRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if len(req.Items) == 0 || len(req.Items) > maxRecoveriesPerRequest {
+		return nil, fmt.Errorf("%w: %d recoveries in one request (1 to %d)", ErrBadRequest, len(req.Items), maxRecoveriesPerRequest)
+	}
+	res, err := c.propose(&completeRecoveriesCmd{Leader: req.Leader, BrokerEpoch: req.BrokerEpoch, Items: req.Items})
+	if err != nil {
+		return nil, err
+	}
+	rr, _ := res.Value.(recoveriesResult)
+	out := CompleteRecoveriesResponse{Version: res.Version, Errors: make([]*APIError, len(req.Items))}
+	done := 0
+	for i, err := range rr.Errs {
+		if err != nil {
+			code, _ := errorCode(err)
+			out.Errors[i] = &APIError{Code: code, Message: err.Error(), Also: alsoCodes(err, code)}
+			continue
+		}
+		if i < len(rr.Done) && rr.Done[i] {
+			done++
+		}
+	}
+	c.metrics.recovered.Add(float64(done))
+	c.log.Info("partitions recovered", "leader", req.Leader, "broker_epoch", req.BrokerEpoch, "completed", done, "items", len(req.Items))
+	return out, nil
+}
+
 func (c *Controller) handleCancelMove(r *http.Request, body []byte) (any, error) {
 	var req MoveRequest
 	if err := decode(body, &req); err != nil {

@@ -227,12 +227,13 @@ type Client struct {
 }
 
 var (
-	_ metadata.Store     = (*Client)(nil)
-	_ metadata.Registrar = (*Client)(nil)
-	_ metadata.Mover     = (*Client)(nil)
-	_ metadata.Recoverer = (*Client)(nil)
-	_ metadata.Leaser    = (*Client)(nil)
-	_ metadata.Drainer   = (*Client)(nil)
+	_ metadata.Store          = (*Client)(nil)
+	_ metadata.Registrar      = (*Client)(nil)
+	_ metadata.Mover          = (*Client)(nil)
+	_ metadata.Recoverer      = (*Client)(nil)
+	_ metadata.BatchRecoverer = (*Client)(nil)
+	_ metadata.Leaser         = (*Client)(nil)
+	_ metadata.Drainer        = (*Client)(nil)
 
 	_ metadata.ObjectManifest = (*Client)(nil)
 )

@@ -445,6 +445,36 @@ func (c *Client) CompleteRecovery(ctx context.Context, id metadata.TopicID, part
 	return nil
 }
 
+// CompleteRecoveries implements metadata.BatchRecoverer: at most 4096 items per call
+// (more are sent in several requests).
+func (c *Client) CompleteRecoveries(ctx context.Context, done []metadata.Recovered) ([]error, error) {
+	errs := make([]error, 0, len(done))
+	for len(done) > 0 {
+		n := min(len(done), maxRecoveriesPerRequest)
+		req := CompleteRecoveriesRequest{Leader: c.selfID.Load(), BrokerEpoch: c.epoch.Load(), Items: make([]recoveryDoneItem, n)}
+		for i, d := range done[:n] {
+			req.Items[i] = recoveryDoneItem{TopicID: d.Topic, Partition: d.Partition, LeaderEpoch: d.LeaderEpoch, EndOffset: d.EndOffset}
+		}
+		var resp CompleteRecoveriesResponse
+		if _, err := c.call(ctx, http.MethodPost, "/v1/partitions/complete-recoveries", req, &resp); err != nil {
+			return nil, err
+		}
+		if len(resp.Errors) != n {
+			return nil, fmt.Errorf("%w: %d answers to %d recoveries", ErrUnavailable, len(resp.Errors), n)
+		}
+		for _, ae := range resp.Errors {
+			if ae == nil {
+				errs = append(errs, nil)
+			} else {
+				errs = append(errs, ae.toError())
+			}
+		}
+		c.waitVersion(ctx, resp.Version)
+		done = done[n:]
+	}
+	return errs, nil
+}
+
 // CancelMove implements metadata.Mover.
 func (c *Client) CancelMove(ctx context.Context, id metadata.TopicID, partition int32) error {
 	var resp VersionResponse

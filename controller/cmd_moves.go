@@ -154,14 +154,25 @@ func (c *completeRecoveryCmd) apply(m *machine) (any, bool, error) {
 	if b, ok := m.st.Brokers[c.Leader]; !ok || b.Epoch != c.BrokerEpoch || !b.Active() {
 		return nil, false, fmt.Errorf("%w: broker %d epoch %d is not current", metadata.ErrFenced, c.Leader, c.BrokerEpoch)
 	}
-	if metadata.RecoveryDone(*p, c.Leader, c.LeaderEpoch, c.EndOffset) {
-		return false, false, nil // a retry of this very completion
+	done, err := completeRecoveryOf(t.Name, p, c.Leader, c.LeaderEpoch, c.EndOffset)
+	if err != nil || !done {
+		return done, false, err
 	}
-	np, err := metadata.ApplyRecovery(t.Name, *p, c.Leader, c.LeaderEpoch, c.EndOffset)
-	if err != nil {
-		return nil, false, err
-	}
-	*p = np
 	m.putTopic(t)
 	return true, true, nil
+}
+
+// completeRecoveryOf completes the recovery of p (of topic name, a modifiable clone) by
+// leader in leaderEpoch at endOffset: true if it changed p, false for a retry of this
+// very completion.
+func completeRecoveryOf(name string, p *metadata.Partition, leader, leaderEpoch int32, endOffset int64) (bool, error) {
+	if metadata.RecoveryDone(*p, leader, leaderEpoch, endOffset) {
+		return false, nil
+	}
+	np, err := metadata.ApplyRecovery(name, *p, leader, leaderEpoch, endOffset)
+	if err != nil {
+		return false, err
+	}
+	*p = np
+	return true, nil
 }

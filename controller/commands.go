@@ -35,6 +35,7 @@ const (
 	cmdAlterScramCredentials cmdType = 18
 	cmdCreateACLs            cmdType = 19
 	cmdDeleteACLs            cmdType = 20
+	cmdCompleteRecoveries    cmdType = 21
 )
 
 // command is one replicated change. apply must be deterministic: it may read and change
@@ -68,6 +69,7 @@ var commandDecoders = map[cmdType]func() command{
 	cmdAlterScramCredentials: func() command { return &alterScramCmd{} },
 	cmdCreateACLs:            func() command { return &createACLsCmd{} },
 	cmdDeleteACLs:            func() command { return &deleteACLsCmd{} },
+	cmdCompleteRecoveries:    func() command { return &completeRecoveriesCmd{} },
 }
 
 var errBadCommand = errors.New("controller: undecodable command")

@@ -188,6 +188,23 @@ type CompleteRecoveryRequest struct {
 	EndOffset   int64            `json:"end_offset"`
 }
 
+// CompleteRecoveriesRequest is the body of POST /v1/partitions/complete-recoveries:
+// broker Leader, in its registration BrokerEpoch, recovered every listed partition (at
+// most 4096); each is judged as a CompleteRecoveryRequest would be.
+type CompleteRecoveriesRequest struct {
+	Leader      int32              `json:"leader"`
+	BrokerEpoch int64              `json:"broker_epoch"`
+	Items       []recoveryDoneItem `json:"items"`
+}
+
+// CompleteRecoveriesResponse answers it: the Version to wait for and, per item in
+// order, nil (completed, or already completed so) or the error an item's own request
+// would have got.
+type CompleteRecoveriesResponse struct {
+	Version uint64      `json:"version"`
+	Errors  []*APIError `json:"errors"`
+}
+
 // ProducerIDsRequest is the body of POST /v1/producer-ids.
 type ProducerIDsRequest struct {
 	Count int64 `json:"count"`

@@ -679,6 +679,24 @@ type Recoverer interface {
 	CompleteRecovery(ctx context.Context, topic TopicID, partition int32, leaderEpoch int32, endOffset int64) error
 }
 
+// Recovered is one partition's completion in BatchRecoverer.CompleteRecoveries.
+type Recovered struct {
+	Topic       TopicID
+	Partition   int32
+	LeaderEpoch int32
+	EndOffset   int64
+}
+
+// BatchRecoverer is a Recoverer that completes many recoveries in one round trip (the
+// Raft controller: one log entry), so a failover of hundreds of partitions is not
+// paced by one commit per partition. errs has one entry per item (nil: completed, or
+// already completed exactly so), each as CompleteRecovery would return it; err (with
+// errs nil) is a failure of the whole call (ErrFenced, the controllers unreachable):
+// retry all or stop, as for CompleteRecovery.
+type BatchRecoverer interface {
+	CompleteRecoveries(ctx context.Context, done []Recovered) (errs []error, err error)
+}
+
 // Drainer is implemented by stores whose controller drains brokers (the Raft
 // controller's client; metatest's BrokerStore). A broker that is asked to stop (SIGTERM)
 // drains first: DrainBroker marks its registration draining and starts a graceful move

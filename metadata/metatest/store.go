@@ -87,7 +87,8 @@ type Store struct {
 var (
 	_ metadata.Store     = (*Store)(nil)
 	_ metadata.Registrar = (*Store)(nil)
-	_ metadata.Recoverer = (*Store)(nil)
+	_ metadata.Recoverer      = (*Store)(nil)
+	_ metadata.BatchRecoverer = (*Store)(nil)
 )
 
 // NewStore returns a store at version 0 with the given brokers (their order is the
@@ -364,6 +365,15 @@ func (s *Store) CompleteRecovery(_ context.Context, id metadata.TopicID, partiti
 		*p = np
 		return nil
 	})
+}
+
+// CompleteRecoveries implements metadata.BatchRecoverer: each item as CompleteRecovery.
+func (s *Store) CompleteRecoveries(ctx context.Context, done []metadata.Recovered) ([]error, error) {
+	errs := make([]error, len(done))
+	for i, d := range done {
+		errs[i] = s.CompleteRecovery(ctx, d.Topic, d.Partition, d.LeaderEpoch, d.EndOffset)
+	}
+	return errs, nil
 }
 
 // errUnchanged ends an update that has nothing to change, so nothing is published.

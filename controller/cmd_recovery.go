@@ -1,0 +1,75 @@
+package controller
+
+import (
+	"fmt"
+
+	"github.com/weir-io/weir/metadata"
+)
+
+// completeRecoveriesCmd ends the recoveries of many partitions one leader took over
+// (the batched form of completeRecoveryCmd): one Raft entry for every partition a
+// failover gave the broker, instead of one per partition, so the last partition of a
+// large failover is served as soon as the first. Each item is judged alone, exactly as
+// completeRecoveryCmd judges it; the value is one error (nil: completed or a retry of
+// this very completion) per item, in order.
+type completeRecoveriesCmd struct {
+	Leader      int32              `json:"leader"`
+	BrokerEpoch int64              `json:"broker_epoch"`
+	Items       []recoveryDoneItem `json:"items"`
+}
+
+// recoveryDoneItem is one partition of a completeRecoveriesCmd.
+type recoveryDoneItem struct {
+	TopicID     metadata.TopicID `json:"topic_id"`
+	Partition   int32            `json:"partition"`
+	LeaderEpoch int32            `json:"leader_epoch"`
+	EndOffset   int64            `json:"end_offset"`
+}
+
+func (*completeRecoveriesCmd) kind() cmdType { return cmdCompleteRecoveries }
+
+func (c *completeRecoveriesCmd) apply(m *machine) (any, bool, error) {
+	if b, ok := m.st.Brokers[c.Leader]; !ok || b.Epoch != c.BrokerEpoch || !b.Active() {
+		return nil, false, fmt.Errorf("%w: broker %d epoch %d is not current", metadata.ErrFenced, c.Leader, c.BrokerEpoch)
+	}
+	out := recoveriesResult{Errs: make([]error, len(c.Items)), Done: make([]bool, len(c.Items))}
+	// One clone per topic, not per item: a failover of 300 partitions of one topic of
+	// 1,000 would otherwise copy the topic 300 times.
+	clones := map[metadata.TopicID]*metadata.Topic{}
+	for i, it := range c.Items {
+		t := clones[it.TopicID]
+		if t == nil {
+			orig := m.topicByID(it.TopicID)
+			if orig == nil {
+				out.Errs[i] = fmt.Errorf("%w: id %s", metadata.ErrUnknownTopic, it.TopicID)
+				continue
+			}
+			t = cloneTopic(orig)
+			clones[it.TopicID] = t
+		}
+		if it.Partition < 0 || int(it.Partition) >= len(t.Partitions) {
+			out.Errs[i] = fmt.Errorf("%w: partition %d of %q", metadata.ErrUnknownTopic, it.Partition, t.Name)
+			continue
+		}
+		out.Done[i], out.Errs[i] = completeRecoveryOf(t.Name, &t.Partitions[it.Partition], c.Leader, it.LeaderEpoch, it.EndOffset)
+	}
+	changed := false
+	for i, it := range c.Items {
+		if out.Done[i] {
+			m.putTopic(clones[it.TopicID])
+			changed = true
+		}
+	}
+	return out, changed, nil
+}
+
+// recoveriesResult is a completeRecoveriesCmd's value: per item its error, and whether
+// this command completed it (false for a retry or an error).
+type recoveriesResult struct {
+	Errs []error
+	Done []bool
+}
+
+// maxRecoveriesPerRequest bounds one POST /v1/partitions/complete-recoveries (and so one
+// Raft entry): about 100 bytes of JSON per item.
+const maxRecoveriesPerRequest = 4096

@@ -1,0 +1,53 @@
+package controller
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/weir-io/weir/metadata"
+)
+
+// TestCompleteRecoveriesJudgesEachItem: the batched completion applies each item as a
+// single completion would (the same refusals, the same no-op for a retry), in one
+// entry, and refuses the whole batch of a registration that is over.
+func TestCompleteRecoveriesJudgesEachItem(t *testing.T) {
+	f := NewFSM(nil)
+	mustApply(t, f, &initClusterCmd{ClusterID: "c"})
+	mustApply(t, f, &registerBrokerCmd{ID: 1, Host: "h", Port: 1, Rack: "a"})
+	mustApply(t, f, &registerBrokerCmd{ID: 2, Host: "h", Port: 2, Rack: "a"})
+	mustApply(t, f, &createTopicCmd{Topic: metadata.Topic{Name: "t", ID: topicID(1), Partitions: []metadata.Partition{{Leader: 1}, {Leader: 1}, {Leader: 1}}}})
+	fence(t, f, 1) // every partition → 2, Recovering, leader epoch 1
+	le := part(f, "t", 0).LeaderEpoch
+	refuse(t, f, &completeRecoveriesCmd{Leader: 2, BrokerEpoch: 9, Items: []recoveryDoneItem{{TopicID: topicID(1), Partition: 0, LeaderEpoch: le, EndOffset: 5}}}, metadata.ErrFenced)
+
+	v0 := f.View().Version
+	res := mustApply(t, f, &completeRecoveriesCmd{Leader: 2, BrokerEpoch: 1, Items: []recoveryDoneItem{
+		{TopicID: topicID(1), Partition: 0, LeaderEpoch: le, EndOffset: 5},
+		{TopicID: topicID(1), Partition: 1, LeaderEpoch: le - 1, EndOffset: 5}, // an older leader epoch
+		{TopicID: topicID(1), Partition: 2, LeaderEpoch: le, EndOffset: -1},    // a negative end
+		{TopicID: topicID(9), Partition: 0, LeaderEpoch: le, EndOffset: 5},    // no such topic
+		{TopicID: topicID(1), Partition: 0, LeaderEpoch: le, EndOffset: 5},    // the first again: a no-op
+	}})
+	rr := res.Value.(recoveriesResult)
+	want := []error{nil, metadata.ErrRecoveryRefused, metadata.ErrInvalidOffset, metadata.ErrUnknownTopic, nil}
+	for i, w := range want {
+		if (w == nil) != (rr.Errs[i] == nil) || (w != nil && !errors.Is(rr.Errs[i], w)) {
+			t.Fatalf("item %d: %v, want %v", i, rr.Errs[i], w)
+		}
+	}
+	if !reflect.DeepEqual(rr.Done, []bool{true, false, false, false, false}) {
+		t.Fatalf("done: %v", rr.Done)
+	}
+	if res.Version != v0+1 {
+		t.Fatalf("one batch bumped the version from %d to %d, want one entry", v0, res.Version)
+	}
+	if p := part(f, "t", 0); p.Recovering || !reflect.DeepEqual(p.Logs, []metadata.LogRange{{Broker: 1, StartOffset: 0}, {Broker: 2, StartOffset: 5}}) {
+		t.Fatalf("t/0: %+v", p)
+	}
+	for _, i := range []int{1, 2} {
+		if p := part(f, "t", i); !p.Recovering {
+			t.Fatalf("t/%d completed by a refused item: %+v", i, p)
+		}
+	}
+}
