@@ -26,8 +26,8 @@ func TestCompleteRecoveriesJudgesEachItem(t *testing.T) {
 		{TopicID: topicID(1), Partition: 0, LeaderEpoch: le, EndOffset: 5},
 		{TopicID: topicID(1), Partition: 1, LeaderEpoch: le - 1, EndOffset: 5}, // an older leader epoch
 		{TopicID: topicID(1), Partition: 2, LeaderEpoch: le, EndOffset: -1},    // a negative end
-		{TopicID: topicID(9), Partition: 0, LeaderEpoch: le, EndOffset: 5},    // no such topic
-		{TopicID: topicID(1), Partition: 0, LeaderEpoch: le, EndOffset: 5},    // the first again: a no-op
+		{TopicID: topicID(9), Partition: 0, LeaderEpoch: le, EndOffset: 5},     // no such topic
+		{TopicID: topicID(1), Partition: 0, LeaderEpoch: le, EndOffset: 5},     // the first again: a no-op
 	}})
 	rr := res.Value.(recoveriesResult)
 	want := []error{nil, metadata.ErrRecoveryRefused, metadata.ErrInvalidOffset, metadata.ErrUnknownTopic, nil}

@@ -85,8 +85,8 @@ type Store struct {
 }
 
 var (
-	_ metadata.Store     = (*Store)(nil)
-	_ metadata.Registrar = (*Store)(nil)
+	_ metadata.Store          = (*Store)(nil)
+	_ metadata.Registrar      = (*Store)(nil)
 	_ metadata.Recoverer      = (*Store)(nil)
 	_ metadata.BatchRecoverer = (*Store)(nil)
 )
