@@ -234,7 +234,13 @@ func (b *Broker) finishAppend(p *partlog.Partition, res partlog.Prepared, pos wa
 		case dup.Offset >= hw:
 			done(0, 0, wal.ErrFailed)
 		case !b.leaseOK():
-			done(0, 0, partlog.ErrNotLeader)
+			go func() { // rare: off the WAL's completion path
+				if b.awaitLease(b.ctx) {
+					done(dup.Offset, logStart, nil)
+				} else {
+					done(0, 0, partlog.ErrNotLeader)
+				}
+			}()
 		default:
 			done(dup.Offset, logStart, nil)
 		}
@@ -260,9 +266,17 @@ func (b *Broker) finishAppend(p *partlog.Partition, res partlog.Prepared, pos wa
 		}
 		b.metrics.bytesIn.WithLabelValues(p.Topic()).Add(float64(size))
 		if !b.leaseOK() {
-			// Durable, but this broker may already be fenced: no ack. The client
-			// retries at the leader the metadata names.
-			done(0, 0, partlog.ErrNotLeader)
+			// Durable, but this broker may already be fenced: no ack unless the lease
+			// is renewed (awaitLease); otherwise the client retries at the leader the
+			// metadata names. Rare: off the WAL's completion path.
+			go func() {
+				if b.awaitLease(b.ctx) {
+					logStart, _ := p.Offsets()
+					done(res.Base(), logStart, nil)
+				} else {
+					done(0, 0, partlog.ErrNotLeader)
+				}
+			}()
 			return
 		}
 		logStart, _ := p.Offsets()

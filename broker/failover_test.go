@@ -91,6 +91,31 @@ func TestLeaseLapsingDuringSyncRefusesTheAck(t *testing.T) {
 	}
 }
 
+// TestLeaseRenewedDuringTheWaitAcks: a lease that lapsed during a batch's sync and is
+// renewed within leaseWait (a heartbeat that came late) acks the batch, once: a
+// non-idempotent producer is not sent into a retry that would write it twice.
+func TestLeaseRenewedDuringTheWaitAcks(t *testing.T) {
+	fs := waltest.NewFaultFS(wal.OSFS())
+	b, store := startLeasedBroker(t, fs)
+	cl := clientFor(t, b)
+	createTopic(t, kadm.NewClient(cl), "renew", 1, nil)
+	wantProduce(t, "with a lease", rawProduce(t, cl, "renew", makeBatch(-1, -1, -1, []byte("a"))), 0, 0)
+	var lapsed atomic.Bool
+	fs.SetHook(func(op waltest.Op, name string, _ int64, _ int) error {
+		if op == waltest.OpSync && filepath.Ext(name) == ".wal" && !lapsed.Load() {
+			lapsed.Store(true)
+			store.valid.Store(false)                                                 // the lease runs out during this sync...
+			time.AfterFunc(100*time.Millisecond, func() { store.valid.Store(true) }) // ...and a late heartbeat renews it
+		}
+		return nil
+	})
+	wantProduce(t, "lease renewed after its sync", rawProduce(t, cl, "renew", makeBatch(-1, -1, -1, []byte("b"))), 0, 1)
+	if !lapsed.Load() {
+		t.Fatal("no WAL sync was seen: is the fault file system wired in?")
+	}
+	consumeAll(t, b.Addr().String(), "renew", map[int32]map[int64]string{0: {0: "a", 1: "b"}})
+}
+
 // A second process that opens the same broker's data (a force-deleted pod that is still
 // running, an operator mistake) takes the WAL over: it writes under a new epoch and seals
 // the first one's WAL, whose next write is refused and which learns it is fenced; every

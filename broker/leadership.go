@@ -37,6 +37,43 @@ func (b *Broker) leaseOK() bool {
 	return true
 }
 
+// leaseWait is how long an ack (or a produce's arrival) waits for a lapsed lease to be
+// renewed before it answers NOT_LEADER_OR_FOLLOWER: a heartbeat that came late (a busy
+// machine, a controller that died between two heartbeats) costs a delay, not a retry
+// that non-idempotent producers turn into a duplicate. A renewed lease is as good as
+// one that never lapsed: while it is valid no fence can have been committed
+// (controller/leases.go), so a record synced before is in whatever a taker reads.
+const leaseWait = time.Second
+
+// awaitLease reports whether the lease is valid, waiting up to leaseWait (or until
+// ctx ends or the broker is fenced) for a renewal.
+func (b *Broker) awaitLease(ctx context.Context) bool {
+	if b.leaseOK() {
+		return true
+	}
+	if _, ok := b.meta.(leaser); !ok {
+		return true
+	}
+	t := time.NewTimer(leaseWait)
+	defer t.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-b.fenced:
+			return false
+		case <-t.C:
+			return b.leaseOK()
+		case <-tick.C:
+			if b.leaseOK() {
+				return true
+			}
+		}
+	}
+}
+
 // viewSync is what syncPartitions applied last: it diffs the next view against it, so
 // applying a view costs O(changed partitions), not O(all): topics are shared between
 // views when unchanged (the controller client's deltas keep their pointers), and

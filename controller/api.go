@@ -22,6 +22,7 @@ import (
 //
 //	POST   /v1/brokers/register          RegisterRequest         -> LeaseResponse | 409 duplicate_broker
 //	POST   /v1/brokers/heartbeat         HeartbeatRequest        -> LeaseResponse | 409 fenced
+//	POST   /v1/brokers/lease-vote        LeaseVoteRequest        -> LeaseVoteResponse (controller to controller)
 //	POST   /v1/brokers/suspect           SuspectRequest          -> VersionResponse
 //	POST   /v1/brokers/drain             DrainRequest            -> DrainResponse | 409 fenced
 //	POST   /v1/topics                    CreateTopicRequest      -> TopicResponse
@@ -53,7 +54,10 @@ const forwardedHeader = "X-Weir-Forwarded-By"
 func (c *Controller) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/brokers/register", writeAs[RegisterRequest](c, c.handleRegister))
-	mux.HandleFunc("POST /v1/brokers/heartbeat", writeAs[HeartbeatRequest](c, c.handleHeartbeat))
+	// Leases are every controller's (leases.go): heartbeats and fence votes are
+	// answered where they arrive, never forwarded.
+	mux.HandleFunc("POST /v1/brokers/heartbeat", c.handleHeartbeat)
+	mux.HandleFunc("POST /v1/brokers/lease-vote", c.handleLeaseVote)
 	mux.HandleFunc("POST /v1/brokers/suspect", writeAs[SuspectRequest](c, c.handleSuspect))
 	mux.HandleFunc("POST /v1/brokers/drain", writeAs[DrainRequest](c, c.handleDrain))
 	mux.HandleFunc("POST /v1/topics", writeAs[CreateTopicRequest](c, c.handleCreateTopic))

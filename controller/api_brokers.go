@@ -9,15 +9,20 @@ import (
 	"github.com/weir-io/weir/routing"
 )
 
-// leaseMs is the lease granted in every register and heartbeat answer.
-func (c *Controller) leaseMs() int64 { return c.cfg.GrantedLease().Milliseconds() }
+// leaseResponse is a register or heartbeat answer: the lease this controller grants
+// (Config.GrantedLease), who answered and how many controllers vote, so the broker can
+// count a majority.
+func (c *Controller) leaseResponse(epoch int64, version uint64) LeaseResponse {
+	return LeaseResponse{Epoch: epoch, Version: version, LeaseTimeoutMs: c.cfg.GrantedLease().Milliseconds(),
+		NodeID: c.cfg.NodeID, Voters: len(c.cfg.Peers)}
+}
 
 // handleRegister records a broker start: a new epoch, state active, a fresh lease; the
 // broker takes over the Recovering partitions left without a leader. A registration
-// is refused (metadata.ErrDuplicateBroker) while the ID's active registration belongs to
-// another incarnation whose lease is fresh: heard from within the granted lease, so
-// that process may still be acking. Registrations are serialised on the leader, so two
-// processes starting at once cannot both pass the check.
+// that replaces a live one of another process (another incarnation) needs the votes a
+// fence needs (leasevote.go): while that process may hold a lease the registration is
+// refused (metadata.ErrDuplicateBroker), and the broker retries. Registrations are
+// serialised on the leader, so two processes starting at once cannot both pass.
 func (c *Controller) handleRegister(r *http.Request, body []byte) (any, error) {
 	var req RegisterRequest
 	if err := decode(body, &req); err != nil {
@@ -32,11 +37,17 @@ func (c *Controller) handleRegister(r *http.Request, body []byte) (any, error) {
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
 	if b, ok := c.fsm.View().Broker(req.ID); ok && b.Active() {
-		inc, fresh := c.leases.holder(req.ID, b.Epoch, time.Now(), c.cfg.GrantedLease())
-		if fresh && inc != req.Incarnation {
-			c.metrics.duplicates.Inc()
-			return nil, fmt.Errorf("%w: broker id %d is in use by a live process (epoch %d, incarnation %q, heard from within the last %v); "+
-				"if that process is gone, its lease runs out within %v", metadata.ErrDuplicateBroker, req.ID, b.Epoch, inc, c.cfg.GrantedLease(), c.cfg.GrantedLease())
+		inc, _ := c.leases.holder(req.ID, b.Epoch, time.Now(), 0)
+		// The same process registering again left its registration itself (its storage
+		// failed, or it was told it is fenced): no vote needed. Anyone else must wait
+		// until that registration's lease cannot be valid any more.
+		if inc == "" || inc != req.Incarnation {
+			if ok, votes := c.fenceVotes(r.Context(), req.ID, b.Epoch); !ok {
+				c.metrics.duplicates.Inc()
+				return nil, fmt.Errorf("%w: broker id %d is in use by a live process (epoch %d, incarnation %q): a majority of the controllers "+
+					"heard from it within %v (votes %v); if that process is gone, its lease runs out within %v",
+					metadata.ErrDuplicateBroker, req.ID, b.Epoch, inc, c.cfg.SuspectTimeout, votes, c.cfg.SuspectTimeout)
+			}
 		}
 	}
 	res, err := c.propose(&registerBrokerCmd{ID: req.ID, Host: req.Host, Port: req.Port, Rack: req.Rack, Listeners: req.Listeners})
@@ -45,10 +56,11 @@ func (c *Controller) handleRegister(r *http.Request, body []byte) (any, error) {
 	}
 	rr, _ := res.Value.(registerResult)
 	c.leases.renew(req.ID, rr.Epoch, req.Incarnation, time.Now())
+	c.noteHeartbeatConn(r, req.ID)
 	c.metrics.failedOver.Add(float64(rr.Adopted))
 	c.log.Info("broker registered", "broker", req.ID, "epoch", rr.Epoch, "host", req.Host, "port", req.Port, "rack", req.Rack,
 		"listeners", len(req.Listeners), "incarnation", req.Incarnation, "adopted_partitions", rr.Adopted)
-	return LeaseResponse{Epoch: rr.Epoch, Version: res.Version, LeaseTimeoutMs: c.leaseMs()}, nil
+	return c.leaseResponse(rr.Epoch, res.Version), nil
 }
 
 // validListeners checks a registration's extra listeners: at most
@@ -81,28 +93,40 @@ func validListeners(ls []metadata.Listener) error {
 	return nil
 }
 
-// handleHeartbeat renews a broker's lease for its current epoch; a fenced broker or a
-// stale epoch is told so (metadata.ErrFenced): its registration is over.
-func (c *Controller) handleHeartbeat(r *http.Request, body []byte) (any, error) {
+// handleHeartbeat acknowledges a heartbeat of a broker registration on this
+// controller, leader or not (leases.go: the broker counts a majority): refused with
+// metadata.ErrFenced when this controller's View shows the registration over, or it
+// voted to fence it. The leader also keeps the load report for the balancer.
+func (c *Controller) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, c.cfg.MaxBodyBytes)
 	var req HeartbeatRequest
-	if err := decode(body, &req); err != nil {
-		return nil, err
+	if err == nil {
+		err = decode(body, &req)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	now := time.Now()
 	v := c.fsm.View()
 	b, ok := v.Broker(req.ID)
-	if ok && req.Epoch > b.Epoch {
-		// A registration this (new) leader has not applied yet.
-		return nil, fmt.Errorf("%w: broker %d epoch %d not applied here yet", ErrUnavailable, req.ID, req.Epoch)
+	switch {
+	case ok && req.Epoch > b.Epoch, !ok && req.Epoch > 0:
+		// A registration this controller has not applied yet: its heartbeats count
+		// here like any (a vote must see them); the View catches up.
+	case !ok || b.Epoch != req.Epoch || !b.Active():
+		writeError(w, fmt.Errorf("%w: broker %d epoch %d: registration over (fenced or replaced)", metadata.ErrFenced, req.ID, req.Epoch))
+		return
 	}
-	if !ok || b.Epoch != req.Epoch || !b.Active() {
-		return nil, fmt.Errorf("%w: broker %d epoch %d: registration over (fenced or replaced)", metadata.ErrFenced, req.ID, req.Epoch)
+	if !c.leases.renew(req.ID, req.Epoch, req.Incarnation, now) {
+		writeError(w, fmt.Errorf("%w: broker %d epoch %d: controller %d voted to fence this registration", metadata.ErrFenced, req.ID, req.Epoch, c.cfg.NodeID))
+		return
 	}
-	c.leases.renew(req.ID, req.Epoch, req.Incarnation, now)
-	if req.LoadReport {
+	c.noteHeartbeatConn(r, req.ID)
+	if req.LoadReport && c.IsLeader() {
 		c.loads.report(v, req.ID, req.Load, now)
 	}
-	return LeaseResponse{Epoch: req.Epoch, Version: v.Version, LeaseTimeoutMs: c.leaseMs()}, nil
+	writeJSON(w, http.StatusOK, c.leaseResponse(req.Epoch, v.Version))
 }
 
 // handleDrain drains a broker's live registration (drainBrokerCmd): it turns draining

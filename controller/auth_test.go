@@ -91,7 +91,7 @@ func TestAPITokenAuth(t *testing.T) {
 	writeTokenFile(t, ctrlTokens, tokenA, tokenB)
 	tc := newTestCluster(t, 3, func(c *Config) {
 		c.TokenFile, c.InsecurePlaintextToken = ctrlTokens, true
-		c.LeaseTimeout, c.LeaseGrace, c.SuspectTimeout = 500*time.Millisecond, 250*time.Millisecond, time.Second
+		c.LeaseTimeout, c.LeaseGrace = 500*time.Millisecond, 250*time.Millisecond
 	})
 	leader := tc.waitLeader()
 	follower := tc.follower(leader)

@@ -92,8 +92,8 @@ type ClientConfig struct {
 func DefaultClientConfig() ClientConfig {
 	return ClientConfig{
 		BrokerID:          -1,
-		HeartbeatInterval: 200 * time.Millisecond,
-		LeaseTimeout:      650 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond,
+		LeaseTimeout:      300 * time.Millisecond,
 		RequestTimeout:    15 * time.Second,
 		RetryTimeout:      30 * time.Second,
 		WatchWait:         30 * time.Second,
@@ -171,6 +171,7 @@ type Client struct {
 	cfg ClientConfig
 	log *slog.Logger
 	hc  *http.Client
+	hb  *http.Client // heartbeats only
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -209,12 +210,17 @@ type Client struct {
 	leaseClock func() time.Duration
 
 	leaseMu sync.Mutex // guards the lease and the fence state; epoch changes under it
-	// lastAck is the leaseClock reading when the last acknowledged heartbeat (or the
-	// registration) was sent; hasAck is false before registering and after a fence.
-	lastAck    time.Duration
+	// acks holds, per controller (node ID) of the current registration, when the lease
+	// it granted ends on the leaseClock: the send time of the last heartbeat (or the
+	// registration) it acknowledged plus the lease it granted. The lease is valid while
+	// a majority of the voters' entries lie in the future (leases.go). hasAck is false
+	// before registering and after a fence.
+	acks       map[int32]time.Duration
+	voters     int
 	hasAck     bool
-	leaseDur   time.Duration
-	regVersion uint64 // the metadata version of the registration: the lease needs a View this new
+	leaseDur   time.Duration // the last lease granted (for logs)
+	hbKick     chan struct{} // closed (and replaced) at each registration: heartbeat now
+	regVersion uint64        // the metadata version of the registration: the lease needs a View this new
 	// fenced is closed when the controller answers that registration fencedEpoch is over.
 	fenced      chan struct{}
 	fencedEpoch int64
@@ -257,6 +263,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		cancel:   cancel,
 		changed:  make(chan struct{}),
 		leaseDur: cfg.LeaseTimeout,
+		acks:     map[int32]time.Duration{},
 		fenced:   make(chan struct{}),
 
 		incarnation: newIncarnation(),
@@ -267,6 +274,15 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			DialContext:         dialer(cfg.WrapConn),
 			MaxIdleConnsPerHost: 4,
 			IdleConnTimeout:     90 * time.Second,
+			TLSClientConfig:     sec.tls,
+		}},
+		// Heartbeats have connections of their own, kept open: a controller takes
+		// the close of one for a hint that this process died (leasevote.go), so
+		// nothing else may close them (the pool of hc closes idle extras).
+		hb: &http.Client{Transport: &http.Transport{
+			Proxy:               nil,
+			DialContext:         dialer(cfg.WrapConn),
+			MaxIdleConnsPerHost: 1,
 			TLSClientConfig:     sec.tls,
 		}},
 	}
@@ -302,6 +318,7 @@ func (c *Client) Close() error {
 		c.cancel()
 		c.wg.Wait()
 		c.hc.CloseIdleConnections()
+		c.hb.CloseIdleConnections()
 	})
 	return nil
 }
@@ -361,6 +378,11 @@ func (c *Client) publishView(vj *ViewJSON) (bool, error) {
 
 // attempt sends one request to one controller; it returns the status and body.
 func (c *Client) attempt(ctx context.Context, addr, method, path string, body []byte, timeout time.Duration) (int, []byte, error) {
+	return c.attemptWith(c.hc, ctx, addr, method, path, body, timeout)
+}
+
+// attemptWith is attempt on the HTTP client hc.
+func (c *Client) attemptWith(hc *http.Client, ctx context.Context, addr, method, path string, body []byte, timeout time.Duration) (int, []byte, error) {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var rd io.Reader
@@ -376,7 +398,7 @@ func (c *Client) attempt(ctx context.Context, addr, method, path string, body []
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Idempotency-Key", "weir") // every call is safe to replay
-	resp, err := c.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/weir-io/weir/metadata"
@@ -169,8 +170,10 @@ func (c *Client) RegisterBroker(ctx context.Context, b metadata.Broker) error {
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 	c.hbOnce.Do(func() {
-		c.wg.Add(1)
-		go c.heartbeatLoop()
+		for i := range c.cfg.Controllers {
+			c.wg.Add(1)
+			go c.heartbeatLoop(i)
+		}
 	})
 	return nil
 }
@@ -187,14 +190,21 @@ func (c *Client) register(ctx context.Context) error {
 	if lease <= 0 {
 		lease = c.cfg.LeaseTimeout
 	}
+	voters := max(resp.Voters, 1)
 	ok := lease >= 2*c.cfg.HeartbeatInterval
 	c.leaseMu.Lock()
 	old := c.epoch.Swap(resp.Epoch)
-	// The leader granted a fresh lease when it applied the registration; it counts
-	// once this client's View has the registration (regVersion).
-	c.lastAck, c.hasAck = send, ok
+	// The leader acknowledged the registration like a heartbeat; the lease needs a
+	// majority, so it counts once a follower acknowledged a heartbeat too, and once
+	// this client's View has the registration (regVersion).
+	c.acks = map[int32]time.Duration{resp.NodeID: send + lease}
+	c.voters, c.hasAck = voters, ok
 	c.leaseDur = lease
 	c.regVersion = resp.Version
+	if c.hbKick != nil {
+		close(c.hbKick)
+	}
+	c.hbKick = make(chan struct{})
 	if c.fencedEpoch != 0 {
 		c.fenced, c.fencedEpoch = make(chan struct{}), 0 // a new registration, a new channel
 	}
@@ -204,7 +214,13 @@ func (c *Client) register(ctx context.Context) error {
 			"lower the heartbeat interval or raise the controllers' lease settings (broker %d is registered in epoch %d without a lease)",
 			ErrBadConfig, lease, c.cfg.HeartbeatInterval, c.self.ID, resp.Epoch)
 	}
-	c.log.Info("registered with the controllers", "broker", c.self.ID, "epoch", resp.Epoch, "previous_epoch", old, "lease", lease, "incarnation", c.incarnation)
+	if need := voters/2 + 1; len(c.cfg.Controllers) < need {
+		return fmt.Errorf("%w: the lease needs acknowledgements of %d of the %d controllers, and this broker knows only %d address(es) (%s): "+
+			"list every controller (broker %d is registered in epoch %d)", ErrBadConfig, need, voters, len(c.cfg.Controllers),
+			strings.Join(c.cfg.Controllers, ","), c.self.ID, resp.Epoch)
+	}
+	c.log.Info("registered with the controllers", "broker", c.self.ID, "epoch", resp.Epoch, "previous_epoch", old, "lease", lease,
+		"controllers", voters, "incarnation", c.incarnation)
 	c.waitVersion(ctx, resp.Version)
 	if old != 0 && c.cfg.OnEpochChange != nil {
 		c.cfg.OnEpochChange(old, resp.Epoch)
@@ -212,73 +228,104 @@ func (c *Client) register(ctx context.Context) error {
 	return nil
 }
 
-func (c *Client) heartbeatLoop() {
+// heartbeatLoop heartbeats one controller (by index in ClientConfig.Controllers) every
+// HeartbeatInterval, from registration until the client closes: each controller on
+// its own, so one that is slow, dead or partitioned costs the others nothing, and the
+// lease holds while a majority answers.
+func (c *Client) heartbeatLoop(idx int) {
 	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.HeartbeatInterval)
 	defer t.Stop()
+	var lastLoad time.Duration
 	for {
+		if !c.hbPaused.Load() {
+			if sent, ok := c.heartbeat(idx, lastLoad); ok {
+				lastLoad = sent
+			}
+		}
+		c.leaseMu.Lock()
+		kick := c.hbKick
+		c.leaseMu.Unlock()
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-t.C:
+		case <-kick: // a new registration: its lease needs a majority at once
 		}
-		if c.hbPaused.Load() {
-			continue
-		}
-		c.heartbeat()
 	}
 }
 
-func (c *Client) heartbeat() {
+// heartbeat sends one heartbeat to controller idx; it reports the send time and
+// whether the heartbeat carried a load report that was acknowledged.
+func (c *Client) heartbeat(idx int, lastLoad time.Duration) (time.Duration, bool) {
 	c.leaseMu.Lock()
 	epoch := c.epoch.Load()
-	budget := c.leaseDur
 	over := epoch == c.fencedEpoch
 	c.leaseMu.Unlock()
-	if over {
-		return // fenced: nothing to renew until RegisterBroker
+	if over || epoch == 0 {
+		return 0, false // fenced: nothing to renew until RegisterBroker
 	}
 	req := HeartbeatRequest{ID: c.selfID.Load(), Epoch: epoch, Incarnation: c.incarnation}
-	if c.cfg.LoadReport != nil && c.leaseClock()-time.Duration(c.lastLoad.Load()) >= c.cfg.LoadReportInterval {
+	send := c.leaseClock()
+	if c.cfg.LoadReport != nil && send-lastLoad >= c.cfg.LoadReportInterval {
 		req.LoadReport, req.Load = true, compactLoad(c.cfg.LoadReport())
 	}
-	send := c.leaseClock()
-	ctx, cancel := context.WithTimeout(c.ctx, max(budget, c.cfg.HeartbeatInterval))
-	defer cancel()
+	body, err := json.Marshal(req)
+	if err != nil {
+		return 0, false
+	}
+	addr := c.cfg.Controllers[idx]
+	// Longer than the lease: a request given up closes its connection, which the
+	// controller would take for a hint that this process died.
+	status, rb, err := c.attemptWith(c.hb, c.ctx, addr, http.MethodPost, "/v1/brokers/heartbeat", body, max(time.Second, 4*c.cfg.HeartbeatInterval))
 	var resp LeaseResponse
-	_, err := c.call(ctx, http.MethodPost, "/v1/brokers/heartbeat", req, &resp)
+	if err == nil {
+		if status/100 == 2 {
+			err = json.Unmarshal(rb, &resp)
+		} else {
+			var ae APIError
+			if json.Unmarshal(rb, &ae) != nil || ae.Code == "" {
+				ae = APIError{Code: "internal", Message: fmt.Sprintf("HTTP %d: %.200s", status, rb)}
+			}
+			err = ae.toError()
+		}
+	}
 	switch {
 	case err == nil:
-		if req.LoadReport {
-			c.lastLoad.Store(int64(send))
-		}
 		c.leaseMu.Lock()
 		defer c.leaseMu.Unlock()
 		if resp.Epoch != c.epoch.Load() || c.fencedEpoch == resp.Epoch || !c.hasAck {
-			return
+			return send, req.LoadReport
 		}
-		if send > c.lastAck {
-			c.lastAck = send
+		lease := time.Duration(resp.LeaseTimeoutMs) * time.Millisecond
+		if lease <= 0 {
+			lease = c.cfg.LeaseTimeout
 		}
-		if resp.LeaseTimeoutMs > 0 {
-			c.leaseDur = time.Duration(resp.LeaseTimeoutMs) * time.Millisecond
+		if end := send + lease; end > c.acks[resp.NodeID] {
+			c.acks[resp.NodeID] = end
 		}
+		if resp.Voters > 0 {
+			c.voters = resp.Voters
+		}
+		c.leaseDur = lease
+		return send, req.LoadReport
 	case errors.Is(err, metadata.ErrFenced):
 		c.leaseMu.Lock()
 		defer c.leaseMu.Unlock()
 		if c.epoch.Load() != epoch || c.fencedEpoch == epoch {
-			return // registered again meanwhile, or already known
+			return 0, false // registered again meanwhile, or already known
 		}
 		c.hasAck = false // stop acking now
 		c.fencedEpoch = epoch
 		close(c.fenced)
-		c.log.Warn("the controller fenced this broker: its registration is over; the broker must restart its storage and register again",
-			"broker", c.selfID.Load(), "epoch", epoch)
+		c.log.Warn("the controllers fenced this broker: its registration is over; the broker must restart its storage and register again",
+			"broker", c.selfID.Load(), "epoch", epoch, "controller", addr, "err", err)
 	default:
 		if c.ctx.Err() == nil {
-			c.log.Warn("heartbeat failed", "broker", c.selfID.Load(), "epoch", epoch, "err", err)
+			c.log.Debug("heartbeat failed", "broker", c.selfID.Load(), "epoch", epoch, "controller", addr, "err", err)
 		}
 	}
+	return 0, false
 }
 
 // compactLoad keeps the partitions with traffic, the maxLoadReport hottest.
@@ -353,30 +400,47 @@ func (c *Client) Fenced() <-chan struct{} {
 	return c.fenced
 }
 
-// LeaseValid implements metadata.Leaser: true until the granted lease (the
-// controllers' Config.GrantedLease) after the send time of the last acknowledged
-// heartbeat or registration, measured on the lease clock (CLOCK_BOOTTIME on Linux, so
-// a paused VM wakes up with its lease run out); now is mapped onto that clock through
-// the monotonic clock, so time.Now() asks about the present. False before registering,
-// after a fence, and until this client's View includes the registration (so the broker
-// never acks from an older View that predates it). The controllers fence later than
-// the lease ends on every path (GrantedLease), so a broker that checks LeaseValid
-// before acking stops acking before it can be fenced.
+// LeaseValid implements metadata.Leaser: true while a majority of the controllers
+// granted a lease that has not ended: each counted from the send time of the last
+// heartbeat (or registration) that controller acknowledged, measured on the lease
+// clock (CLOCK_BOOTTIME on Linux, so a paused VM wakes up with its lease run out); now
+// is mapped onto that clock through the monotonic clock, so time.Now() asks about the
+// present. False before registering, after a fence, and until this client's View
+// includes the registration (so the broker never acks from an older View that
+// predates it). No fence can be committed before the lease ends (leases.go), so a
+// broker that checks LeaseValid before acking stops acking before it can be fenced.
 func (c *Client) LeaseValid(now time.Time) bool {
 	at := c.leaseClock() + time.Until(now)
 	have := c.viewVersion.Load()
 	c.leaseMu.Lock()
 	defer c.leaseMu.Unlock()
-	return c.hasAck && have >= c.regVersion && at < c.lastAck+c.leaseDur
+	return c.hasAck && have >= c.regVersion && c.leaseEndLocked() > at
 }
 
-// SinceLeaseAck is how long before now the last heartbeat the controllers answered was
-// sent (the lease runs from that send); ok is false before the first (broker logs).
+// leaseEndLocked is when the lease ends on the lease clock: the majority-th latest of
+// the controllers' ends (0 without a majority). leaseMu is held.
+func (c *Client) leaseEndLocked() time.Duration {
+	need := max(c.voters, 1)/2 + 1
+	if len(c.acks) < need {
+		return 0
+	}
+	ends := make([]time.Duration, 0, len(c.acks))
+	for _, e := range c.acks {
+		ends = append(ends, e)
+	}
+	slices.Sort(ends)
+	return ends[len(ends)-need]
+}
+
+// SinceLeaseAck is how long before now the lease was last renewed: now minus (the
+// lease's end minus the lease granted); ok is false before the first majority (broker
+// logs).
 func (c *Client) SinceLeaseAck(now time.Time) (d time.Duration, ok bool) {
 	at := c.leaseClock() + time.Until(now)
 	c.leaseMu.Lock()
 	defer c.leaseMu.Unlock()
-	return at - c.lastAck, c.hasAck
+	end := c.leaseEndLocked()
+	return at - (end - c.leaseDur), c.hasAck && end > 0
 }
 
 // ReportSuspect implements metadata.Leaser.

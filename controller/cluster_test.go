@@ -435,8 +435,12 @@ func TestRestartKeepsMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b1.Close() // no heartbeats (and no fencing) to change the state from here on
+	b1.Close() // no heartbeats to change the state from here on, once the fence of the closed broker is in
 	admin.Close()
+	testutil.Eventually(t, 20*time.Second, "the closed broker fenced", func() bool {
+		br, _ := tc.ctrls[leader].View().Broker(1)
+		return !br.Active()
+	})
 	want := stateOf(t, tc.ctrls[leader])
 	wantVersion := tc.ctrls[leader].View().Version
 	for i, c := range tc.ctrls {
@@ -476,7 +480,9 @@ func TestSnapshotRestore(t *testing.T) {
 	})
 	leader := tc.waitLeader()
 	ctx := ctxT(t)
-	tc.broker(1, "a").Close()
+	// A live broker to place the partitions on (a closed one is fenced within the
+	// suspect timeout: its heartbeat connections close).
+	b := tc.broker(1, "a")
 	admin := tc.client(-1, nil)
 	for i := 0; i < 30; i++ {
 		if _, err := admin.CreateTopic(ctx, metadata.TopicSpec{Name: fmt.Sprintf("snap-%d", i), Partitions: 2, ReplicationFactor: -1}, false); err != nil {
@@ -484,6 +490,11 @@ func TestSnapshotRestore(t *testing.T) {
 		}
 	}
 	admin.Close()
+	b.Close()
+	testutil.Eventually(t, 20*time.Second, "the closed broker fenced", func() bool {
+		br, _ := tc.ctrls[leader].View().Broker(1)
+		return !br.Active()
+	})
 	want := stateOf(t, tc.ctrls[leader])
 	wantVersion := tc.ctrls[leader].View().Version
 	for i, c := range tc.ctrls {

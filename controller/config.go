@@ -108,16 +108,26 @@ type Config struct {
 	// ApplyTimeout bounds how long a proposal may wait to be enqueued.
 	ApplyTimeout time.Duration
 
-	// The leader fences a broker whose last heartbeat arrived more than
-	// LeaseTimeout+LeaseGrace ago, or, once another broker reported it (gossip
-	// suspicion), more than SuspectTimeout ago. The lease it grants brokers (GrantedLease,
-	// sent in every register and heartbeat answer) ends before either:
-	// min(LeaseTimeout+LeaseGrace, SuspectTimeout) - LeaderLeaseTimeout -
-	// LeaseSafetyMargin, counted by the broker from the send time of its last
-	// acknowledged heartbeat. Defaults 1 s, 250 ms, 1 s: a granted lease of 650 ms.
+	// The leader proposes to fence a broker whose last heartbeat arrived more than
+	// LeaseTimeout+LeaseGrace ago, more than SuspectTimeout ago when its heartbeat
+	// connection closed since, or more than ReportedTimeout ago when gossip reported it
+	// dead since; the fence
+	// needs the votes of a majority of controllers, each silent about the broker for
+	// SuspectTimeout (leases.go). The lease every controller grants brokers
+	// (GrantedLease, in every register and heartbeat answer) is SuspectTimeout -
+	// LeaseSafetyMargin, counted by the broker from the send time of the heartbeat a
+	// majority acknowledged. Defaults 2 s, 250 ms, 400 ms (800 ms reported): a granted
+	// lease of 300 ms, a killed broker fenced 300 to 400 ms after it died, a paused one
+	// once gossip reports it (about 0.6 s) and 800 ms after its last heartbeat.
 	LeaseTimeout   time.Duration
 	LeaseGrace     time.Duration
 	SuspectTimeout time.Duration
+	// ReportedTimeout is the silence after which the leader proposes to fence a broker
+	// gossip reported dead (default 800 ms): longer than SuspectTimeout, since a
+	// process starved of CPU fails its gossip probes as a dead one does, and a fence
+	// costs a restart. It is used clamped to [SuspectTimeout, LeaseTimeout+LeaseGrace]
+	// (fenceAfter).
+	ReportedTimeout time.Duration
 	// LeaseCheckInterval is how often the leader looks for expired leases.
 	LeaseCheckInterval time.Duration
 	// LeaderWaitTimeout is how long a follower holds a write while no leader is known
@@ -218,8 +228,9 @@ func DefaultConfig() Config {
 		ApplyTimeout:       5 * time.Second,
 		LeaseTimeout:       2 * time.Second,
 		LeaseGrace:         250 * time.Millisecond,
-		SuspectTimeout:     time.Second,
-		LeaseCheckInterval: 100 * time.Millisecond,
+		SuspectTimeout:     400 * time.Millisecond,
+		ReportedTimeout:    800 * time.Millisecond,
+		LeaseCheckInterval: 25 * time.Millisecond,
 		LeaderWaitTimeout:  5 * time.Second,
 		DefaultPartitions:  1,
 		MaxPartitions:      100000,
@@ -253,10 +264,12 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", c.SnapshotThreshold, "log entries between snapshots")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often to check the snapshot threshold")
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", c.TrailingLogs, "log entries kept after a snapshot")
-	fs.DurationVar(&c.LeaseTimeout, "lease-timeout", c.LeaseTimeout, "a broker silent this long (+ --lease-grace) is fenced and its partitions fail over")
+	fs.DurationVar(&c.LeaseTimeout, "lease-timeout", c.LeaseTimeout, "a broker silent this long (+ --lease-grace) is fenced and its partitions fail over, even if nothing says it is gone")
 	fs.DurationVar(&c.LeaseGrace, "lease-grace", c.LeaseGrace, "extra time before the controller fences a silent broker")
-	fs.DurationVar(&c.SuspectTimeout, "suspect-timeout", c.SuspectTimeout, "a broker reported by gossip is fenced when silent this long; brokers are granted a lease of "+
-		"min(lease-timeout+lease-grace, suspect-timeout) - raft-leader-lease-timeout - 100ms, which must be at least 2 x 100ms")
+	fs.DurationVar(&c.ReportedTimeout, "reported-timeout", c.ReportedTimeout, "a broker gossip reported dead is fenced when silent this long (between --suspect-timeout and --lease-timeout + --lease-grace)")
+	fs.DurationVar(&c.SuspectTimeout, "suspect-timeout", c.SuspectTimeout, "a broker whose heartbeat connection closed (its process died) is fenced when silent this long, "+
+		"and a controller votes for a fence only after this long without the broker's heartbeat; brokers are granted a lease of suspect-timeout - 100ms, "+
+		"which must be at least 2 x 100ms")
 	fs.Func("default-partitions", "partitions for topics created with -1", func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 32)
 		if err != nil {
@@ -338,8 +351,12 @@ func (c *Config) Validate() error {
 		return errors.New("controller: apply/lease/suspect timeouts and the lease check interval must be positive")
 	}
 	if g := c.GrantedLease(); g < 2*MinHeartbeatInterval {
-		return fmt.Errorf("%w: the lease granted to brokers, min(lease timeout %v + lease grace %v, suspect timeout %v) - leader lease timeout %v - margin %v = %v, "+
-			"must be at least 2 x the minimum heartbeat interval %v", ErrBadConfig, c.LeaseTimeout, c.LeaseGrace, c.SuspectTimeout, c.LeaderLeaseTimeout, LeaseSafetyMargin, g, MinHeartbeatInterval)
+		return fmt.Errorf("%w: the lease granted to brokers, suspect timeout %v - margin %v = %v, "+
+			"must be at least 2 x the minimum heartbeat interval %v", ErrBadConfig, c.SuspectTimeout, LeaseSafetyMargin, g, MinHeartbeatInterval)
+	}
+	if c.LeaseTimeout+c.LeaseGrace < c.SuspectTimeout {
+		return fmt.Errorf("%w: lease timeout %v + lease grace %v is below the suspect timeout %v: a broker nothing says is gone would be fenced sooner than one whose connection closed",
+			ErrBadConfig, c.LeaseTimeout, c.LeaseGrace, c.SuspectTimeout)
 	}
 	if c.MaxPartitions <= 0 {
 		return errors.New("controller: max partitions must be positive")
@@ -372,22 +389,29 @@ const MinHeartbeatInterval = 100 * time.Millisecond
 const LeaseSafetyMargin = 100 * time.Millisecond
 
 // GrantedLease is the lease the controller grants brokers: how long after sending a
-// heartbeat (or registration) that was acknowledged a broker may go on acking.
+// heartbeat (or registration) that a majority of the controllers acknowledged a
+// broker may go on acking.
 //
-// It must end before every path by which a controller may fence the broker: the leader
-// fences LeaseTimeout+LeaseGrace, or SuspectTimeout once gossip reported the broker,
-// after it *received* the last heartbeat (a newly elected leader counts from its
-// election), and a deposed leader may still acknowledge a heartbeat for up to
-// LeaderLeaseTimeout after the new leader was elected. The broker counts from the
+// It must end before any fence, whoever proposes it: a fence needs the votes of a
+// majority of controllers, and a controller votes only after SuspectTimeout without a
+// heartbeat *received* (leases.go has the argument); the broker counts from the
 // heartbeat's *send* time, earlier than any receipt, on a clock that keeps running
 // while the machine is paused (CLOCK_BOOTTIME), so
 //
-//	GrantedLease = min(LeaseTimeout+LeaseGrace, SuspectTimeout) - LeaderLeaseTimeout - LeaseSafetyMargin
+//	GrantedLease = SuspectTimeout - LeaseSafetyMargin
 //
 // keeps its deadline earlier than any fence, LeaseSafetyMargin covering clock-rate
-// differences.
+// differences. No Raft leader takes part (a deposed one no more than any other
+// controller), so leases hold through an election.
 func (c *Config) GrantedLease() time.Duration {
-	return min(c.LeaseTimeout+c.LeaseGrace, c.SuspectTimeout) - c.LeaderLeaseTimeout - LeaseSafetyMargin
+	return c.SuspectTimeout - LeaseSafetyMargin
+}
+
+// fenceAfter is how long the leader waits, by the evidence that a broker is gone,
+// before it proposes a fence (leases.go): the weaker the evidence, the longer.
+func (c *Config) fenceAfter() fenceAfter {
+	silent := c.LeaseTimeout + c.LeaseGrace
+	return fenceAfter{Closed: c.SuspectTimeout, Reported: min(max(c.ReportedTimeout, c.SuspectTimeout), silent), Silent: silent}
 }
 
 func (c *Config) peer(id int32) *Peer {

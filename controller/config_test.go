@@ -269,9 +269,11 @@ func TestInjectedRaft(t *testing.T) {
 	}
 }
 
-// TestGrantedLeaseAndValidate: the granted lease is min(lease timeout + grace, suspect
-// timeout) - leader lease timeout - margin, 650 ms with the defaults; settings whose
-// lease would not hold two heartbeats at MinHeartbeatInterval are refused.
+// TestGrantedLeaseAndValidate: the granted lease is the suspect timeout minus the
+// margin, 300 ms with the defaults (a controller votes for a fence only after the
+// suspect timeout of silence, leases.go); settings whose lease would not hold two
+// heartbeats at MinHeartbeatInterval, or whose silent-broker timeout is shorter than
+// the suspect timeout, are refused.
 func TestGrantedLeaseAndValidate(t *testing.T) {
 	base := func() Config {
 		c := DefaultConfig()
@@ -279,35 +281,31 @@ func TestGrantedLeaseAndValidate(t *testing.T) {
 		return c
 	}
 	c := base()
-	if c.LeaseTimeout != 2*time.Second || c.LeaseGrace != 250*time.Millisecond || c.SuspectTimeout != time.Second || c.LeaderLeaseTimeout != 250*time.Millisecond {
-		t.Fatalf("defaults %v %v %v %v", c.LeaseTimeout, c.LeaseGrace, c.SuspectTimeout, c.LeaderLeaseTimeout)
+	if c.LeaseTimeout != 2*time.Second || c.LeaseGrace != 250*time.Millisecond || c.SuspectTimeout != 400*time.Millisecond {
+		t.Fatalf("defaults %v %v %v", c.LeaseTimeout, c.LeaseGrace, c.SuspectTimeout)
 	}
-	if g := c.GrantedLease(); g != 650*time.Millisecond {
-		t.Fatalf("default granted lease %v, want 650ms", g)
+	if g := c.GrantedLease(); g != 300*time.Millisecond {
+		t.Fatalf("default granted lease %v, want 300ms", g)
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if d := DefaultClientConfig(); d.HeartbeatInterval != 200*time.Millisecond || c.GrantedLease() < 2*d.HeartbeatInterval {
+	if d := DefaultClientConfig(); d.HeartbeatInterval != 100*time.Millisecond || c.GrantedLease() < 2*d.HeartbeatInterval {
 		t.Fatalf("the default heartbeat interval %v does not fit twice in the default lease", d.HeartbeatInterval)
 	}
 	cases := []struct {
-		lease, grace, suspect, leader time.Duration
-		want                          time.Duration
-		ok                            bool
+		lease, grace, suspect time.Duration
+		want                  time.Duration
+		ok                    bool
 	}{
-		{time.Second, 250 * time.Millisecond, 5 * time.Second, 250 * time.Millisecond, 900 * time.Millisecond, true},        // lease + grace binds
-		{4 * time.Second, 0, time.Second, 250 * time.Millisecond, 650 * time.Millisecond, true},                             // suspicion binds
-		{time.Second, 250 * time.Millisecond, 550 * time.Millisecond, 250 * time.Millisecond, 200 * time.Millisecond, true}, // exactly 2 x 100 ms
-		{time.Second, 250 * time.Millisecond, 500 * time.Millisecond, 250 * time.Millisecond, 150 * time.Millisecond, false},
-		{300 * time.Millisecond, 0, time.Second, 250 * time.Millisecond, -50 * time.Millisecond, false},
-		{time.Second, 250 * time.Millisecond, time.Second, 750 * time.Millisecond, 150 * time.Millisecond, false}, // a long raft leader lease eats it
+		{time.Second, 250 * time.Millisecond, time.Second, 900 * time.Millisecond, true},
+		{time.Second, 0, 300 * time.Millisecond, 200 * time.Millisecond, true},                       // exactly 2 x 100 ms
+		{time.Second, 250 * time.Millisecond, 250 * time.Millisecond, 150 * time.Millisecond, false}, // too short
+		{300 * time.Millisecond, 0, time.Second, 900 * time.Millisecond, false},                      // silent path sooner than the hinted one
 	}
 	for _, tc := range cases {
 		c := base()
-		c.LeaseTimeout, c.LeaseGrace, c.SuspectTimeout, c.LeaderLeaseTimeout = tc.lease, tc.grace, tc.suspect, tc.leader
-		c.HeartbeatTimeout = max(c.HeartbeatTimeout, tc.leader)
-		c.ElectionTimeout = c.HeartbeatTimeout
+		c.LeaseTimeout, c.LeaseGrace, c.SuspectTimeout = tc.lease, tc.grace, tc.suspect
 		if g := c.GrantedLease(); g != tc.want {
 			t.Errorf("%+v: granted %v", tc, g)
 		}
@@ -323,7 +321,7 @@ func TestGrantedLeaseAndValidate(t *testing.T) {
 	if err := fs.Parse([]string{"--lease-timeout", "2s", "--lease-grace", "1s", "--suspect-timeout", "3s"}); err != nil {
 		t.Fatal(err)
 	}
-	if g := c.GrantedLease(); g != 2650*time.Millisecond {
+	if g := c.GrantedLease(); g != 2900*time.Millisecond || c.LeaseTimeout != 2*time.Second || c.LeaseGrace != time.Second {
 		t.Fatalf("granted lease from flags %v", g)
 	}
 }

@@ -34,6 +34,8 @@ type Controller struct {
 	fwd     *http.Client
 	auth    *apiAuth // API authentication and TLS (auth.go)
 	leases  *leaseTable
+	votes   *voteLog // fence votes on disk (votelog.go); nil with injected Raft stores
+	hbConns sync.Map // net.Conn → broker ID: connections heartbeats came on (leasevote.go)
 	loads   *loadTable
 	bal     *balancer
 	metrics *metrics
@@ -72,7 +74,6 @@ func New(cfg Config) (*Controller, error) {
 		log:    log,
 		hlog:   newHCLog(cfg.Logger),
 		fsm:    NewFSM(log),
-		leases: newLeaseTable(),
 		loads:  newLoadTable(),
 		notify: make(chan bool, 16),
 		ctx:    ctx,
@@ -109,6 +110,13 @@ func New(cfg Config) (*Controller, error) {
 		return fail(err)
 	}
 	c.node = node
+	if cfg.LogStore == nil {
+		// Next to raft.db: the votes must survive exactly as long as the Raft state.
+		if c.votes, err = openVoteLog(c.cfg.DataDir); err != nil {
+			return fail(err)
+		}
+	}
+	c.leases = newLeaseTable(time.Now(), c.votes)
 	if cfg.APIListener != nil {
 		c.apiLn = cfg.APIListener
 	} else if c.apiLn, err = net.Listen("tcp", c.cfg.APIAddr); err != nil {
@@ -125,6 +133,8 @@ func New(cfg Config) (*Controller, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnContext:       func(ctx context.Context, nc net.Conn) context.Context { return context.WithValue(ctx, connKey{}, nc) },
+		ConnState:         c.connState,
 	}
 	return c, nil
 }
@@ -166,6 +176,9 @@ func (c *Controller) Close() error {
 		c.apiLn.Close()
 		c.closeErr = c.node.close()
 		c.wg.Wait()
+		if c.votes != nil {
+			c.votes.close()
+		}
 		c.fwd.CloseIdleConnections()
 		c.metrics.unregister()
 	})
@@ -274,9 +287,9 @@ func (c *Controller) propose(cmd command) (*applyResult, error) {
 	return res, res.Err
 }
 
-// leadershipLoop follows Raft leadership: a new leader gives every broker a fresh lease,
-// forgets the load reports of an earlier leadership and makes sure the cluster has an
-// ID.
+// leadershipLoop follows Raft leadership: a new leader forgets the load reports of an
+// earlier leadership and makes sure the cluster has an ID. Leases need nothing: every
+// controller keeps its own (leases.go), so a new leader knows the brokers' silences.
 func (c *Controller) leadershipLoop() {
 	defer c.wg.Done()
 	for {
@@ -286,12 +299,10 @@ func (c *Controller) leadershipLoop() {
 		case leader := <-c.notify:
 			if !leader {
 				c.log.Info("lost leadership")
-				c.leases.reset(nil, time.Now())
 				c.loads.reset()
 				continue
 			}
 			c.log.Info("became leader")
-			c.leases.reset(c.fsm.View(), time.Now())
 			c.loads.reset()
 			c.wg.Add(1)
 			go func() {
@@ -320,7 +331,9 @@ func (c *Controller) ensureClusterID() error {
 	return err
 }
 
-// leaseLoop fences brokers whose lease expired (leader only).
+// leaseLoop fences brokers whose lease expired (leader only), once a majority of the
+// controllers voted for it (leasevote.go); every controller drops the leases of
+// registrations that are over.
 func (c *Controller) leaseLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.LeaseCheckInterval)
@@ -331,11 +344,18 @@ func (c *Controller) leaseLoop() {
 			return
 		case <-t.C:
 		}
+		v := c.fsm.View()
+		c.leases.forget(v)
 		if !c.IsLeader() {
 			continue
 		}
-		for _, f := range c.leases.expired(c.fsm.View(), time.Now(), c.cfg.LeaseTimeout, c.cfg.LeaseGrace, c.cfg.SuspectTimeout) {
+		for _, f := range c.leases.expired(v, time.Now(), c.cfg.fenceAfter()) {
 			start := time.Now()
+			ok, votes := c.fenceVotes(c.ctx, f.ID, f.Epoch)
+			if !ok {
+				c.log.Info("not fencing broker yet: no majority of the controllers voted for it", "broker", f.ID, "epoch", f.Epoch, "votes", fmt.Sprint(votes))
+				continue
+			}
 			res, err := c.propose(&f)
 			if err != nil {
 				c.log.Warn("fencing broker failed", "broker", f.ID, "epoch", f.Epoch, "err", err)
@@ -346,7 +366,7 @@ func (c *Controller) leaseLoop() {
 				c.metrics.failedOver.Add(float64(fr.FailedOver + fr.Leaderless))
 				c.log.Warn("fenced broker: lease expired; its partitions fail over", "broker", f.ID, "epoch", f.Epoch,
 					"failed_over", fr.FailedOver, "leaderless", fr.Leaderless, "moves_cancelled", fr.MovesCancelled,
-					"plan_duration", time.Since(start))
+					"votes", fmt.Sprint(votes), "plan_duration", time.Since(start))
 			}
 		}
 	}

@@ -226,8 +226,11 @@ func TestLeaseExpiryFailover(t *testing.T) {
 	if n, ok := epochChanges.Load(int64(1)); !ok || n.(int64) != 2 {
 		t.Fatalf("OnEpochChange: %v %v", n, ok)
 	}
-	if isClosed(b1.Fenced()) || !b1.LeaseValid(time.Now()) {
-		t.Fatalf("the new registration: fenced %v, lease %v", isClosed(b1.Fenced()), b1.LeaseValid(time.Now()))
+	// The new registration's lease needs a majority: the leader's answer and a
+	// follower's heartbeat, sent at once after registering.
+	testutil.Eventually(t, 10*time.Second, "the new registration's lease", func() bool { return b1.LeaseValid(time.Now()) })
+	if isClosed(b1.Fenced()) {
+		t.Fatal("the new registration is fenced")
 	}
 	for i, p := range b1.View().TopicByID(top.ID).Partitions {
 		if p.Leader == 1 {
@@ -306,7 +309,7 @@ func TestDuplicateBrokerRefused(t *testing.T) {
 // the granted lease refuses to run (RegisterBroker fails with ErrBadConfig and the
 // lease stays invalid); one whose interval fits registers.
 func TestClientRefusesShortLease(t *testing.T) {
-	tc := newTestCluster(t, 1, func(c *Config) { c.SuspectTimeout = 550 * time.Millisecond }) // granted 200 ms
+	tc := newTestCluster(t, 1, func(c *Config) { c.SuspectTimeout = 300 * time.Millisecond }) // granted 200 ms
 	tc.waitLeader()
 	if g := tc.ctrls[0].cfg.GrantedLease(); g != 200*time.Millisecond {
 		t.Fatalf("granted lease %v", g)
@@ -342,14 +345,24 @@ func TestClientLeaseClockAndView(t *testing.T) {
 	clock.Store(int64(time.Hour))
 	cl.leaseMu.Lock()
 	cl.epoch.Store(1)
-	cl.lastAck, cl.hasAck, cl.leaseDur, cl.regVersion = time.Hour, true, 650*time.Millisecond, 5
+	end := time.Hour + 650*time.Millisecond
+	// One of three controllers acknowledged: no majority, no lease.
+	cl.acks, cl.voters, cl.hasAck, cl.leaseDur, cl.regVersion = map[int32]time.Duration{1: end}, 3, true, 650*time.Millisecond, 5
+	cl.leaseMu.Unlock()
+	cl.publish(&ViewJSON{Version: 5})
+	if cl.LeaseValid(time.Now()) {
+		t.Fatal("a lease from one controller of three")
+	}
+	cl.leaseMu.Lock()
+	cl.acks[2] = end + time.Hour // the majority-th latest end counts: still `end`
+	cl.regVersion = 6
 	cl.leaseMu.Unlock()
 	if cl.LeaseValid(time.Now()) {
 		t.Fatal("the lease counted before the View included the registration")
 	}
-	cl.publish(&ViewJSON{Version: 5})
+	cl.publish(&ViewJSON{Version: 6})
 	if !cl.LeaseValid(time.Now()) {
-		t.Fatal("no lease once the View includes the registration")
+		t.Fatal("no lease once two of three controllers acknowledged and the View includes the registration")
 	}
 	clock.Store(int64(time.Hour + 600*time.Millisecond))
 	if !cl.LeaseValid(time.Now()) || cl.LeaseValid(time.Now().Add(100*time.Millisecond)) {

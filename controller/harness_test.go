@@ -147,7 +147,6 @@ func (tc *testCluster) client(brokerID int32, mutate func(*ClientConfig), idx ..
 	cfg := DefaultClientConfig()
 	cfg.BrokerID = brokerID
 	cfg.Logger = testLogger()
-	cfg.HeartbeatInterval = 200 * time.Millisecond
 	if len(idx) == 0 {
 		cfg.Controllers = tc.apiAddrs()
 	}

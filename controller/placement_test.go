@@ -2,7 +2,6 @@ package controller
 
 import (
 	"testing"
-	"time"
 
 	"github.com/weir-io/weir/metadata"
 )
@@ -72,55 +71,5 @@ func TestPlacementSpreadsOverZonesAndSkipsFenced(t *testing.T) {
 
 	if _, ok := place(viewWith([]metadata.Broker{{ID: 1, State: metadata.BrokerFenced}}), 0, 1); ok {
 		t.Fatal("placed on a fenced-only cluster")
-	}
-}
-
-func TestLeaseTable(t *testing.T) {
-	const lease, grace, suspect = 3 * time.Second, 500 * time.Millisecond, time.Second
-	t0 := time.Unix(1000, 0)
-	v := viewWith([]metadata.Broker{{ID: 1, Epoch: 1, State: metadata.BrokerActive}, {ID: 2, Epoch: 4, State: metadata.BrokerActive}, {ID: 3, Epoch: 1, State: metadata.BrokerFenced}})
-	l := newLeaseTable()
-	l.reset(v, t0) // leadership gained: everyone gets a fresh lease
-	if got := l.expired(v, t0.Add(lease+grace), lease, grace, suspect); len(got) != 0 {
-		t.Fatalf("fenced inside the lease+grace: %v", got)
-	}
-	l.renew(1, 1, "", t0.Add(2*time.Second))
-	got := l.expired(v, t0.Add(lease+grace+time.Millisecond), lease, grace, suspect)
-	if len(got) != 1 || got[0] != (fenceBrokerCmd{ID: 2, Epoch: 4, Plan: true}) {
-		t.Fatalf("expired %v, want broker 2 epoch 4", got)
-	}
-
-	// Suspicion shortens the wait to suspectTimeout of silence.
-	l.reset(v, t0)
-	l.renew(1, 1, "", t0)
-	l.renew(2, 4, "", t0)
-	l.suspect(1, t0.Add(500*time.Millisecond))
-	if got := l.expired(v, t0.Add(900*time.Millisecond), lease, grace, suspect); len(got) != 0 {
-		t.Fatalf("suspect fenced before suspectTimeout: %v", got)
-	}
-	got = l.expired(v, t0.Add(1100*time.Millisecond), lease, grace, suspect)
-	if len(got) != 1 || got[0].ID != 1 {
-		t.Fatalf("suspect not fenced: %v", got)
-	}
-	// A broker that keeps heartbeating survives a suspicion.
-	l.reset(v, t0)
-	l.suspect(2, t0)
-	for d := 200 * time.Millisecond; d < 3*time.Second; d += 200 * time.Millisecond {
-		l.renew(2, 4, "", t0.Add(d))
-		l.renew(1, 1, "", t0.Add(d))
-		if got := l.expired(v, t0.Add(d+100*time.Millisecond), lease, grace, suspect); len(got) != 0 {
-			t.Fatalf("a heartbeating suspect was fenced: %v", got)
-		}
-	}
-
-	// A registration newer than the View waits; an older lease entry is replaced.
-	l.reset(v, t0)
-	l.renew(1, 2, "", t0) // epoch 2 registered, View still says 1
-	if got := l.expired(v, t0.Add(time.Hour), lease, grace, suspect); len(got) != 1 || got[0].ID != 2 {
-		t.Fatalf("expired %v, want only broker 2", got)
-	}
-	l.reset(nil, t0) // leadership lost
-	if len(l.m) != 0 {
-		t.Fatal("leases kept after losing leadership")
 	}
 }

@@ -63,6 +63,10 @@ type LeaseResponse struct {
 	Epoch          int64  `json:"epoch"`
 	Version        uint64 `json:"version"`
 	LeaseTimeoutMs int64  `json:"lease_timeout_ms"`
+	// NodeID is the answering controller; Voters how many controllers there are (the
+	// lease needs acknowledgements of a majority of them, leases.go).
+	NodeID int32 `json:"node_id"`
+	Voters int   `json:"voters"`
 }
 
 // HeartbeatRequest is the body of POST /v1/brokers/heartbeat. Incarnation (optional)

@@ -25,7 +25,7 @@ func TestDefaultConfig(t *testing.T) {
 	if err := validConfig().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.ProbeInterval != 200*time.Millisecond || c.ProbeTimeout != 100*time.Millisecond || c.SuspicionMult != 4 {
+	if c.ProbeInterval != 100*time.Millisecond || c.ProbeTimeout != 50*time.Millisecond || c.SuspicionMult != 4 {
 		t.Fatalf("defaults changed: %+v", c)
 	}
 	// Zero tuning fields mean defaults.

@@ -407,8 +407,8 @@ func TestBlockedCallbackDoesNotBlockGossip(t *testing.T) {
 	waitConverged(t, []*testNode{first, second, third}, 3)
 	// Not synchronisation: nothing is expected to happen. If the blocked callback
 	// stalled memberlist, a member's probes would go unanswered and it would be
-	// suspected and declared dead within a few probe rounds (200 ms) plus the
-	// suspicion timeout (800 ms for 3 members); 2 s gives that every chance to show.
+	// suspected and declared dead within a few probe rounds (100 ms) plus the
+	// suspicion timeout (400 ms for 3 members); 2 s gives that every chance to show.
 	time.Sleep(2 * time.Second)
 	for _, n := range []*testNode{second, third} {
 		if _, ok := n.rec.find(func(Member) bool { return true }, "leave"); ok {
