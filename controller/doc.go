@@ -23,12 +23,14 @@
 //   - controller.go, config.go, metrics.go: the Controller life cycle, Config, metrics.
 //   - api*.go, wire.go, errors.go: the HTTP API (route table in api.go), its JSON bodies
 //     and error codes; writes reaching a follower are proxied to the leader.
-//   - placement.go: where new partitions go. leases.go: broker leases (leader only) and
-//     the timing argument; Config.GrantedLease the lease brokers are granted.
+//   - placement.go: where new partitions go. leases.go: quorum broker leases (every
+//     controller's table) and the timing argument; leasevote.go: the fence votes and
+//     the closed-connection hint; votelog.go: the votes on disk; Config.GrantedLease
+//     the lease brokers are granted. cmd_recovery.go: batched recovery completions.
 //     Failover and drain planning is metadata/failover.go (shared with metatest),
 //     applied in cmd_brokers.go.
 //   - balancer.go: the leader's balancer (planBalance, a pure function, and its loop);
-//     loads.go: the partitions' reported traffic (leader only, like leases).
+//     loads.go: the partitions' reported traffic (leader only).
 //   - client*.go: what a broker uses: metadata.Store, metadata.Registrar,
 //     metadata.Mover, metadata.Recoverer, metadata.Leaser, metadata.Drainer and
 //     metadata.ObjectManifest over the API, with a long-poll watch; leaseclock*.go:
@@ -36,7 +38,8 @@
 //
 // # Failover
 //
-// FenceBroker (proposed by the leader when a lease runs out) fences one registration
+// FenceBroker (proposed by the leader when a lease runs out and a majority of the
+// controllers voted for it, leases.go) fences one registration
 // and, in the same command, plans its partitions (metadata.PlanFence): each partition
 // the broker led gets a new leader, its graceful move's target if that is active, else
 // an active (not draining) broker in its zone if any, else any, the one leading the

@@ -398,10 +398,16 @@ func TestConnectionLimits(t *testing.T) {
 	if !isClosed(dialFrom(t, s, "127.0.0.3")) {
 		t.Fatal("a 6th connection was served (limit 5)")
 	}
+	// The refusal is counted by the accepting goroutine, which may close the
+	// connection before it counts: wait for the counts, then check they stay exact.
 	got := map[string]float64{}
-	for _, r := range []string{"max_connections", "max_connections_per_ip"} {
-		got[r] = metricValue(s.lim.refused.WithLabelValues(r))
+	counted := func() bool {
+		for _, r := range []string{"max_connections", "max_connections_per_ip"} {
+			got[r] = metricValue(s.lim.refused.WithLabelValues(r))
+		}
+		return got["max_connections"] >= 1 && got["max_connections_per_ip"] >= 1
 	}
+	waitFor(t, "both refusals counted", counted)
 	if got["max_connections"] != 1 || got["max_connections_per_ip"] != 1 {
 		t.Fatalf("refusals counted: %v", got)
 	}
