@@ -188,7 +188,7 @@ func (b *Broker) recoverOnce(src recSource, parts []*partlog.Partition, seen tim
 			}
 		}
 		b.metrics.recoveryPhase("complete", time.Since(t2))
-		if len(ready) > 0 {
+		if len(ready) > len(retry) {
 			b.log.Info("partitions recovered", "from", src.broker, "epoch", src.epoch, "partitions", len(ready)-len(retry),
 				"retry", len(retry), "seal", t1.Sub(t0), "scan", t2.Sub(t1), "finish_load", t3.Sub(t2), "controller", t4.Sub(t3), "complete", time.Since(t2), "took", time.Since(seen))
 		}
