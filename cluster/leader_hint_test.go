@@ -72,7 +72,7 @@ func TestLeaderHintAfterMove(t *testing.T) {
 	var metadataReqs atomic.Int32
 	var mu sync.Mutex
 	produced := map[int32]int{} // broker -> produce requests written
-	prod := newClient(t, c, kgo.DefaultProduceTopic("hinted"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	prod := newClient(t, c, append(franzFastFailover, kgo.DefaultProduceTopic("hinted"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.WithHooks(writeHook(func(node int32, key int16) {
 			switch kmsg.Key(key) {
 			case kmsg.Metadata:
@@ -82,7 +82,7 @@ func TestLeaderHintAfterMove(t *testing.T) {
 				produced[node]++
 				mu.Unlock()
 			}
-		})))
+		})))...)
 	if err := prod.ProduceSync(ctxFor(t, 30*time.Second), &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -273,4 +273,14 @@ var kcatFastFailover = []string{
 	"-X", "socket.timeout.ms=5000",
 	"-X", "socket.connection.setup.timeout.ms=5000",
 	"-X", "reconnect.backoff.max.ms=1000",
+}
+
+// franzFastFailover are docs/CLIENTS.md's franz-go settings for a ~1 s failover.
+var franzFastFailover = []kgo.Opt{
+	kgo.RetryBackoffFn(func(fails int) time.Duration { return min(50*time.Millisecond<<min(fails, 5), time.Second) }),
+	kgo.MetadataMinAge(500 * time.Millisecond),
+	kgo.ProduceRequestTimeout(3 * time.Second),
+	kgo.RequestTimeoutOverhead(2 * time.Second),
+	kgo.DialTimeout(2 * time.Second),
+	kgo.FetchMaxWait(500 * time.Millisecond),
 }
