@@ -124,11 +124,7 @@ func TestLeaderHintAfterMove(t *testing.T) {
 		t.Errorf("produce v%d to the old leader %d: %v, current leader %d@%d; want NOT_LEADER_OR_FOLLOWER naming %d@%d",
 			presp.Version, from, kerr.ErrorForCode(pp.ErrorCode), pp.CurrentLeader.LeaderID, pp.CurrentLeader.LeaderEpoch, to, moved.LeaderEpoch)
 	}
-	nodes := map[int32]string{}
-	for _, b := range presp.Brokers {
-		nodes[b.NodeID] = net.JoinHostPort(b.Host, fmt.Sprint(b.Port))
-	}
-	checkNodes("produce", nodes)
+	checkNodes("produce", nodeAddrs(presp.Brokers, func(b kmsg.ProduceResponseBroker) (int32, string, int32) { return b.NodeID, b.Host, b.Port }))
 
 	freq := kmsg.NewPtrFetchRequest()
 	freq.ReplicaID, freq.MaxWaitMillis, freq.MinBytes, freq.MaxBytes = -1, 0, 1, 1<<20
@@ -148,11 +144,7 @@ func TestLeaderHintAfterMove(t *testing.T) {
 		t.Errorf("fetch v%d from the old leader %d: %v, current leader %d@%d; want NOT_LEADER_OR_FOLLOWER naming %d@%d",
 			fresp.Version, from, kerr.ErrorForCode(fp.ErrorCode), fp.CurrentLeader.LeaderID, fp.CurrentLeader.LeaderEpoch, to, moved.LeaderEpoch)
 	}
-	nodes = map[int32]string{}
-	for _, b := range fresp.Brokers {
-		nodes[b.NodeID] = net.JoinHostPort(b.Host, fmt.Sprint(b.Port))
-	}
-	checkNodes("fetch", nodes)
+	checkNodes("fetch", nodeAddrs(fresp.Brokers, func(b kmsg.FetchResponseBroker) (int32, string, int32) { return b.NodeID, b.Host, b.Port }))
 
 	// The producer still believes in the old leader: its next record goes there, is
 	// refused with the hint, and goes to the new leader with no Metadata request.
@@ -173,6 +165,16 @@ func TestLeaderHintAfterMove(t *testing.T) {
 	if r.Offset != 1 {
 		t.Errorf("the record after the move is at offset %d, want 1", r.Offset)
 	}
+}
+
+// nodeAddrs maps the brokers an answer lists to their host:port.
+func nodeAddrs[B any](bs []B, get func(B) (int32, string, int32)) map[int32]string {
+	m := map[int32]string{}
+	for _, b := range bs {
+		id, host, port := get(b)
+		m[id] = net.JoinHostPort(host, fmt.Sprint(port))
+	}
+	return m
 }
 
 // writeHook calls fn for every request a franz-go client writes.

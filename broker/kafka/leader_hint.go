@@ -32,29 +32,33 @@ const (
 	fetchHintVersion   = 16
 )
 
-// leaderHints computes the hints of one answer against one metadata view and gathers the
-// endpoints of the leaders it named, each once, in the order first named.
+// leaderHints computes the hints of one answer, against the view current when the first
+// hint is asked for, and gathers the endpoints of the leaders it named, each once, in the
+// order first named.
 type leaderHints struct {
-	view  *metadata.View
+	s     *Server
+	c     *conn
+	zone  string            // the client's ("" unknown)
+	view  *metadata.View    // nil until the first hint
 	zv    *routing.ZoneView // nil: no client zone
-	zone  string
-	lname string // the request's listener name: endpoints are given on listeners of that name
 	named map[int32]bool
 	nodes []metadata.Broker
 }
 
-// newLeaderHints starts the hints of an answer to a client of zone ("" unknown) on c.
-func (s *Server) newLeaderHints(c *conn, zone string) *leaderHints {
-	h := &leaderHints{view: s.meta.View(), zone: zone, lname: c.lis.Name}
-	if zone != "" {
-		h.zv = s.zoneView(h.view)
+// fill sets a partition's hint (leaderID, leaderEpoch) when its code asks for one:
+// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH. topic looks the partition's topic up in
+// the view (nil: not in it).
+func (h *leaderHints) fill(code int16, topic func(*metadata.View) *metadata.Topic, index int32, leaderID, leaderEpoch *int32) {
+	if code != kerr.NotLeaderForPartition.Code && code != kerr.FencedLeaderEpoch.Code {
+		return
 	}
-	return h
-}
-
-// wantsHint reports whether a partition answered with code gets a leader hint.
-func wantsHint(code int16) bool {
-	return code == kerr.NotLeaderForPartition.Code || code == kerr.FencedLeaderEpoch.Code
+	if h.view == nil {
+		h.view = h.s.meta.View()
+		if h.zone != "" {
+			h.zv = h.s.zoneView(h.view)
+		}
+	}
+	*leaderID, *leaderEpoch = h.leader(topic(h.view), index)
 }
 
 // leader is the hint for partition index of t (nil: not in the view): the leader Metadata
@@ -82,73 +86,57 @@ func (h *leaderHints) active(id int32) bool {
 	return ok && br.Active()
 }
 
-// endpoint is a named leader's address and rack, as Metadata lists it on the listener.
-func (h *leaderHints) endpoint(br metadata.Broker) (host string, port int32, rack *string) {
-	host, port = br.Endpoint(h.lname)
-	if br.Rack != "" {
-		r := br.Rack
-		rack = &r
+// endpoints lists the named leaders as the answer's broker type, each given by mk with
+// its address on the request's listener (as Metadata lists it) and its rack.
+func endpoints[B any](h *leaderHints, mk func(id int32, host string, port int32, rack *string) B) []B {
+	var out []B
+	for _, br := range h.nodes {
+		host, port := br.Endpoint(h.c.lis.Name)
+		var rack *string
+		if br.Rack != "" {
+			r := br.Rack
+			rack = &r
+		}
+		out = append(out, mk(br.ID, host, port, rack))
 	}
-	return host, port, rack
+	return out
 }
 
-// hintProduce fills the hints of a Produce answer (v10+) from the current view.
+// hintProduce fills the hints of a Produce answer (v10+) to a client of zone on c.
 func (s *Server) hintProduce(c *conn, zone string, resp *kmsg.ProduceResponse) {
 	if resp.Version < produceHintVersion {
 		return
 	}
-	var h *leaderHints
+	h := &leaderHints{s: s, c: c, zone: zone}
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
+		byName := func(v *metadata.View) *metadata.Topic { return v.Topics[rt.Topic] }
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
-			if !wantsHint(rp.ErrorCode) {
-				continue
-			}
-			if h == nil {
-				h = s.newLeaderHints(c, zone)
-			}
-			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = h.leader(h.view.Topics[rt.Topic], rp.Partition)
+			h.fill(rp.ErrorCode, byName, rp.Partition, &rp.CurrentLeader.LeaderID, &rp.CurrentLeader.LeaderEpoch)
 		}
 	}
-	if h == nil {
-		return
-	}
-	for _, br := range h.nodes {
-		b := kmsg.NewProduceResponseBroker()
-		b.NodeID = br.ID
-		b.Host, b.Port, b.Rack = h.endpoint(br)
-		resp.Brokers = append(resp.Brokers, b)
-	}
+	resp.Brokers = append(resp.Brokers, endpoints(h, func(id int32, host string, port int32, rack *string) kmsg.ProduceResponseBroker {
+		return kmsg.ProduceResponseBroker{NodeID: id, Host: host, Port: port, Rack: rack}
+	})...)
 }
 
-// hintFetch fills the hints of a Fetch answer (v16+, so topics are named by ID) from the
-// current view.
+// hintFetch fills the hints of a Fetch answer (v16+, whose topics are named by ID) to a
+// client of zone on c.
 func (s *Server) hintFetch(c *conn, zone string, resp *kmsg.FetchResponse) {
 	if resp.Version < fetchHintVersion {
 		return
 	}
-	var h *leaderHints
+	h := &leaderHints{s: s, c: c, zone: zone}
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
+		byID := func(v *metadata.View) *metadata.Topic { return v.TopicByID(rt.TopicID) }
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
-			if !wantsHint(rp.ErrorCode) {
-				continue
-			}
-			if h == nil {
-				h = s.newLeaderHints(c, zone)
-			}
-			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = h.leader(h.view.TopicByID(rt.TopicID), rp.Partition)
+			h.fill(rp.ErrorCode, byID, rp.Partition, &rp.CurrentLeader.LeaderID, &rp.CurrentLeader.LeaderEpoch)
 		}
 	}
-	if h == nil {
-		return
-	}
-	for _, br := range h.nodes {
-		b := kmsg.NewFetchResponseBroker()
-		b.NodeID = br.ID
-		b.Host, b.Port, b.Rack = h.endpoint(br)
-		resp.Brokers = append(resp.Brokers, b)
-	}
+	resp.Brokers = append(resp.Brokers, endpoints(h, func(id int32, host string, port int32, rack *string) kmsg.FetchResponseBroker {
+		return kmsg.FetchResponseBroker{NodeID: id, Host: host, Port: port, Rack: rack}
+	})...)
 }

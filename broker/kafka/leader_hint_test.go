@@ -57,10 +57,16 @@ func hintClient(t *testing.T, s *Server, id string, opts ...kgo.Opt) *kgo.Broker
 	return cl.SeedBrokers()[0]
 }
 
-func hintCtx(t *testing.T) context.Context {
+// roundTrip sends req to b and returns its answer.
+func roundTrip[R kmsg.Response](t *testing.T, b *kgo.Broker, req kmsg.Request) R {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+	defer cancel()
+	resp, err := b.Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(R)
 }
 
 // produceAll sends one batch to each of the first n partitions of "t".
@@ -76,11 +82,7 @@ func produceAll(t *testing.T, b *kgo.Broker, n int32) *kmsg.ProduceResponse {
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(hintCtx(t), b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
+	return roundTrip[*kmsg.ProduceResponse](t, b, req)
 }
 
 // fetchAll fetches the first n partitions of topic t (by name and ID, whichever the
@@ -97,11 +99,7 @@ func fetchAll(t *testing.T, b *kgo.Broker, tp *metadata.Topic, n int32) *kmsg.Fe
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(hintCtx(t), b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
+	return roundTrip[*kmsg.FetchResponse](t, b, req)
 }
 
 // metadataLeaders is what Metadata tells the client of b about "t": each partition's
@@ -113,10 +111,7 @@ func metadataLeaders(t *testing.T, b *kgo.Broker) (leaders, epochs []int32, endp
 	name := "t"
 	rt.Topic = &name
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(hintCtx(t), b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := roundTrip[*kmsg.MetadataResponse](t, b, req)
 	endpoints = map[int32]string{}
 	for _, br := range resp.Brokers {
 		endpoints[br.NodeID] = fmt.Sprintf("%s:%d", br.Host, br.Port)
