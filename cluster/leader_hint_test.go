@@ -55,7 +55,8 @@ func movePartition(t *testing.T, c *Cluster, via int32, tp *metadata.Topic, inde
 // the new leader and its new epoch filled in, and the new leader's advertised address
 // listed. A franz-go producer whose metadata still names the old leader then follows the
 // hint: its next record is acked by the new leader without a Metadata request in
-// between (without the hint franz-go asks for metadata first).
+// between (without the hint franz-go asks for metadata first), and so does a consumer
+// whose fetch the old leader refused.
 func TestLeaderHintAfterMove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a cluster test")
@@ -86,6 +87,37 @@ func TestLeaderHintAfterMove(t *testing.T) {
 	if err := prod.ProduceSync(ctxFor(t, 30*time.Second), &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	// A consumer of the partition, long-polling the old leader when the move comes. When
+	// all its partitions are refused, franz-go also asks for metadata in the background,
+	// but no sooner than MetadataMinAge after the last time (here 30 s, so the test can
+	// tell): only a refusal without a usable hint makes it ask at once, before moving.
+	var consMetadata, consFetchesTo atomic.Int32
+	cons := newClient(t, c, append(franzFastFailover, kgo.MetadataMinAge(30*time.Second), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"hinted": {0: kgo.NewOffset().AtStart()}}),
+		kgo.WithHooks(writeHook(func(node int32, key int16) {
+			switch {
+			case kmsg.Key(key) == kmsg.Metadata:
+				consMetadata.Add(1)
+			case kmsg.Key(key) == kmsg.Fetch && node == to:
+				consFetchesTo.Add(1)
+			}
+		})))...)
+	pollUntil := func(value string) {
+		t.Helper()
+		ctx := ctxFor(t, 30*time.Second)
+		for {
+			fs := cons.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("the consumer did not read %q: %v", value, fs.Errors())
+			}
+			found := false
+			fs.EachRecord(func(r *kgo.Record) { found = found || string(r.Value) == value })
+			if found {
+				return
+			}
+		}
+	}
+	pollUntil("before")
+	consBefore := consMetadata.Load()
 
 	moved := movePartition(t, c, from, tp, 0, to)
 	if moved.LeaderEpoch <= tp.Partitions[0].LeaderEpoch {
@@ -164,6 +196,13 @@ func TestLeaderHintAfterMove(t *testing.T) {
 	}
 	if r.Offset != 1 {
 		t.Errorf("the record after the move is at offset %d, want 1", r.Offset)
+	}
+
+	// The consumer's fetch at the old leader was refused with the hint too: it reads
+	// the new record from the new leader without a Metadata request first.
+	pollUntil("after")
+	if n := consMetadata.Load() - consBefore; n != 0 || consFetchesTo.Load() == 0 {
+		t.Errorf("after the move the consumer sent %d Metadata requests and %d fetches to the new leader; want 0 and at least 1 (it follows the hint)", n, consFetchesTo.Load())
 	}
 }
 
