@@ -23,7 +23,7 @@ func TestGoClientsProduceThroughMoves(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}
-	c := startCluster(t, nil)
+	c := startCluster(t, noBalancer)
 	adm := kadm.NewClient(newClient(t, c))
 	for _, tc := range []struct {
 		name    string
@@ -109,10 +109,11 @@ func saramaProducer(c *Cluster) func(t *testing.T, topic string) (func(int) erro
 		cfg.Net.MaxOpenRequests = 1
 		cfg.Producer.Partitioner = sarama.NewManualPartitioner
 		// docs/CLIENTS.md, sarama.
-		cfg.Producer.Retry.Max = 20
-		cfg.Producer.Retry.Backoff = 50 * time.Millisecond
+		backoff := func(retries, _ int) time.Duration { return min(50*time.Millisecond<<min(retries, 5), time.Second) }
+		cfg.Producer.Retry.Max = 30
+		cfg.Producer.Retry.BackoffFunc = backoff
 		cfg.Metadata.Retry.Max = 10
-		cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
+		cfg.Metadata.Retry.BackoffFunc = backoff
 		cfg.Net.DialTimeout = 5 * time.Second
 		cfg.Net.ReadTimeout = 5 * time.Second
 		cfg.Net.WriteTimeout = 5 * time.Second

@@ -52,7 +52,7 @@ func TestKafkajsProducesThroughMoves(t *testing.T) {
 		t.Fatalf("npm ci: %v\n%s", err, out)
 	}
 
-	c := startCluster(t, nil)
+	c := startCluster(t, noBalancer)
 	if _, err := kadm.NewClient(newClient(t, c)).CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, "jsmoves"); err != nil {
 		t.Fatal(err)
 	}

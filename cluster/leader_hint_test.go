@@ -16,10 +16,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/internal/kafkatest"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
+
+// noBalancer turns the controllers' balancer off: the tests that use it move partitions
+// themselves and must know who leads them.
+func noBalancer(cfg *Config) {
+	cfg.ControllerConfig = func(cc *controller.Config) { cc.Balance = false }
+}
 
 // movePartition moves partition index of topic to broker to (through broker via's
 // controller client) and waits until every running broker's view has it led there,
@@ -61,7 +68,7 @@ func TestLeaderHintAfterMove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}
-	c := startCluster(t, nil)
+	c := startCluster(t, noBalancer)
 	if _, err := kadm.NewClient(newClient(t, c)).CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, "hinted"); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +247,7 @@ func TestKcatProducesThroughMoves(t *testing.T) {
 		}
 		t.Skip("kcat not installed")
 	}
-	c := startCluster(t, nil)
+	c := startCluster(t, noBalancer)
 	if _, err := kadm.NewClient(newClient(t, c)).CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, "kmoves"); err != nil {
 		t.Fatal(err)
 	}
