@@ -38,7 +38,10 @@ func kafkaCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, partlog.ErrProducerFenced):
 		return kerr.InvalidProducerEpoch.Code
-	case errors.Is(err, partlog.ErrNotLeader):
+	case errors.Is(err, partlog.ErrNotLeader), errors.Is(err, wal.ErrClosed), errors.Is(err, metadata.ErrFenced):
+		// Not served here (any more): not led, loading, moving away, lease lapsed; this
+		// broker shutting down or restarting on a new WAL (a closed WAL), or fenced. The
+		// one answer every client takes as "refresh the metadata and retry now".
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, partlog.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
@@ -68,7 +71,7 @@ func kafkaCode(err error) int16 {
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, metadata.ErrNotController):
 		return kerr.NotController.Code
-	case errors.Is(err, wal.ErrNoSpace), errors.Is(err, wal.ErrIO), errors.Is(err, wal.ErrFailed), errors.Is(err, wal.ErrClosed),
+	case errors.Is(err, wal.ErrNoSpace), errors.Is(err, wal.ErrIO), errors.Is(err, wal.ErrFailed),
 		errors.Is(err, partlog.ErrStorage), errors.Is(err, tier.ErrWALFull):
 		return kerr.KafkaStorageError.Code
 	default:

@@ -9,7 +9,10 @@ package kafka
 // to max wait, woken by high-watermark advances of its partitions. Fetch sessions (KIP-227)
 // are not kept: the answer carries session id 0, which tells clients to keep sending full
 // fetches. v13+ name topics by ID. read_committed equals read_uncommitted: Weir has no
-// transactions, so the last stable offset is the high watermark.
+// transactions, so the last stable offset is the high watermark. From v16 a partition
+// refused with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its current leader and
+// that leader's endpoint (KIP-951, leader_hint.go); before v6 KAFKA_STORAGE_ERROR is
+// answered as NOT_LEADER_OR_FOLLOWER (finishFetch).
 //
 // Registered as blocking: a cold partition's first read may wait on object storage, and a
 // long poll waits for data, on the fetch's own goroutine; the connection keeps reading.
@@ -116,7 +119,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 	}
 	if got, errs := s.fillFetch(c.ctx, targets, maxBytes); got >= int(req.MinBytes) || errs || wait <= 0 || len(targets) == 0 {
 		unwait(targets, wake)
-		s.finishFetch(c, sl, resp, targets)
+		s.finishFetch(c, sl, resp, targets, zone)
 		return
 	}
 	timer := time.NewTimer(wait)
@@ -128,7 +131,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 		case <-timer.C:
 			unwait(targets, wake)
 			s.fillFetch(c.ctx, targets, maxBytes)
-			s.finishFetch(c, sl, resp, targets)
+			s.finishFetch(c, sl, resp, targets, zone)
 			return
 		case <-c.ctx.Done():
 			unwait(targets, wake)
@@ -140,7 +143,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 		}
 		if got, errs := s.fillFetch(c.ctx, targets, maxBytes); got >= int(req.MinBytes) || errs {
 			unwait(targets, wake)
-			s.finishFetch(c, sl, resp, targets)
+			s.finishFetch(c, sl, resp, targets, zone)
 			return
 		}
 	}
@@ -310,8 +313,12 @@ func wholeBatches(b []byte, n int) []byte {
 	return b[:pos]
 }
 
-// finishFetch accounts the bytes served and answers.
-func (s *Server) finishFetch(c *conn, sl *slot, resp *kmsg.FetchResponse, targets []fetchTarget) {
+// finishFetch accounts the bytes served and answers a client of zone: v16+ partitions
+// refused for leadership carry a leader hint (KIP-951, leader_hint.go); before v6, whose
+// clients may not know KAFKA_STORAGE_ERROR (they would take it for a fatal error), it is
+// NOT_LEADER_OR_FOLLOWER, which every client retries after a metadata refresh, as Kafka
+// answers them.
+func (s *Server) finishFetch(c *conn, sl *slot, resp *kmsg.FetchResponse, targets []fetchTarget, zone string) {
 	for _, t := range targets {
 		if n := len(t.out.RecordBatches); n > 0 {
 			s.metrics.bytesOut.WithLabelValues(t.r.Topic()).Add(float64(n))
@@ -320,6 +327,16 @@ func (s *Server) finishFetch(c *conn, sl *slot, resp *kmsg.FetchResponse, target
 			}
 		}
 	}
+	if resp.Version <= 5 {
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				if p := &resp.Topics[i].Partitions[j]; p.ErrorCode == kerr.KafkaStorageError.Code {
+					p.ErrorCode = kerr.NotLeaderForPartition.Code
+				}
+			}
+		}
+	}
+	s.hintFetch(c, zone, resp)
 	sl.respond(resp)
 }
 

@@ -32,11 +32,28 @@ type fakeBackend struct {
 	appends []string // topic/partition of each Append, in call order
 	onRead  func()   // called at the start of every Read (may block)
 	onApp   func()   // called at the start of every Append
+	// refuse, when set, is the error Writer and Reader give a partition (nil: served).
+	refuse func(t *metadata.Topic, index int32) error
+	// appendErr fails every Append (after onApp).
+	appendErr error
+}
+
+func (f *fakeBackend) refusal(t *metadata.Topic, index int32) error {
+	f.mu.Lock()
+	refuse := f.refuse
+	f.mu.Unlock()
+	if refuse == nil {
+		return nil
+	}
+	return refuse(t, index)
 }
 
 func (f *fakeBackend) Writer(t *metadata.Topic, index int32, zone string) (Writer, error) {
 	if t == nil || index < 0 || int(index) >= len(t.Partitions) {
 		return nil, metadata.ErrUnknownTopic
+	}
+	if err := f.refusal(t, index); err != nil {
+		return nil, err
 	}
 	return &fakePart{f: f, topic: t.Name}, nil
 }
@@ -44,6 +61,9 @@ func (f *fakeBackend) Writer(t *metadata.Topic, index int32, zone string) (Write
 func (f *fakeBackend) Reader(t *metadata.Topic, index int32, epoch int32, zone string) (Reader, error) {
 	if t == nil || index < 0 || int(index) >= len(t.Partitions) {
 		return nil, metadata.ErrUnknownTopic
+	}
+	if err := f.refusal(t, index); err != nil {
+		return nil, err
 	}
 	return &fakePart{f: f, topic: t.Name}, nil
 }
@@ -63,12 +83,12 @@ func (p *fakePart) Topic() string { return p.topic }
 func (p *fakePart) Append(h *recbatch.Header, batch []byte, appendTime bool, done func(AppendResult)) {
 	p.f.mu.Lock()
 	p.f.appends = append(p.f.appends, p.topic)
-	hook := p.f.onApp
+	hook, err := p.f.onApp, p.f.appendErr
 	p.f.mu.Unlock()
 	if hook != nil {
 		hook()
 	}
-	done(AppendResult{Base: 0, LogStart: 0, AppendTime: -1})
+	done(AppendResult{Base: 0, LogStart: 0, AppendTime: -1, Err: err})
 }
 func (p *fakePart) Offsets() (int64, int64) { return 0, 0 }
 func (p *fakePart) SetLogStart(ctx context.Context, off int64) error {
@@ -112,15 +132,20 @@ func startServer(t *testing.T) (*Server, *fakeBackend) {
 	return startServerWith(t, meta)
 }
 
-// startServerWith serves a front end with the metadata store meta and a fake backend.
-func startServerWith(t *testing.T, meta metadata.Store) (*Server, *fakeBackend) {
+// startServerWith serves a front end with the metadata store meta and a fake backend;
+// mods change the front end's configuration first.
+func startServerWith(t *testing.T, meta metadata.Store, mods ...func(*Config)) (*Server, *fakeBackend) {
 	t.Helper()
 	be := &fakeBackend{meta: meta}
 	gcfg := group.DefaultConfig()
 	gcfg.InitialRebalanceDelay = 0
 	groups := group.New(gcfg, nopOffsets{}, allTopics{})
 	t.Cleanup(groups.Close)
-	s := NewServer(Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1, BrokerConfigs: map[string]string{"broker.id": "0"}},
+	cfg := Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1, BrokerConfigs: map[string]string{"broker.id": "0"}}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	s := NewServer(cfg,
 		Deps{Meta: meta, Backend: be, Groups: groups, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

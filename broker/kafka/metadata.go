@@ -138,26 +138,38 @@ func metadataTopic(t *metadata.Topic, active map[int32]bool, zv *routing.ZoneVie
 	mt.Topic = &name
 	mt.TopicID = t.ID
 	mt.IsInternal = len(t.Name) > 2 && t.Name[:2] == "__"
+	isActive := func(id int32) bool { return active[id] }
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index
-		mp.Leader = p.Leader
 		mp.LeaderEpoch = p.LeaderEpoch
-		mp.Replicas = []int32{p.Leader}
-		mp.ISR = []int32{p.Leader}
-		// A partition taken over from a fenced broker is not served before its new
-		// leader recovered it: clients wait for Metadata rather than retrying at a
-		// broker that cannot serve yet.
-		if p.Leader < 0 || !active[p.Leader] || p.Recovering {
-			mp.Leader = -1
+		mp.Leader = servingLeader(t, p, isActive, zv, zone)
+		if mp.Leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			mp.Replicas, mp.ISR = []int32{}, []int32{}
-		} else if zv != nil && !mt.IsInternal {
-			if l := zv.Leader(zone, t.ID, p.Index, p.Leader); l != p.Leader && active[l] {
-				mp.Leader, mp.Replicas, mp.ISR = l, []int32{l}, []int32{l}
-			}
+		} else {
+			mp.Replicas, mp.ISR = []int32{mp.Leader}, []int32{mp.Leader}
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// servingLeader is the leader Metadata names for partition p of t to a client of zone
+// (zv nil: no zone known), and the leader hints of Produce and Fetch (leader_hint.go)
+// name the same: -1 when the leader is not an active broker, or the partition was taken
+// over from a fenced broker and its new leader has not recovered it yet (clients wait for
+// Metadata rather than retrying at a broker that cannot serve yet); for a client of a
+// known zone, the zone's broker chosen for a partition led in another zone (it proxies
+// produces and serves reads). Internal topics keep their real leaders.
+func servingLeader(t *metadata.Topic, p metadata.Partition, active func(int32) bool, zv *routing.ZoneView, zone string) int32 {
+	if p.Leader < 0 || !active(p.Leader) || p.Recovering {
+		return -1
+	}
+	if zv != nil && !(len(t.Name) > 2 && t.Name[:2] == "__") {
+		if l := zv.Leader(zone, t.ID, p.Index, p.Leader); l != p.Leader && active(l) {
+			return l
+		}
+	}
+	return p.Leader
 }

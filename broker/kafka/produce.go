@@ -12,7 +12,9 @@ package kafka
 // fdatasync'ed. acks=0, 1 and all are therefore equally durable; acks=0 just sends no
 // answer (and, like Kafka, closes the connection if a partition failed so the client
 // notices). A retried idempotent batch is answered with the offset its original got, once
-// that original is durable.
+// that original is durable. From v10 a partition refused with NOT_LEADER_OR_FOLLOWER
+// names its current leader and that leader's endpoint (KIP-951, leader_hint.go), as
+// Metadata would name it to this client.
 //
 // Produce runs on the connection's reader goroutine (not registered as blocking), so the
 // batches of one connection reach the WAL in arrival order; the answer is sent from the
@@ -81,6 +83,7 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 			sl.respond(nil)
 			return
 		}
+		s.hintProduce(c, zone, resp) // KIP-951: where a refused partition's leader is now
 		sl.respond(resp)
 	}
 	fail := func(out *kmsg.ProduceResponseTopicPartition, err error, withMessage bool) {

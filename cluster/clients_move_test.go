@@ -1,0 +1,150 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/weir-io/weir/internal/testutil"
+)
+
+// sarama and kafka-go, with the settings docs/CLIENTS.md recommends, produce through
+// three graceful moves of their partition: every record is acked (none fails: the old
+// leader's refusals are ones both retry), exactly once (the log ends where the acks do),
+// and the longest wait for an ack across the moves is logged. Neither implements
+// KIP-951: sarama refreshes its metadata on NOT_LEADER_OR_FOLLOWER, kafka-go's Writer
+// retries until its metadata (Transport.MetadataTTL) names the new leader.
+func TestGoClientsProduceThroughMoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster test")
+	}
+	c := startCluster(t, noBalancer)
+	adm := kadm.NewClient(newClient(t, c))
+	for _, tc := range []struct {
+		name    string
+		produce func(t *testing.T, topic string) (send func(i int) error, close func())
+	}{
+		{"sarama", saramaProducer(c)},
+		{"kafka-go", kafkaGoProducer(c)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "moves-" + tc.name
+			if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, topic); err != nil {
+				t.Fatal(err)
+			}
+			tp := waitTopic(t, c, topic)
+			send, closeFn := tc.produce(t, topic)
+			var mu sync.Mutex
+			acked, longest := 0, time.Duration(0)
+			var sendErr error
+			stop, done := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(done)
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					start := time.Now()
+					err := send(i)
+					mu.Lock()
+					if err != nil {
+						sendErr = fmt.Errorf("record %d: %w", i, err)
+						mu.Unlock()
+						return
+					}
+					acked++
+					longest = max(longest, time.Since(start))
+					mu.Unlock()
+					time.Sleep(5 * time.Millisecond)
+				}
+			}()
+			count := func() int {
+				mu.Lock()
+				defer mu.Unlock()
+				if sendErr != nil {
+					t.Fatal(sendErr)
+				}
+				return acked
+			}
+			testutil.Eventually(t, 30*time.Second, "producing", func() bool { return count() > 20 })
+			leader := tp.Partitions[0].Leader
+			for round := 0; round < 3; round++ {
+				to := leader%3 + 1
+				movePartition(t, c, leader, tp, 0, to)
+				leader = to
+				mark := count()
+				testutil.Eventually(t, 30*time.Second, "acks after the move", func() bool { return count() > mark+20 })
+			}
+			close(stop)
+			<-done
+			closeFn()
+			n := count()
+			t.Logf("%s: %d records acked through 3 moves; longest wait for an ack %v", tc.name, n, longest.Round(time.Millisecond))
+			ends, err := adm.ListEndOffsets(ctxFor(t, 30*time.Second), topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if end, _ := ends.Lookup(topic, 0); end.Offset != int64(n) {
+				t.Fatalf("the log ends at %d, %d records were acked (a retry was written twice, or an ack lied)", end.Offset, n)
+			}
+		})
+	}
+}
+
+// saramaProducer is a sarama idempotent SyncProducer with docs/CLIENTS.md's settings.
+func saramaProducer(c *Cluster) func(t *testing.T, topic string) (func(int) error, func()) {
+	return func(t *testing.T, topic string) (func(int) error, func()) {
+		cfg := sarama.NewConfig()
+		cfg.Version = sarama.V3_6_0_0
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+		cfg.Producer.Return.Successes = true
+		cfg.Producer.Idempotent = true
+		cfg.Net.MaxOpenRequests = 1
+		cfg.Producer.Partitioner = sarama.NewManualPartitioner
+		// docs/CLIENTS.md, sarama.
+		backoff := func(retries, _ int) time.Duration { return min(50*time.Millisecond<<min(retries, 5), time.Second) }
+		cfg.Producer.Retry.Max = 30
+		cfg.Producer.Retry.BackoffFunc = backoff
+		cfg.Metadata.Retry.Max = 10
+		cfg.Metadata.Retry.BackoffFunc = backoff
+		cfg.Net.DialTimeout = 5 * time.Second
+		cfg.Net.ReadTimeout = 5 * time.Second
+		cfg.Net.WriteTimeout = 5 * time.Second
+		p, err := sarama.NewSyncProducer(c.KafkaAddrs(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		send := func(i int) error {
+			_, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Partition: 0, Value: sarama.StringEncoder(fmt.Sprintf("r-%05d", i))})
+			return err
+		}
+		return send, func() { p.Close() }
+	}
+}
+
+// kafkaGoProducer is a kafka-go Writer with docs/CLIENTS.md's settings.
+func kafkaGoProducer(c *Cluster) func(t *testing.T, topic string) (func(int) error, func()) {
+	return func(t *testing.T, topic string) (func(int) error, func()) {
+		w := &kafka.Writer{
+			Addr: kafka.TCP(c.KafkaAddrs()...), Topic: topic, Balancer: kafka.BalancerFunc(func(kafka.Message, ...int) int { return 0 }),
+			RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond,
+			// docs/CLIENTS.md, kafka-go.
+			MaxAttempts: 20, WriteBackoffMin: 50 * time.Millisecond, WriteBackoffMax: 500 * time.Millisecond,
+			ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+			Transport: &kafka.Transport{MetadataTTL: time.Second, DialTimeout: 5 * time.Second},
+		}
+		send := func(i int) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return w.WriteMessages(ctx, kafka.Message{Value: fmt.Appendf(nil, "r-%05d", i)})
+		}
+		return send, func() { w.Close() }
+	}
+}
