@@ -207,6 +207,32 @@ func (c *Cluster) Controller(i int) *controller.Controller {
 	return c.controllers[i]
 }
 
+// LeaderController returns the controller that is Raft leader, waiting up to 30 s
+// for one (an election on a loaded machine), or else the first running one (whose
+// View may lag the leader's). Nil only when no controller runs.
+func (c *Cluster) LeaderController() *controller.Controller {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if i := c.LeaderIndex(); i >= 0 {
+			if ctl := c.Controller(i); ctl != nil {
+				return ctl
+			}
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling for the end of an election
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ctl := range c.controllers {
+		if ctl != nil {
+			return ctl
+		}
+	}
+	return nil
+}
+
 // LeaderIndex returns the index of the controller that is Raft leader, or -1.
 func (c *Cluster) LeaderIndex() int {
 	c.mu.Lock()

@@ -60,7 +60,7 @@ func TestFailoverKillBrokerUnderLoad(t *testing.T) {
 	testutil.Eventually(t, time.Minute, "load running", func() bool { return l.acks() > 300 })
 
 	const victim = 2
-	led := ledBy(c.Controller(c.LeaderIndex()).View(), "fo", victim)
+	led := ledBy(c.LeaderController().View(), "fo", victim)
 	if len(led) == 0 {
 		t.Fatalf("broker %d leads no partition of fo", victim)
 	}
@@ -117,7 +117,7 @@ func TestFailoverKillTwoBrokers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	v := c.Controller(c.LeaderIndex()).View()
+	v := c.LeaderController().View()
 	for _, id := range []int32{1, 2} {
 		if got := ledBy(v, "fo2", id); len(got) != 0 {
 			t.Fatalf("broker %d took partitions %v back on its return", id, got)

@@ -217,7 +217,7 @@ func TestFencedBrokerComesBack(t *testing.T) {
 		b, _ := c.Broker(0).Client.View().Broker(3)
 		return b.Active()
 	})
-	if got := ledBy(c.Controller(c.LeaderIndex()).View(), "f", 3); len(got) != 0 {
+	if got := ledBy(c.LeaderController().View(), "f", 3); len(got) != 0 {
 		t.Fatalf("the returning broker took partitions %v back", got)
 	}
 	got := consumeAll(t, c, "f", len(acked))

@@ -89,7 +89,7 @@ func TestSecureLinks(t *testing.T) {
 	}
 
 	// The brokers stay registered: their heartbeats carry the token.
-	leader := c.Controller(c.LeaderIndex())
+	leader := c.LeaderController()
 	for id := int32(1); id <= 3; id++ {
 		if b, ok := leader.View().Broker(id); !ok || !b.Active() {
 			t.Fatalf("broker %d: %+v, want active", id, b)

@@ -23,7 +23,7 @@ import (
 // knows only that broker.
 func zoneClient(t *testing.T, c *Cluster, id int32) *kgo.Client {
 	t.Helper()
-	br, _ := c.Controller(c.LeaderIndex()).View().Broker(id)
+	br, _ := c.LeaderController().View().Broker(id)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()[id-1]), kgo.ClientID("app,weir_az="+br.Rack))
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +356,7 @@ func TestZoneRoutingClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "zr")
-	view := c.Controller(c.LeaderIndex()).View()
+	view := c.LeaderController().View()
 	zoneOf := map[string]int32{}
 	for _, br := range view.Brokers {
 		zoneOf[br.Rack] = br.ID
@@ -481,7 +481,7 @@ func TestProxiedWALTrimmedAndCollected(t *testing.T) {
 	}
 	tp := waitTopic(t, c, "pt")
 	const proxy = 1
-	view := c.Controller(c.LeaderIndex()).View()
+	view := c.LeaderController().View()
 	br, _ := view.Broker(proxy)
 	cl := newClient(t, c, kgo.ClientID("weir_az="+br.Rack), kgo.DefaultProduceTopic("pt"))
 	want := map[string]bool{}
@@ -562,7 +562,7 @@ func TestProxiedLoadSurvivesLeaderChanges(t *testing.T) {
 	}
 	tp := waitTopic(t, c, "zl")
 	const proxy = 1
-	br, _ := c.Controller(c.LeaderIndex()).View().Broker(proxy)
+	br, _ := c.LeaderController().View().Broker(proxy)
 	l := startLoad(t, c, "zl", parts, 3, 3*time.Millisecond, kgo.ClientID("loader,weir_az="+br.Rack))
 	testutil.Eventually(t, time.Minute, "load running", func() bool { return l.acks() > 300 })
 	// Moves between brokers 2 and 3 of every partition they lead, twice.
