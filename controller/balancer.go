@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -24,18 +25,19 @@ import (
 //     more. A moving partition counts at its target.
 //   - Throttle: no move starts while BalanceMaxMoves partitions (or more) are moving,
 //     whatever moved them (admin, drain, balancer); a round starts at most the rest,
-//     or its catch-up if that is more.
+//     or, if that is more, its catch-up up to half a share (the mean count) moving.
 //   - Catch-up: a broker it may move to that is short (below the threshold of the
 //     mean in partitions counted and in cost alike: one that joined, or returned empty
 //     after a failover) is owed partitions up to the mean count (rounded down): the
 //     middle of the band, not its edge. The sum over short brokers is the catch-up,
-//     which a round may start whatever is moving (moves under way count at their
-//     targets, so a catch-up in flight is not started twice). After the drain moves,
-//     catch-up moves come first: to the short broker owed the most, from the most
-//     loaded broker with a partition it may move there, the one whose cost is closest
-//     to what the broker lacks in cost per partition owed and below the gap; until it
-//     is owed nothing or full in cost. A returned broker gets its share in one round
-//     (doc.go: Balancer).
+//     which rounds start half a share in flight at a time, the next round as soon as
+//     the moves are done (moves under way count at their targets, so a catch-up in
+//     flight is not started twice). After the drain moves, catch-up moves come first:
+//     to the short broker owed the most, from the most loaded broker with a partition
+//     it may move there, the one whose cost is closest to what the broker lacks in cost
+//     per partition owed and below the gap; until it is owed nothing or full in cost.
+//     A returned broker gets its share in two rounds a hand-off apart (doc.go:
+//     Balancer).
 //   - Never moved: Recovering partitions (their new leader completes the recovery
 //     first), moving ones, and any partition the balancer moved within BalanceCooldown.
 //     Never a target: a draining, fenced or silent broker (not heard from within the
@@ -79,8 +81,9 @@ const (
 	reasonBroker = "broker"
 )
 
-// balanceProposers bounds the BeginMove proposals of a round in flight at once.
-const balanceProposers = 16
+// balanceProposers bounds the BeginMove proposals of a round in flight at once: raft's
+// default MaxAppendEntries, the most entries its leader writes in one append.
+const balanceProposers = 64
 
 func balanceThreshold(mean float64) float64 { return max(balanceMinExcess, balanceExcessRatio*mean) }
 
@@ -288,6 +291,7 @@ func planBalance(in balanceInput) balancePlan {
 	owed := map[int32]int{}
 	var short []*balBroker
 	meanCost := 0.0
+	catchUpLimit := 0 // partitions moving at once during a catch-up: half a share
 	if len(accepting) > 0 {
 		n := 0
 		for _, b := range accepting {
@@ -295,6 +299,7 @@ func planBalance(in balanceInput) balancePlan {
 		}
 		mean := float64(n) / float64(len(accepting))
 		meanCost = sum / float64(len(accepting))
+		catchUpLimit = max(in.maxMoves, int(math.Ceil(mean/2)))
 		for _, b := range accepting {
 			if !canTarget(b) || mean-float64(b.parts) <= balanceThreshold(mean) || meanCost-b.cost <= balanceThreshold(meanCost) {
 				continue
@@ -306,9 +311,11 @@ func planBalance(in balanceInput) balancePlan {
 			}
 		}
 	}
-	// Throttle: BalanceMaxMoves in flight, whatever moved them; but a round may always
-	// start its catch-up (the moves under way already count at their targets in it).
-	budget := max(in.maxMoves-plan.InFlight, plan.CatchUp)
+	// Throttle: BalanceMaxMoves in flight, whatever moved them; but a catch-up may have
+	// half a share in flight (the moves under way already count at their targets in it,
+	// so none is started twice), the rest in the next rounds, which the loop runs as soon
+	// as these moves are done.
+	budget := max(in.maxMoves-plan.InFlight, min(plan.CatchUp, catchUpLimit-plan.InFlight))
 	if budget <= 0 {
 		plan.Note = fmt.Sprintf("%d partitions moving (limit %d)", plan.InFlight, in.maxMoves)
 		return plan
@@ -608,18 +615,27 @@ func (b *balancer) loop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.BalanceInterval)
 	defer t.Stop()
-	leading := false
+	// While a catch-up is under way (a round began part of it), the next round comes as
+	// soon as its moves are done, looked at every tenth of an interval, not a whole
+	// interval later.
+	quick := time.NewTicker(max(c.cfg.BalanceInterval/10, 10*time.Millisecond))
+	defer quick.Stop()
+	leading, hurry := false, false
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-t.C:
+		case <-quick.C:
+			if !hurry || movesInFlight(c.fsm.View()) > 0 {
+				continue
+			}
 		}
 		if !c.IsLeader() {
 			if leading {
 				b.forget()
 			}
-			leading = false
+			leading, hurry = false, false
 			continue
 		}
 		if !leading {
@@ -629,7 +645,11 @@ func (b *balancer) loop() {
 			b.forget()
 			continue
 		}
-		b.round(time.Now())
+		plan := b.round(time.Now())
+		hurry = false
+		for _, m := range plan.Moves {
+			hurry = hurry || (plan.CatchUp > 0 && m.Error == "")
+		}
 	}
 }
 
@@ -662,9 +682,11 @@ func (b *balancer) round(now time.Time) balancePlan {
 			return fresh
 		},
 	})
-	// The moves are independent commands: a catch-up's hundreds are proposed a few at a
-	// time side by side (Raft batches them into its appends), not one round trip each.
+	// The moves are independent commands: a catch-up's hundreds are proposed side by
+	// side, balanceProposers at a time, which Raft's leader gathers into appends of up to
+	// MaxAppendEntries (64) entries, one write and fsync each, not one round trip a move.
 	errs := make([]error, len(plan.Moves))
+	began := time.Now()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, balanceProposers)
 	for i := range plan.Moves {
@@ -694,6 +716,10 @@ func (b *balancer) round(now time.Time) balancePlan {
 			fromEpoch: epoch(m.From), toEpoch: epoch(m.To), at: now})
 		c.log.Info("balancer: moving partition", "topic", m.Topic, "partition", m.Partition, "from", m.From, "to", m.To,
 			"reason", m.Reason, "cost", m.Cost, "imbalance", plan.Imbalance, "catch_up", plan.CatchUp)
+	}
+	if plan.CatchUp > 0 {
+		c.log.Info("balancer: catch-up begun", "moves", len(made), "catch_up", plan.CatchUp, "moving_before", plan.InFlight,
+			"proposing", time.Since(began).Round(time.Millisecond))
 	}
 	b.mu.Lock()
 	b.recent = append(b.recent, made...)
@@ -731,21 +757,32 @@ func (b *balancer) imbalance() float64 {
 	return b.last.Imbalance
 }
 
+// describeMoves bounds the moves describePlan names (a catch-up begins hundreds).
+const describeMoves = 8
+
 // describePlan summarises a decision in one line.
 func describePlan(p balancePlan) string {
 	if len(p.Moves) == 0 {
 		return p.Note
 	}
 	var parts []string
-	failed := 0
+	failed, begun := 0, 0
 	for _, m := range p.Moves {
 		if m.Error != "" {
 			failed++
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s/%d %d→%d (%s)", m.Topic, m.Partition, m.From, m.To, m.Reason))
+		if begun++; len(parts) < describeMoves {
+			parts = append(parts, fmt.Sprintf("%s/%d %d→%d (%s)", m.Topic, m.Partition, m.From, m.To, m.Reason))
+		}
 	}
-	s := fmt.Sprintf("began %d moves: %s", len(parts), strings.Join(parts, ", "))
+	if more := begun - len(parts); more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", more))
+	}
+	s := fmt.Sprintf("began %d moves: %s", begun, strings.Join(parts, ", "))
+	if p.CatchUp > 0 {
+		s += fmt.Sprintf(" (a catch-up of %d)", p.CatchUp)
+	}
 	if failed > 0 {
 		s += fmt.Sprintf("; %d refused", failed)
 	}

@@ -213,15 +213,15 @@ func TestMemQuorumBalancer(t *testing.T) {
 // TestMemQuorumBalancerCatchUp: 300 partitions over three brokers in three zones;
 // broker 3 is fenced, its partitions fail over to 1 and 2, and it registers again,
 // empty. The leader's balancer (limit 4 in flight) gives it its share (at least the
-// share less the threshold, 90; the catch-up fills it to 100) in one round that begins
-// moves, two at most: with the default round every 3 s that is the first round after
-// the return plus the moves' hand-off, inside issue 22's 10 s. Without the catch-up, 4
-// moves a round, it takes 23 rounds (1,000 partitions: 75 rounds, 225 s). A steady state
-// then makes no move.
+// share less the threshold, 90; the catch-up fills it to 100) in two rounds of half a
+// share, the second as soon as the first's moves are done (a top-up or two at most):
+// with the default round every 3 s that is within an interval of the return plus two
+// hand-offs, inside issue 22's 10 s. Without the catch-up, 4 moves a round, it takes 23
+// rounds (1,000 partitions: 75 rounds, 225 s). A steady state then makes no move.
 func TestMemQuorumBalancerCatchUp(t *testing.T) {
 	mc := newMemCluster(t, 3, func(c *Config) {
 		c.Balance = true
-		c.BalanceInterval = 100 * time.Millisecond
+		c.BalanceInterval = time.Second // the catch-up's rounds come as soon as its moves are done
 		c.BalanceMaxMoves = 4
 		c.BalanceCooldown = time.Hour
 	})
@@ -253,14 +253,16 @@ func TestMemQuorumBalancerCatchUp(t *testing.T) {
 	c.bal.mu.Lock()
 	rounds, moves = c.bal.movingRounds-rounds, c.bal.total-moves
 	c.bal.mu.Unlock()
-	if rounds > 2 || moves < 90 || moves > 110 {
-		t.Fatalf("%d moves in %d rounds gave broker 3 its share, want it in at most 2 rounds (limit 4 in flight)", moves, rounds)
+	// Two rounds of half a share; a round on the interval's tick while a half is still
+	// moving tops it up: four at most, however slow the machine.
+	if rounds > 4 || moves < 90 || moves > 110 {
+		t.Fatalf("%d moves in %d rounds gave broker 3 its share, want it in at most 4 rounds (limit 4 in flight)", moves, rounds)
 	}
-	if m := sim.maxSeen.Load(); m < 45 {
-		t.Fatalf("at most %d moving at once: the catch-up did not start at once", m)
+	if m := sim.maxSeen.Load(); m < 20 || m > 54 {
+		t.Fatalf("at most %d moving at once: want the catch-up, up to half a share (50)", m)
 	}
 	total := c.bal.status().MovesTotal
-	time.Sleep(500 * time.Millisecond) // on purpose: five more rounds in a steady state
+	time.Sleep(2500 * time.Millisecond) // on purpose: two more rounds in a steady state
 	if st := c.bal.status(); st.MovesTotal != total || st.LastDecision != "balanced" {
 		t.Fatalf("a steady state after the catch-up moved on: %d → %d moves, %q", total, st.MovesTotal, st.LastDecision)
 	}

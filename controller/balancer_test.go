@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,22 +162,30 @@ func (s *balSim) within(lo, hi int, ids ...int32) {
 }
 
 // TestBalancerEvensOutAReturningBroker: three brokers, 300 partitions on two of them
-// (the third came back empty after a failover): the first round begins the catch-up, the
-// moves that bring the empty broker to its share (the mean), all to it, far more than
-// the limit of 4 in flight, and the next round (the moves done) finds the cluster even;
-// a steady state then makes no move. With zones (one broker each) and without (one
-// zone). Without the catch-up it would take 23 rounds of 4 moves.
+// (the third came back empty after a failover): it is owed its share (the mean, 100),
+// and the first round begins half of it (half a share in flight), far more than the
+// limit of 4; a round while they move begins nothing more; the round after they are
+// done begins the other half, all to the empty broker; then the cluster is even and a
+// steady state makes no move. With zones (one broker each) and without (one zone).
+// Without the catch-up it would take 25 rounds of 4 moves.
 func TestBalancerEvensOutAReturningBroker(t *testing.T) {
 	for _, racks := range [][3]string{{"a", "b", "c"}, {"", "", ""}} {
 		t.Run(fmt.Sprintf("racks %q", racks), func(t *testing.T) {
 			s := newBalSim(t, []simBroker{{1, racks[0]}, {2, racks[1]}, {3, racks[2]}}, layout([]int32{1, 2}, []int{150, 150}))
 			plan := s.round()
-			if plan.CatchUp != 100 || len(plan.Moves) != 100 {
-				t.Fatalf("first round: catch-up %d, %d moves; want 100 (to the mean)", plan.CatchUp, len(plan.Moves))
+			if plan.CatchUp != 100 || len(plan.Moves) != 50 {
+				t.Fatalf("first round: catch-up %d, %d moves; want 100 (to the mean), 50 of them (half a share)", plan.CatchUp, len(plan.Moves))
+			}
+			if d := describePlan(plan); !strings.HasPrefix(d, "began 50 moves: t/") || !strings.HasSuffix(d, "and 42 more (a catch-up of 100)") {
+				t.Fatalf("described as %q", d)
 			}
 			// Still moving: the catch-up counts them at their target, nothing more starts.
-			if again := s.round(); len(again.Moves) != 0 || again.CatchUp != 0 || again.InFlight != 100 {
+			if again := s.round(); len(again.Moves) != 0 || again.CatchUp != 50 || again.InFlight != 50 {
 				t.Fatalf("a round while the catch-up moves: %d moves, catch-up %d, %d in flight", len(again.Moves), again.CatchUp, again.InFlight)
+			}
+			s.complete()
+			if second := s.round(); second.CatchUp != 50 || len(second.Moves) != 50 {
+				t.Fatalf("second round: catch-up %d, %d moves; want the other 50", second.CatchUp, len(second.Moves))
 			}
 			s.complete()
 			if n := s.run(5); n != 0 {
@@ -184,7 +193,7 @@ func TestBalancerEvensOutAReturningBroker(t *testing.T) {
 			}
 			s.steady(30)
 			s.within(100, 100, 1, 2, 3)
-			if len(s.moves) > 100 {
+			if len(s.moves) != 100 {
 				t.Fatalf("%d moves to even out 150/150/0", len(s.moves))
 			}
 			for _, m := range s.moves {

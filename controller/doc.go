@@ -124,13 +124,15 @@
 // short: traffic uneven over even counts (and the partitions a hot broker sheds) is not
 // a broker missing partitions, and is corrected at the steady rate. That many moves at
 // once is what draining one broker begins in one command (PlanDrain), so brokers and
-// controllers take it already; a hand-off is cheap (the old leader syncs what it has
-// and completes; nothing is copied) and a partition without traffic has nothing to
-// sync. The round proposes its moves 16 side by side (Raft batches them). Bound: the
-// returned broker is a target as soon as its registration renews its lease; the first
-// round comes within BalanceInterval, its moves complete within the hand-off time, and
-// anything left (a partition it could not take, a broker returning meanwhile) goes the
-// next round: at most 2 rounds + hand-off, about 7 s. Steady state is unchanged: inside
+// controllers take it already; a hand-off copies nothing (the old leader syncs what it
+// has and completes, a partition without traffic has nothing to sync; the new leader
+// indexes its predecessor's WAL tail, one scan for the partitions that arrive
+// together). The round proposes its moves 64 side by side (Raft's leader writes up to
+// 64 entries an append, one fsync). Bound: the returned broker is a target as soon as
+// its registration renews its lease; the first round comes within BalanceInterval, its
+// moves complete within the hand-off time, and anything left (a partition it could not
+// take, a broker returning meanwhile) goes the next round: at most 2 rounds + hand-off,
+// about 7 s. Steady state is unchanged: inside
 // the thresholds nothing is short and nothing moves (TestBalancerSteadyUnderNoisyLoads:
 // a balanced cluster under rates jittering ±30 % makes no move in 200 rounds).
 //
