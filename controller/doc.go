@@ -85,7 +85,7 @@
 // heartbeats every ClientConfig.LoadReportInterval, only partitions with traffic, the
 // 4096 hottest; the leader keeps them in memory for 30 s, like leases). Throttle: no move
 // starts while BalanceMaxMoves (4) partitions are moving, whatever moved them, but for
-// the catch-up (below). Never moved: Recovering or moving partitions, or one it moved
+// a catch-up (below). Never moved: Recovering or moving partitions, or one it moved
 // within BalanceCooldown (5 min); no move from A to B within the cooldown of one from B
 // to A; both only while A and B are the registrations the move was made between (a
 // fenced or re-registered broker is a new process; what it led was failed over, not
@@ -112,29 +112,33 @@
 // limit serves both a return and a steady state: 10 s leave at most three rounds after
 // the return (up to 3 s to the first), so about 100 moves a round, which would also let
 // a swing of traffic move a hundred hot partitions at once on 30 s averages. The limit
-// therefore scales with the work, per round: a broker the round may move to that is
-// short, below the threshold of the mean both in partitions counted (moving ones at
-// their target) and in cost, is owed partitions up to the mean count (rounded down: the
-// middle of the hysteresis band, not its edge, where noise would move more); the sum is
-// the round's catch-up, which it starts whatever is moving (in-flight moves already
-// count at their targets, so the next round does not start them twice), first after the
-// drain moves: to the short broker owed the most, from the most loaded broker, the
-// partition closest to what it lacks in cost per partition owed (count and cost fill
-// together), until it is owed nothing or full in cost. Counts, not costs, decide who is
-// short: traffic uneven over even counts (and the partitions a hot broker sheds) is not
-// a broker missing partitions, and is corrected at the steady rate. That many moves at
-// once is what draining one broker begins in one command (PlanDrain), so brokers and
-// controllers take it already; a hand-off copies nothing (the old leader syncs what it
-// has and completes, a partition without traffic has nothing to sync; the new leader
-// indexes its predecessor's WAL tail, one scan for the partitions that arrive
-// together). The round proposes its moves 64 side by side (Raft's leader writes up to
-// 64 entries an append, one fsync). Bound: the returned broker is a target as soon as
-// its registration renews its lease; the first round comes within BalanceInterval, its
-// moves complete within the hand-off time, and anything left (a partition it could not
-// take, a broker returning meanwhile) goes the next round: at most 2 rounds + hand-off,
-// about 7 s. Steady state is unchanged: inside
-// the thresholds nothing is short and nothing moves (TestBalancerSteadyUnderNoisyLoads:
-// a balanced cluster under rates jittering ±30 % makes no move in 200 rounds).
+// therefore scales with the work: a broker the round may move to that is short, below
+// the threshold of the mean both in partitions counted (moving ones at their target)
+// and in cost, is owed partitions up to the mean count (rounded down: the middle of the
+// hysteresis band, not its edge, where noise would move more); the sum is the catch-up.
+// Rounds start it whatever else is moving, up to half a share (the mean count) in
+// flight (in-flight moves already count at their targets, so none is started twice);
+// while a catch-up is under way the loop looks every tenth of BalanceInterval and runs
+// the next round as soon as nothing is moving. Catch-up moves come first after the drain
+// moves: to the short broker owed the most, from the most loaded broker, the partition
+// closest to what it lacks in cost per partition owed (count and cost fill together),
+// until it is owed nothing or full in cost. Counts, not costs, decide who is short:
+// traffic uneven over even counts (and the partitions a hot broker sheds) is not a
+// broker missing partitions, and is corrected at the steady rate. Half a share at once
+// is less than what draining one broker begins in one command (PlanDrain), so brokers
+// and controllers take it already; a hand-off copies nothing (the old leader syncs what
+// it has and completes, a partition without traffic has nothing to sync; the new leader
+// indexes its predecessor's WAL tail, one scan for the partitions that arrive together),
+// but hundreds at once on a loaded machine made every one of them slower: a whole share
+// at once (338 moves) kept the moved partitions' writes waiting 2.8 s (median) where
+// moves 4 at a time waited 0.6–1 s (docs/PERFORMANCE.md). The round proposes its moves
+// 64 side by side (Raft's leader writes up to 64 entries an append, one fsync). Bound:
+// the returned broker is a target as soon as its registration renews its lease; the
+// first round comes within BalanceInterval (3 s), then two halves a hand-off each (about
+// a second on a loaded machine) with a tenth of an interval between: about 6 s. Steady
+// state is unchanged: inside the thresholds nothing is short and nothing moves
+// (TestBalancerSteadyUnderNoisyLoads: a balanced cluster under rates jittering ±30 %
+// makes no move in 200 rounds).
 //
 // Registration: a RegisterRequest carries the process's incarnation (random per
 // Client). While the ID's active registration belongs to another incarnation heard from
