@@ -37,8 +37,8 @@ text report then goes to stderr); --png draws a timeline.
 The report ends with issue 22's figures, each beside its target with PASS or FAIL
 ("targets" in the JSON): (1) kill: first acked write after the kill, p99 <= 1 s; (2)
 pause: first acked write after the pause (served elsewhere), p99 <= 1.5 s; (3)
-rolling-restart, coordinator-move and the balancer's moves back to returned brokers:
-the longest wait of a write of a moved partition for its ack, p99 <= 150 ms; (4)
+rolling-restart and the balancer's moves back to returned brokers: the longest wait of
+a write of a moved partition for its ack, p99 <= 150 ms; (4)
 controller-leader-kill: ack p99 in the fault's window <= 2 x the baseline ack p99; (5)
 any fault that takes brokers out and back: the time from their return (listed in
 Metadata again) to the leaders being spread (every listed broker leading at least its
