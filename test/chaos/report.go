@@ -97,7 +97,7 @@ type FaultReport struct {
 	RespreadNote    string `json:"respread_note,omitempty"`
 	// BalancerMoved counts the partitions given to the returned brokers between their
 	// return and the spread, or the end of the look (the balancer's moves);
-	// BalancerWait is, per such partition, the longest wait of a write of it acked in
+	// BalancerWait is, per such partition, the longest wait of a write of it sent in
 	// that time (plus a second).
 	BalancerMoved int        `json:"balancer_moved,omitempty"`
 	BalancerWait  *Quantiles `json:"balancer_write_wait,omitempty"`

@@ -162,6 +162,22 @@ func longestWait(ts []time.Time, waits []time.Duration, from, to time.Time) time
 	return longest
 }
 
+// longestWaitSent is the longest of waits of the writes sent in [from, to] (a write
+// acked at ts[i] was sent waits[i] before): those the balancer's moves held up, not
+// writes stuck since a failover before from.
+func longestWaitSent(ts []time.Time, waits []time.Duration, from, to time.Time) time.Duration {
+	var longest time.Duration
+	for i, t := range ts {
+		if i >= len(waits) {
+			break
+		}
+		if sent := t.Add(-waits[i]); !sent.Before(from) && !sent.After(to) {
+			longest = max(longest, waits[i])
+		}
+	}
+	return longest
+}
+
 // respread measures how long after a fault's brokers returned the leaders were spread
 // again (Returned, Respread, BalancerMoved, BalancerWait), looking until next.
 func respread(fr *FaultReport, l *load, w *watcher, ev Event, next time.Time) {
@@ -225,7 +241,7 @@ func respread(fr *FaultReport, l *load, w *watcher, ev Event, next time.Time) {
 	var waits []time.Duration
 	for p, leader := range s.leaders {
 		if returned[leader] && before.leaders[p] != leader {
-			waits = append(waits, longestWait(l.acks[p], l.ackWaits[p], back, s.at.Add(time.Second)))
+			waits = append(waits, longestWaitSent(l.acks[p], l.ackWaits[p], back, s.at.Add(time.Second)))
 		}
 	}
 	fr.BalancerMoved = len(waits)

@@ -89,7 +89,8 @@ func TestRespreadAndTargets(t *testing.T) {
 		ack(p, -100, 20)
 		ack(p, 100, 500) // sent before the kill, its callback late
 		ack(p, 1500+int(p)*10, 300)
-		ack(p, 6000, 80) // moved back: a write waited 80 ms
+		ack(p, 5200, 3000) // sent before the return (the failover held it): not the move's
+		ack(p, 6000, 80)   // moved back: a write waited 80 ms
 	}
 	ev := Event{Fault: Fault{Kind: Kill, At: 10 * time.Second}, Start: t0, End: t0.Add(5500 * time.Millisecond), Brokers: []int32{1},
 		Steps: []EventStep{{1, t0}}}
