@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -23,7 +24,20 @@ import (
 //     partitions weigh their number and their traffic equally and a hot partition counts
 //     more. A moving partition counts at its target.
 //   - Throttle: no move starts while BalanceMaxMoves partitions (or more) are moving,
-//     whatever moved them (admin, drain, balancer); a round starts at most the rest.
+//     whatever moved them (admin, drain, balancer); a round starts at most the rest,
+//     or, if that is more, its catch-up up to half a share (the mean count) moving.
+//   - Catch-up: a broker it may move to that is short (below the threshold of the
+//     mean in partitions counted and in cost alike: one that joined, or returned empty
+//     after a failover) is owed partitions up to the mean count (rounded down): the
+//     middle of the band, not its edge. The sum over short brokers is the catch-up,
+//     which rounds start half a share in flight at a time, the next round as soon as
+//     the moves are done (moves under way count at their targets, so a catch-up in
+//     flight is not started twice). After the drain moves, catch-up moves come first:
+//     to the short broker owed the most, from the most loaded broker with a partition
+//     it may move there, the one whose cost is closest to what the broker lacks in cost
+//     per partition owed and below the gap; until it is owed nothing or full in cost.
+//     A returned broker gets its share in two rounds a hand-off apart (doc.go:
+//     Balancer).
 //   - Never moved: Recovering partitions (their new leader completes the recovery
 //     first), moving ones, and any partition the balancer moved within BalanceCooldown.
 //     Never a target: a draining, fenced or silent broker (not heard from within the
@@ -42,11 +56,15 @@ import (
 //     two brokers (or zones) and strictly below the gap, so every move lowers the spread;
 //     ties go to the first in (topic, index) order. No move goes from broker A to B
 //     within BalanceCooldown of one the balancer made from B to A.
+//   - Memory: a move it made (cooldown, no move back) counts only while both brokers
+//     are the registrations it was made between. A broker fenced or registered anew is
+//     a new process that leads nothing of the old one's: its partitions were failed
+//     over, not moved by the balancer, and giving it some undoes no move.
 //
-// The thresholds are the hysteresis: a steady state inside them makes no move, and with
-// unchanged costs every move strictly lowers the sum of squared costs (zones first), so
-// the balancer cannot oscillate. Rates that change do change costs; the cooldown then
-// keeps a partition from bouncing.
+// The thresholds are the hysteresis: a steady state inside them makes no move (and has
+// no catch-up: no broker is short), and with unchanged costs every move strictly lowers
+// the sum of squared costs (zones first), so the balancer cannot oscillate. Rates that
+// change do change costs; the cooldown then keeps a partition from bouncing.
 
 const (
 	// balanceMinExcess and balanceExcessRatio: a broker (or zone) is out of balance when
@@ -62,6 +80,10 @@ const (
 	reasonZone   = "zone"
 	reasonBroker = "broker"
 )
+
+// balanceProposers bounds the BeginMove proposals of a round in flight at once: raft's
+// default MaxAppendEntries, the most entries its leader writes in one append.
+const balanceProposers = 64
 
 func balanceThreshold(mean float64) float64 { return max(balanceMinExcess, balanceExcessRatio*mean) }
 
@@ -93,11 +115,14 @@ type BrokerBalance struct {
 	BytesPerSec int64   `json:"bytes_per_sec"`
 }
 
-// recentMove is a move the balancer made: the cooldown's memory.
+// recentMove is a move the balancer made: the cooldown's memory. fromEpoch and toEpoch
+// are the two brokers' registrations then (0: unknown, any registration): the move is
+// remembered only while both are still those registrations, active (see planBalance).
 type recentMove struct {
-	key      partKey
-	from, to int32
-	at       time.Time
+	key                partKey
+	from, to           int32
+	fromEpoch, toEpoch int64
+	at                 time.Time
 }
 
 // balanceInput is everything a decision depends on.
@@ -121,7 +146,10 @@ type balancePlan struct {
 	// Imbalance is the most loaded accepting broker's cost over the mean, minus 1 (0:
 	// even).
 	Imbalance float64
-	Brokers   []BrokerBalance
+	// CatchUp is the round's catch-up allowance: the moves that bring every broker the
+	// round may move to within the threshold of its share (0: none below it).
+	CatchUp int
+	Brokers []BrokerBalance
 	// Note says why nothing (more) moves.
 	Note string
 }
@@ -138,6 +166,8 @@ type balBroker struct {
 	b     metadata.Broker
 	cost  float64
 	leads int
+	// parts counts the partitions in cost (moving ones at their target).
+	parts int
 	bytes int64
 	cands []*candidate
 }
@@ -182,8 +212,16 @@ func planBalance(in balanceInput) balancePlan {
 	}
 	cooled := map[partKey]bool{}
 	forbidden := map[[2]int32]bool{} // {from, to} pairs that would undo a recent move
+	current := func(id int32, epoch int64) bool {
+		b, ok := bs[id]
+		return ok && (epoch == 0 || b.b.Epoch == epoch)
+	}
 	for _, r := range in.recent {
-		if in.now.Sub(r.at) < in.cooldown {
+		// A move is remembered while both brokers are the registrations it was made
+		// between: once one was fenced or registered anew (a restart), giving partitions
+		// to the new registration undoes nothing, and a partition moved to the old one
+		// was failed over from it, not left by the balancer.
+		if in.now.Sub(r.at) < in.cooldown && current(r.from, r.fromEpoch) && current(r.to, r.toEpoch) {
 			cooled[r.key] = true
 			forbidden[[2]int32{r.to, r.from}] = true
 		}
@@ -205,6 +243,7 @@ func planBalance(in balanceInput) balancePlan {
 				plan.InFlight++
 				if tb := bs[p.MovingTo]; tb != nil && tb.b.Accepting() {
 					tb.cost += c
+					tb.parts++
 				}
 			case lb == nil:
 				// Leaderless, or led by a fenced broker: the failover plan's business.
@@ -214,6 +253,7 @@ func planBalance(in balanceInput) balancePlan {
 				}
 			default:
 				lb.cost += c
+				lb.parts++
 				if !p.Recovering && !cooled[k] {
 					lb.cands = append(lb.cands, &candidate{key: k, id: t.ID, cost: c, from: p.Leader})
 				}
@@ -238,21 +278,57 @@ func planBalance(in balanceInput) balancePlan {
 		}
 	}
 
-	budget := in.maxMoves - plan.InFlight
+	canTarget := func(b *balBroker) bool {
+		return b.b.Accepting() && (in.target == nil || in.target(b.b.ID))
+	}
+	// Catch-up: a broker a move may go to that is short, below the threshold of the mean
+	// in partitions (counted as in cost) and in cost alike, as one that joined or
+	// returned empty after a failover is (by about a share), is owed partitions up to
+	// the mean count (rounded down): filled to the middle of the hysteresis band, not
+	// its edge, so that noise then moves nothing. Counts, not costs, decide who is
+	// short: traffic uneven over even counts (and the partitions a hot broker sheds) is
+	// corrected at the steady rate.
+	owed := map[int32]int{}
+	var short []*balBroker
+	meanCost := 0.0
+	catchUpLimit := 0 // partitions moving at once during a catch-up: half a share
+	if len(accepting) > 0 {
+		n := 0
+		for _, b := range accepting {
+			n += b.parts
+		}
+		mean := float64(n) / float64(len(accepting))
+		meanCost = sum / float64(len(accepting))
+		catchUpLimit = max(in.maxMoves, int(math.Ceil(mean/2)))
+		for _, b := range accepting {
+			if !canTarget(b) || mean-float64(b.parts) <= balanceThreshold(mean) || meanCost-b.cost <= balanceThreshold(meanCost) {
+				continue
+			}
+			if k := int(mean) - b.parts; k > 0 {
+				owed[b.b.ID] = k
+				short = append(short, b)
+				plan.CatchUp += k
+			}
+		}
+	}
+	// Throttle: BalanceMaxMoves in flight, whatever moved them; but a catch-up may have
+	// half a share in flight (the moves under way already count at their targets in it,
+	// so none is started twice), the rest in the next rounds, which the loop runs as soon
+	// as these moves are done.
+	budget := max(in.maxMoves-plan.InFlight, min(plan.CatchUp, catchUpLimit-plan.InFlight))
 	if budget <= 0 {
 		plan.Note = fmt.Sprintf("%d partitions moving (limit %d)", plan.InFlight, in.maxMoves)
 		return plan
-	}
-	canTarget := func(b *balBroker) bool {
-		return b.b.Accepting() && (in.target == nil || in.target(b.b.ID))
 	}
 	move := func(c *candidate, to *balBroker, reason string) {
 		plan.Moves = append(plan.Moves, BalanceMove{Topic: c.key.topic, TopicID: c.id, Partition: c.key.partition, From: c.from, To: to.b.ID, Reason: reason, Cost: c.cost})
 		if from := bs[c.from]; from.b.Accepting() {
 			from.cost -= c.cost
+			from.parts--
 			from.cands = slices.DeleteFunc(from.cands, func(x *candidate) bool { return x == c })
 		}
 		to.cost += c.cost
+		to.parts++
 		budget--
 		forbidden[[2]int32{to.b.ID, c.from}] = true // no move back within the round either
 	}
@@ -291,9 +367,10 @@ func planBalance(in balanceInput) balancePlan {
 	}
 	sort.Strings(zoneNames)
 
-	// pick returns the candidate of src whose cost is closest to gap/2 and below gap,
-	// unless moving src → dst would undo a recent move.
-	pick := func(src, dst *balBroker, gap float64) *candidate {
+	// pickNear returns the candidate of src whose cost is closest to want and below gap
+	// (ties: the first in (topic, index) order), unless moving src → dst would undo a
+	// recent move.
+	pickNear := func(src, dst *balBroker, want, gap float64) *candidate {
 		if forbidden[[2]int32{src.b.ID, dst.b.ID}] {
 			return nil
 		}
@@ -302,12 +379,14 @@ func planBalance(in balanceInput) balancePlan {
 			if c.cost >= gap {
 				continue
 			}
-			if best == nil || abs(c.cost-gap/2) < abs(best.cost-gap/2) {
+			if best == nil || abs(c.cost-want) < abs(best.cost-want) {
 				best = c
 			}
 		}
 		return best
 	}
+	// pick: the candidate closest to half the gap.
+	pick := func(src, dst *balBroker, gap float64) *candidate { return pickNear(src, dst, gap/2, gap) }
 	// byCost returns bs sorted by descending cost (ties: lower ID first).
 	byCost := func(bs []*balBroker) []*balBroker {
 		out := slices.Clone(bs)
@@ -430,6 +509,48 @@ func planBalance(in balanceInput) balancePlan {
 		return true
 	}
 
+	// catchUpStep makes one move to the short broker owed the most (ties: the lowest
+	// ID): from the most loaded broker that has a partition it may move there, the one
+	// whose cost is closest to what the broker still lacks in cost per partition owed
+	// (so that count and cost fill together) and below the gap between the two. A short
+	// broker full in cost, or that nothing may move to, is owed nothing more.
+	catchUpStep := func() bool {
+		for {
+			var dst *balBroker
+			for _, b := range short {
+				if owed[b.b.ID] > 0 && (dst == nil || owed[b.b.ID] > owed[dst.b.ID]) {
+					dst = b
+				}
+			}
+			if dst == nil {
+				return false
+			}
+			if dst.cost >= meanCost {
+				owed[dst.b.ID] = 0
+				continue
+			}
+			want := (meanCost - dst.cost) / float64(owed[dst.b.ID])
+			for _, src := range byCost(accepting) {
+				gap := src.cost - dst.cost
+				if gap <= 0 {
+					break
+				}
+				if c := pickNear(src, dst, want, gap); c != nil {
+					reason := reasonBroker
+					if src.b.Rack != dst.b.Rack {
+						reason = reasonZone
+					}
+					move(c, dst, reason)
+					owed[dst.b.ID]--
+					return true
+				}
+			}
+			owed[dst.b.ID] = 0
+		}
+	}
+
+	for budget > 0 && catchUpStep() {
+	}
 	for budget > 0 {
 		if !zoneStep() && !brokerStep() {
 			break
@@ -485,6 +606,8 @@ type balancer struct {
 	lastRound time.Time
 	total     uint64
 	reported  int
+	// movingRounds counts the rounds that began a move.
+	movingRounds uint64
 }
 
 func (b *balancer) loop() {
@@ -492,18 +615,27 @@ func (b *balancer) loop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.BalanceInterval)
 	defer t.Stop()
-	leading := false
+	// While a catch-up is under way (a round began part of it), the next round comes as
+	// soon as its moves are done, looked at every tenth of an interval, not a whole
+	// interval later.
+	quick := time.NewTicker(max(c.cfg.BalanceInterval/10, 10*time.Millisecond))
+	defer quick.Stop()
+	leading, hurry := false, false
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-t.C:
+		case <-quick.C:
+			if !hurry || movesInFlight(c.fsm.View()) > 0 {
+				continue
+			}
 		}
 		if !c.IsLeader() {
 			if leading {
 				b.forget()
 			}
-			leading = false
+			leading, hurry = false, false
 			continue
 		}
 		if !leading {
@@ -513,7 +645,11 @@ func (b *balancer) loop() {
 			b.forget()
 			continue
 		}
-		b.round(time.Now())
+		plan := b.round(time.Now())
+		hurry = false
+		for _, m := range plan.Moves {
+			hurry = hurry || (plan.CatchUp > 0 && m.Error == "")
+		}
 	}
 }
 
@@ -546,22 +682,51 @@ func (b *balancer) round(now time.Time) balancePlan {
 			return fresh
 		},
 	})
+	// The moves are independent commands: a catch-up's hundreds are proposed side by
+	// side, balanceProposers at a time, which Raft's leader gathers into appends of up to
+	// MaxAppendEntries (64) entries, one write and fsync each, not one round trip a move.
+	errs := make([]error, len(plan.Moves))
+	began := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, balanceProposers)
+	for i := range plan.Moves {
+		m := plan.Moves[i]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			_, errs[i] = c.propose(&beginMoveCmd{TopicID: m.TopicID, Partition: m.Partition, Target: m.To, Gen: true})
+		}()
+	}
+	wg.Wait()
+	epoch := func(id int32) int64 {
+		b, _ := v.Broker(id)
+		return b.Epoch
+	}
 	var made []recentMove
 	for i := range plan.Moves {
 		m := &plan.Moves[i]
-		if _, err := c.propose(&beginMoveCmd{TopicID: m.TopicID, Partition: m.Partition, Target: m.To, Gen: true}); err != nil {
+		if err := errs[i]; err != nil {
 			m.Error = err.Error()
 			c.log.Info("balancer: move not begun", "topic", m.Topic, "partition", m.Partition, "from", m.From, "to", m.To, "reason", m.Reason, "err", err)
 			continue
 		}
 		c.metrics.balancerMoves.WithLabelValues(m.Reason).Inc()
-		made = append(made, recentMove{key: partKey{m.Topic, m.Partition}, from: m.From, to: m.To, at: now})
+		made = append(made, recentMove{key: partKey{m.Topic, m.Partition}, from: m.From, to: m.To,
+			fromEpoch: epoch(m.From), toEpoch: epoch(m.To), at: now})
 		c.log.Info("balancer: moving partition", "topic", m.Topic, "partition", m.Partition, "from", m.From, "to", m.To,
-			"reason", m.Reason, "cost", m.Cost, "imbalance", plan.Imbalance)
+			"reason", m.Reason, "cost", m.Cost, "imbalance", plan.Imbalance, "catch_up", plan.CatchUp)
+	}
+	if plan.CatchUp > 0 {
+		c.log.Info("balancer: catch-up begun", "moves", len(made), "catch_up", plan.CatchUp, "moving_before", plan.InFlight,
+			"proposing", time.Since(began).Round(time.Millisecond))
 	}
 	b.mu.Lock()
 	b.recent = append(b.recent, made...)
 	b.total += uint64(len(made))
+	if len(made) > 0 {
+		b.movingRounds++
+	}
 	b.last, b.lastRound, b.reported = plan, now, len(loads)
 	b.mu.Unlock()
 	return plan
@@ -592,21 +757,32 @@ func (b *balancer) imbalance() float64 {
 	return b.last.Imbalance
 }
 
+// describeMoves bounds the moves describePlan names (a catch-up begins hundreds).
+const describeMoves = 8
+
 // describePlan summarises a decision in one line.
 func describePlan(p balancePlan) string {
 	if len(p.Moves) == 0 {
 		return p.Note
 	}
 	var parts []string
-	failed := 0
+	failed, begun := 0, 0
 	for _, m := range p.Moves {
 		if m.Error != "" {
 			failed++
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s/%d %d→%d (%s)", m.Topic, m.Partition, m.From, m.To, m.Reason))
+		if begun++; len(parts) < describeMoves {
+			parts = append(parts, fmt.Sprintf("%s/%d %d→%d (%s)", m.Topic, m.Partition, m.From, m.To, m.Reason))
+		}
 	}
-	s := fmt.Sprintf("began %d moves: %s", len(parts), strings.Join(parts, ", "))
+	if more := begun - len(parts); more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", more))
+	}
+	s := fmt.Sprintf("began %d moves: %s", begun, strings.Join(parts, ", "))
+	if p.CatchUp > 0 {
+		s += fmt.Sprintf(" (a catch-up of %d)", p.CatchUp)
+	}
 	if failed > 0 {
 		s += fmt.Sprintf("; %d refused", failed)
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,8 +74,8 @@ func (s *balSim) round() balancePlan {
 	if fmt.Sprint(plan) != fmt.Sprint(again) {
 		s.t.Fatalf("the same input planned differently:\n%v\n%v", plan, again)
 	}
-	if plan.InFlight+len(plan.Moves) > s.maxMoves && len(plan.Moves) > 0 {
-		s.t.Fatalf("%d moving and %d planned: more than %d in flight", plan.InFlight, len(plan.Moves), s.maxMoves)
+	if len(plan.Moves) > max(s.maxMoves-plan.InFlight, plan.CatchUp) {
+		s.t.Fatalf("%d moving and %d planned: more than %d in flight, and more than the catch-up %d", plan.InFlight, len(plan.Moves), s.maxMoves, plan.CatchUp)
 	}
 	for _, m := range plan.Moves {
 		p := s.f.View().Topics[m.Topic].Partitions[m.Partition]
@@ -85,11 +86,13 @@ func (s *balSim) round() balancePlan {
 			s.t.Fatalf("planned a move to broker %+v", b)
 		}
 		mustApply(s.t, s.f, &beginMoveCmd{TopicID: m.TopicID, Partition: m.Partition, Target: m.To, Gen: true})
-		s.recent = append(s.recent, recentMove{key: partKey{m.Topic, m.Partition}, from: m.From, to: m.To, at: s.now})
+		from, _ := s.f.View().Broker(m.From)
+		to, _ := s.f.View().Broker(m.To)
+		s.recent = append(s.recent, recentMove{key: partKey{m.Topic, m.Partition}, from: m.From, to: m.To, fromEpoch: from.Epoch, toEpoch: to.Epoch, at: s.now})
 		s.moves = append(s.moves, m)
 	}
-	if n := movesInFlight(s.f.View()); n > s.maxMoves && len(plan.Moves) > 0 {
-		s.t.Fatalf("%d partitions moving, limit %d", n, s.maxMoves)
+	if n := movesInFlight(s.f.View()); n > max(s.maxMoves, plan.InFlight+plan.CatchUp) && len(plan.Moves) > 0 {
+		s.t.Fatalf("%d partitions moving, limit %d, catch-up %d", n, s.maxMoves, plan.CatchUp)
 	}
 	s.now = s.now.Add(time.Second)
 	return plan
@@ -158,36 +161,40 @@ func (s *balSim) within(lo, hi int, ids ...int32) {
 	}
 }
 
-// TestBalancerEvensOutAReturningBroker: three brokers, 30 partitions on two of them (the
-// third came back empty after a failover): a few rounds later each leads about 10, every
-// move went to the empty broker, never more than the limit were moving at once (moves
-// complete only every other round here, so the throttle bites), and a steady state makes
-// no move. With zones (one broker each) and without (one zone).
+// TestBalancerEvensOutAReturningBroker: three brokers, 300 partitions on two of them
+// (the third came back empty after a failover): it is owed its share (the mean, 100),
+// and the first round begins half of it (half a share in flight), far more than the
+// limit of 4; a round while they move begins nothing more; the round after they are
+// done begins the other half, all to the empty broker; then the cluster is even and a
+// steady state makes no move. With zones (one broker each) and without (one zone).
+// Without the catch-up it would take 25 rounds of 4 moves.
 func TestBalancerEvensOutAReturningBroker(t *testing.T) {
 	for _, racks := range [][3]string{{"a", "b", "c"}, {"", "", ""}} {
 		t.Run(fmt.Sprintf("racks %q", racks), func(t *testing.T) {
-			s := newBalSim(t, []simBroker{{1, racks[0]}, {2, racks[1]}, {3, racks[2]}}, layout([]int32{1, 2}, []int{15, 15}))
-			throttled := 0
-			for i := 0; i < 40; i++ {
-				plan := s.round()
-				if plan.InFlight == s.maxMoves && len(plan.Moves) == 0 {
-					throttled++
-				}
-				if i%2 == 1 {
-					s.complete()
-				}
-				if len(plan.Moves) == 0 && plan.InFlight == 0 {
-					break
-				}
+			s := newBalSim(t, []simBroker{{1, racks[0]}, {2, racks[1]}, {3, racks[2]}}, layout([]int32{1, 2}, []int{150, 150}))
+			plan := s.round()
+			if plan.CatchUp != 100 || len(plan.Moves) != 50 {
+				t.Fatalf("first round: catch-up %d, %d moves; want 100 (to the mean), 50 of them (half a share)", plan.CatchUp, len(plan.Moves))
+			}
+			if d := describePlan(plan); !strings.HasPrefix(d, "began 50 moves: t/") || !strings.HasSuffix(d, "and 42 more (a catch-up of 100)") {
+				t.Fatalf("described as %q", d)
+			}
+			// Still moving: the catch-up counts them at their target, nothing more starts.
+			if again := s.round(); len(again.Moves) != 0 || again.CatchUp != 50 || again.InFlight != 50 {
+				t.Fatalf("a round while the catch-up moves: %d moves, catch-up %d, %d in flight", len(again.Moves), again.CatchUp, again.InFlight)
 			}
 			s.complete()
-			s.steady(30)
-			s.within(9, 11, 1, 2, 3)
-			if throttled == 0 {
-				t.Fatal("the throttle never held a move back")
+			if second := s.round(); second.CatchUp != 50 || len(second.Moves) != 50 {
+				t.Fatalf("second round: catch-up %d, %d moves; want the other 50", second.CatchUp, len(second.Moves))
 			}
-			if len(s.moves) > 12 {
-				t.Fatalf("%d moves to even out 15/15/0", len(s.moves))
+			s.complete()
+			if n := s.run(5); n != 0 {
+				t.Fatalf("%d more rounds moved after the catch-up: %v", n, s.counts())
+			}
+			s.steady(30)
+			s.within(100, 100, 1, 2, 3)
+			if len(s.moves) != 100 {
+				t.Fatalf("%d moves to even out 150/150/0", len(s.moves))
 			}
 			for _, m := range s.moves {
 				if m.To != 3 {
@@ -196,6 +203,139 @@ func TestBalancerEvensOutAReturningBroker(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBalancerThrottlesWithoutCatchUp: with partition counts even and traffic uneven
+// (broker 1's partitions turned hot) no broker is short of partitions: no catch-up, and
+// the throttle holds moves back (never more than the limit in flight; the moves
+// complete only every other round here) until the costs are within the threshold.
+func TestBalancerThrottlesWithoutCatchUp(t *testing.T) {
+	s := newBalSim(t, []simBroker{{1, ""}, {2, ""}, {3, ""}}, layout([]int32{1, 2, 3}, []int{30, 30, 30}))
+	for i := int32(0); i < 30; i++ {
+		s.loads[partKey{"t", i}] = 100
+	}
+	throttled := 0
+	for i := 0; i < 60; i++ {
+		plan := s.round()
+		if plan.CatchUp != 0 {
+			t.Fatalf("round %d: catch-up %d with even counts", i, plan.CatchUp)
+		}
+		if plan.InFlight == s.maxMoves && len(plan.Moves) == 0 {
+			throttled++
+		}
+		if i%2 == 1 {
+			s.complete()
+		}
+		if len(plan.Moves) == 0 && plan.InFlight == 0 {
+			break
+		}
+	}
+	s.complete()
+	s.steady(30)
+	if throttled == 0 || len(s.moves) <= s.maxMoves {
+		t.Fatalf("the throttle never held a move back (%d moves)", len(s.moves))
+	}
+	for _, m := range s.moves {
+		if m.From != 1 {
+			t.Fatalf("a move not from the hot broker: %+v", m)
+		}
+	}
+}
+
+// TestBalancerSteadyUnderNoisyLoads: a balanced cluster whose partitions' rates jitter
+// (each ±30 % around the same mean, drawn anew every round) makes no move in 200 rounds,
+// with a cooldown and without one: the thresholds are the hysteresis, and the catch-up
+// (counts) never starts on noise.
+func TestBalancerSteadyUnderNoisyLoads(t *testing.T) {
+	for _, cooldown := range []time.Duration{time.Hour, 0} {
+		s := newBalSim(t, []simBroker{{1, "a"}, {2, "b"}, {3, "c"}}, layout([]int32{1, 2, 3}, []int{100, 100, 100}))
+		s.cooldown = cooldown
+		rng := rand.New(rand.NewSource(7))
+		for i := 0; i < 200; i++ {
+			for p := int32(0); p < 300; p++ {
+				s.loads[partKey{"t", p}] = int64(1000 * (0.7 + 0.6*rng.Float64()))
+			}
+			if plan := s.round(); len(plan.Moves) > 0 || plan.CatchUp != 0 {
+				t.Fatalf("cooldown %v, round %d: %d moves, catch-up %d on noise: %+v", cooldown, i, len(plan.Moves), plan.CatchUp, plan.Brokers)
+			}
+		}
+	}
+}
+
+// TestBalancerForgetsMovesOfPastRegistrations: the cooldown's memory is of moves between
+// two registrations; once a broker is fenced and registers again, the balancer's moves
+// to or from its earlier registration no longer hold anything back.
+func TestBalancerForgetsMovesOfPastRegistrations(t *testing.T) {
+	// failOver fences broker 3, its partitions recover on 1 and 2, and 3 registers again.
+	failOver := func(s *balSim) {
+		t.Helper()
+		mustApply(t, s.f, &fenceBrokerCmd{ID: 3, Epoch: 1, Plan: true})
+		v := s.f.View()
+		for _, tp := range v.Topics {
+			for _, p := range tp.Partitions {
+				if p.Recovering {
+					b, _ := v.Broker(p.Leader)
+					mustApply(t, s.f, &completeRecoveryCmd{TopicID: tp.ID, Partition: p.Index, Leader: p.Leader, BrokerEpoch: b.Epoch,
+						LeaderEpoch: p.LeaderEpoch, EndOffset: p.Logs[len(p.Logs)-1].StartOffset})
+				}
+			}
+		}
+		mustApply(t, s.f, &registerBrokerCmd{ID: 3, Host: "h", Port: 9003})
+		if n := s.counts()[3]; n != 0 {
+			t.Fatalf("broker 3 leads %d after its return", n)
+		}
+	}
+	// Broker 3 got 10 partitions from 1 and 2; while it is the same registration they
+	// stay (hot now, they may not move again). It fails over and returns: within the
+	// cooldown the same partitions may go back to it (the failover moved them off, not
+	// the balancer; ties go to the first in partition order, as they did).
+	t.Run("partitions moved to a past registration", func(t *testing.T) {
+		s := newBalSim(t, []simBroker{{1, ""}, {2, ""}, {3, ""}}, layout([]int32{1, 2}, []int{15, 15}))
+		s.run(5)
+		s.within(9, 11, 1, 2, 3)
+		first := map[int32]bool{}
+		for _, m := range s.moves {
+			first[m.Partition] = true
+		}
+		for p := range first {
+			s.loads[partKey{"t", p}] = 1000
+		}
+		s.steady(10)
+		s.loads = map[partKey]int64{}
+		failOver(s)
+		before := len(s.moves)
+		s.run(5)
+		s.steady(10)
+		s.within(9, 11, 1, 2, 3)
+		again := 0
+		for _, m := range s.moves[before:] {
+			if first[m.Partition] {
+				again++
+			}
+		}
+		if again == 0 {
+			t.Fatalf("none of the %d partitions moved to 3's earlier registration went back to it: %+v", len(first), s.moves[before:])
+		}
+	})
+	// Broker 3 led too many and gave partitions to 1 and 2: while it is the same
+	// registration nothing moves back from 1 or 2 to it. It fails over and returns empty:
+	// 1 and 2 give it its share within the cooldown.
+	t.Run("moves back to a returned broker", func(t *testing.T) {
+		s := newBalSim(t, []simBroker{{1, ""}, {2, ""}, {3, ""}}, layout([]int32{1, 2, 3}, []int{5, 5, 20}))
+		s.run(5)
+		s.within(9, 11, 1, 2, 3)
+		for _, p := range s.f.View().Topics["t"].Partitions {
+			if p.Leader != 3 {
+				s.loads[partKey{"t", p.Index}] = 1000 // 1 and 2 turn hot: 3 is the place
+			}
+		}
+		s.steady(10)
+		s.loads = map[partKey]int64{}
+		failOver(s)
+		s.run(5)
+		s.steady(10)
+		s.within(9, 11, 1, 2, 3)
+	})
 }
 
 // TestBalancerZones: when zone totals are uneven partitions move across zones (from the
@@ -300,8 +440,10 @@ func TestBalancerLeavesRecoveringAndMovingAlone(t *testing.T) {
 		if plan.InFlight != 2 {
 			t.Fatalf("in flight %d, want 2", plan.InFlight)
 		}
-		if len(plan.Moves) == 0 || len(plan.Moves) > limit-2 {
-			t.Fatalf("limit %d: %d moves", limit, len(plan.Moves))
+		// Broker 3 leads nothing, 2 has two coming: both short of the mean of 4 less 1,
+		// owed 4 and 2 (to the mean).
+		if plan.CatchUp != 6 || len(plan.Moves) == 0 || len(plan.Moves) > max(limit-2, plan.CatchUp) {
+			t.Fatalf("limit %d: %d moves, catch-up %d", limit, len(plan.Moves), plan.CatchUp)
 		}
 		for _, m := range plan.Moves {
 			if m.Partition < 6 {
@@ -424,8 +566,8 @@ func TestBalancerCooldown(t *testing.T) {
 	s := newBalSim(t, []simBroker{{1, ""}, {2, ""}}, layout([]int32{1, 2}, []int{8, 2}))
 	s.cooldown = time.Minute
 	s.run(10)
-	if len(s.moves) != 2 || s.moves[0].To != 2 {
-		t.Fatalf("moves %+v, want two from 1 to 2", s.moves)
+	if len(s.moves) != 3 || s.moves[0].To != 2 {
+		t.Fatalf("moves %+v, want three from 1 to 2 (2 was short: filled to the mean)", s.moves)
 	}
 	// Broker 2's partitions turn hot: the way to even out is back from 2 to 1.
 	for _, p := range s.f.View().Topics["t"].Partitions {
@@ -437,7 +579,7 @@ func TestBalancerCooldown(t *testing.T) {
 	s.now = s.now.Add(time.Minute)
 	s.run(10)
 	var back int
-	for _, m := range s.moves[2:] {
+	for _, m := range s.moves[3:] {
 		if m.From == 2 && m.To == 1 {
 			back++
 		}

@@ -145,10 +145,13 @@ type Config struct {
 	// The balancer (leader only, balancer.go) spreads partition leadership over the
 	// accepting brokers and zones by graceful moves, and moves what a draining broker
 	// still leads: one decision round every BalanceInterval, at most BalanceMaxMoves
-	// partitions moving at a time (moves of every cause count), a partition it moved
-	// left alone for BalanceCooldown, and no move between two brokers within
-	// BalanceCooldown of one it made the other way. Balance false turns it off (flags
-	// --balance, --balance-max-moves, --balance-interval, --balance-cooldown).
+	// partitions moving at a time (moves of every cause count) but for a catch-up (a
+	// broker short of its share of partitions, one that joined or returned, gets it
+	// half a share at a time: balancer.go), a partition it moved left alone for
+	// BalanceCooldown, and no move between two brokers within BalanceCooldown of one it
+	// made the other way (both remembered only while the brokers keep their
+	// registrations). Balance false turns it off (flags --balance, --balance-max-moves,
+	// --balance-interval, --balance-cooldown).
 	Balance         bool
 	BalanceMaxMoves int
 	BalanceInterval time.Duration
@@ -287,7 +290,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&c.Balance, "balance", c.Balance, "the leader spreads partition leadership over brokers and zones by graceful moves (and moves what draining brokers still lead)")
-	fs.IntVar(&c.BalanceMaxMoves, "balance-max-moves", c.BalanceMaxMoves, "most partitions moving at a time before the balancer starts another move")
+	fs.IntVar(&c.BalanceMaxMoves, "balance-max-moves", c.BalanceMaxMoves, "most partitions moving at a time before the balancer starts another move (a catch-up, partitions for a broker short of its share, may have half a share moving)")
 	fs.DurationVar(&c.BalanceInterval, "balance-interval", c.BalanceInterval, "time between two balancer decision rounds")
 	fs.DurationVar(&c.BalanceCooldown, "balance-cooldown", c.BalanceCooldown, "the balancer leaves a partition it moved alone this long, and makes no move back between two brokers within it")
 	c.bindSecurityFlags(fs)

@@ -87,10 +87,13 @@
 // 1 + its bytes/s over the mean bytes/s per partition (brokers report rates with their
 // heartbeats every ClientConfig.LoadReportInterval, only partitions with traffic, the
 // 4096 hottest; the leader keeps them in memory for 30 s, like leases). Throttle: no move
-// starts while BalanceMaxMoves (4) partitions are moving, whatever moved them. Never
-// moved: Recovering or moving partitions, or one it moved within BalanceCooldown (5 min);
-// no move from A to B within the cooldown of one from B to A. Never a target: a draining,
-// fenced or silent (no heartbeat within the granted lease) broker. Order: partitions
+// starts while BalanceMaxMoves (4) partitions are moving, whatever moved them, but for
+// a catch-up (below). Never moved: Recovering or moving partitions, or one it moved
+// within BalanceCooldown (5 min); no move from A to B within the cooldown of one from B
+// to A; both only while A and B are the registrations the move was made between (a
+// fenced or re-registered broker is a new process; what it led was failed over, not
+// moved by the balancer). Never a target: a draining, fenced or silent (no heartbeat
+// within the granted lease) broker. Order: partitions
 // left on draining brokers first (to their zone if possible); then zones, whose fair
 // share of the total cost is proportional to their accepting brokers, when one is more
 // than max(1, 10%) of its share off (a move from the most loaded broker of the zone most
@@ -102,6 +105,43 @@
 // and decides one interval after its election. GET /v1/balancer (forwarded to the
 // leader) and weir admin status show it; metrics weir_controller_balancer_*,
 // weir_controller_broker_partitions_led, weir_controller_partitions_moving.
+//
+// Catch-up (issue 22: leaders spread again within 10 s of a broker's return). A broker
+// that returns after a failover is empty: of 1,000 partitions on 3 brokers it is owed
+// about 333 (300 to come within the threshold). At 4 moves a 3 s round that took 75
+// rounds, about 4 minutes. The soak's 27 s were the same arithmetic on `weir chaos`'s
+// 60 partitions: two brokers back, owed 18 each, 36 moves at 4 a round, 9 rounds of
+// 3 s, with the one survivor of the two kills leading everything meanwhile. No fixed
+// limit serves both a return and a steady state: 10 s leave at most three rounds after
+// the return (up to 3 s to the first), so about 100 moves a round, which would also let
+// a swing of traffic move a hundred hot partitions at once on 30 s averages. The limit
+// therefore scales with the work: a broker the round may move to that is short, below
+// the threshold of the mean both in partitions counted (moving ones at their target)
+// and in cost, is owed partitions up to the mean count (rounded down: the middle of the
+// hysteresis band, not its edge, where noise would move more); the sum is the catch-up.
+// Rounds start it whatever else is moving, up to half a share (the mean count) in
+// flight (in-flight moves already count at their targets, so none is started twice);
+// while a catch-up is under way the loop looks every tenth of BalanceInterval and runs
+// the next round as soon as nothing is moving. Catch-up moves come first after the drain
+// moves: to the short broker owed the most, from the most loaded broker, the partition
+// closest to what it lacks in cost per partition owed (count and cost fill together),
+// until it is owed nothing or full in cost. Counts, not costs, decide who is short:
+// traffic uneven over even counts (and the partitions a hot broker sheds) is not a
+// broker missing partitions, and is corrected at the steady rate. Half a share at once
+// is less than what draining one broker begins in one command (PlanDrain), so brokers
+// and controllers take it already; a hand-off copies nothing (the old leader syncs what
+// it has and completes, a partition without traffic has nothing to sync; the new leader
+// indexes its predecessor's WAL tail, one scan for the partitions that arrive together),
+// but hundreds at once on a loaded machine made every one of them slower: a whole share
+// at once (338 moves) kept the moved partitions' writes waiting 2.8 s (median) where
+// moves 4 at a time waited 0.6–1 s (docs/PERFORMANCE.md). The round proposes its moves
+// 64 side by side (Raft's leader writes up to 64 entries an append, one fsync). Bound:
+// the returned broker is a target as soon as its registration renews its lease; the
+// first round comes within BalanceInterval (3 s), then two halves a hand-off each (about
+// a second on a loaded machine) with a tenth of an interval between: about 6 s. Steady
+// state is unchanged: inside the thresholds nothing is short and nothing moves
+// (TestBalancerSteadyUnderNoisyLoads: a balanced cluster under rates jittering ±30 %
+// makes no move in 200 rounds).
 //
 // Registration: a RegisterRequest carries the process's incarnation (random per
 // Client). While the ID's active registration belongs to another incarnation heard from

@@ -31,8 +31,18 @@ injects faults (--fault KIND[:ARG]@OFFSET, repeatable, or --random), prints a pr
 every --interval and a report per fault (unavailability per partition, detection, time to a
 new leader, latency, the consumer group's pause and rebalances), checks every acked record
 at the end and exits non-zero on any violation (lost, duplicated, an offset with two
-values, a group resuming away from its commit). --json prints the report as JSON; --png
-draws a timeline.
+values, a group resuming away from its commit). --json prints the report as JSON (the
+text report then goes to stderr); --png draws a timeline.
+
+The report ends with issue 22's figures, each beside its target with PASS or FAIL
+("targets" in the JSON): (1) kill: first acked write after the kill, p99 <= 1 s; (2)
+pause: first acked write after the pause (served elsewhere), p99 <= 1.5 s; (3)
+rolling-restart and the balancer's moves back to returned brokers: the longest wait of
+a write of a moved partition for its ack, p99 <= 150 ms; (4)
+controller-leader-kill: ack p99 in the fault's window <= 2 x the baseline ack p99; (5)
+any fault that takes brokers out and back: the time from their return (listed in
+Metadata again) to the leaders being spread (every listed broker leading at least its
+share less the balancer's hysteresis, max(1, 10%)) <= 10 s.
 
 Faults: kill, kill-many, pause, controller-leader-kill, rolling-restart, isolate;
 storage-freeze, storage-slow, storage-error (--fsx or --fsx-control); zone-outage,
@@ -93,6 +103,7 @@ Flags:
 		return err
 	}
 	if cfg.JSON {
+		r.WriteText(out) // the text report too, on stderr with the progress
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(r); err != nil {

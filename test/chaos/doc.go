@@ -17,7 +17,8 @@
 // watch.go (leaders and brokers over time, from Kafka Metadata), faults.go (running the
 // schedule), storage.go and zones.go (file system and zone faults), coordinator.go
 // (coordinator-move, coordinator-kill), report.go (per-fault figures, text, JSON, PNG),
-// chaos.go (Run).
+// targets.go (issue 22's figures beside their targets, the time to leaders spread again
+// after a return), chaos.go (Run).
 //
 // The group's pause is measured from the members' reads: the longest time in a fault's
 // window without one, which cannot be shorter than the time between reads outside

@@ -26,9 +26,11 @@ type load struct {
 	chk   *ackcheck.Checker
 	start time.Time
 
-	mu       sync.Mutex
-	seconds  []second              // by second since start
-	acks     map[int32][]time.Time // per partition
+	mu      sync.Mutex
+	seconds []second              // by second since start
+	acks    map[int32][]time.Time // per partition
+	// ackWaits[p][i] is how long the write acked at acks[p][i] waited for its ack.
+	ackWaits map[int32][]time.Duration
 	inFlight atomic.Int64
 	// groupReads are the times the group's members read records: one per poll that
 	// returned any (every record of a poll is read at that poll's time), appended by
@@ -139,7 +141,7 @@ type discard struct{}
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 func startLoad(ctx context.Context, cfg Config, boot []string, zones []string, log *slog.Logger) (*load, error) {
-	l := &load{cfg: cfg, boot: boot, chk: ackcheck.New(), start: time.Now(), acks: map[int32][]time.Time{}}
+	l := &load{cfg: cfg, boot: boot, chk: ackcheck.New(), start: time.Now(), acks: map[int32][]time.Time{}, ackWaits: map[int32][]time.Duration{}}
 	ctx, l.stop = context.WithCancel(ctx)
 	perProducer := cfg.Rate / float64(cfg.Producers)
 	for w := 0; w < cfg.Producers; w++ {
@@ -219,6 +221,7 @@ func (l *load) produce(ctx context.Context, cl *kgo.Client, w int, rate float64)
 				s.acked++
 				s.ackLat = append(s.ackLat, now.Sub(sent))
 				l.acks[r.Partition] = append(l.acks[r.Partition], now)
+				l.ackWaits[r.Partition] = append(l.ackWaits[r.Partition], now.Sub(sent))
 				l.mu.Unlock()
 				tp := tp
 				tp.Partition = r.Partition

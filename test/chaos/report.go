@@ -23,6 +23,9 @@ type Report struct {
 	Check      ackcheck.Report `json:"check"`
 	OK         bool            `json:"ok"`
 	Baseline   LatencyFigures  `json:"baseline"`
+	// Targets are issue 22's figures, each beside its target with pass or fail
+	// (targets.go).
+	Targets []TargetResult `json:"targets"`
 	// BaselineGroupGap is the time between consecutive reads of the consumer group
 	// outside faults (after Settle): the floor under every fault's group_pause. It is
 	// at least the time between records (1/rate over the whole topic; at a low rate a
@@ -72,6 +75,32 @@ type FaultReport struct {
 	GroupGenerationAfter  int32              `json:"group_generation_after"`
 	GroupEvents           []GroupEventReport `json:"group_events,omitempty"`
 	Note                  string             `json:"note,omitempty"`
+
+	// FirstAck: per affected partition, the time from the step that hit its leader (or
+	// the controller) to the first ack of a write of it sent at or after the step
+	// (issue 22's targets 1 and 2).
+	FirstAck *Quantiles `json:"first_ack,omitempty"`
+	// WriteWait: per affected partition, the longest a write of it acked in the window
+	// waited for its ack: the pause a producer saw (target 3 for graceful moves; the
+	// load writes a partition every partitions/rate, so the time between its acks cannot
+	// show a pause shorter than that, while a write's wait does).
+	WriteWait *Quantiles `json:"write_wait,omitempty"`
+	// Returned is when every broker the fault took out was listed in Metadata again,
+	// since the fault's start; Respread the time from then to the first Metadata sample
+	// with the leaders spread (watch.go, spread: every listed broker leads at least its
+	// share less max(1, 10 %)), looked for until the next fault or the end of the run;
+	// nil with RespreadNote saying why (never spread in that time: RespreadAtLeast is
+	// that time; or no return).
+	Returned        *Dur   `json:"returned,omitempty"`
+	Respread        *Dur   `json:"respread,omitempty"`
+	RespreadAtLeast *Dur   `json:"respread_at_least,omitempty"`
+	RespreadNote    string `json:"respread_note,omitempty"`
+	// BalancerMoved counts the partitions given to the returned brokers between their
+	// return and the spread, or the end of the look (the balancer's moves);
+	// BalancerWait is, per such partition, the longest wait of a write of it sent in
+	// that time (plus a second).
+	BalancerMoved int        `json:"balancer_moved,omitempty"`
+	BalancerWait  *Quantiles `json:"balancer_write_wait,omitempty"`
 }
 
 // GroupEventReport is one rebalance callback of a group member.
@@ -199,7 +228,13 @@ func analyze(cfg Config, l *load, w *watcher, events []Event, end time.Time) *Re
 			until = events[i+1].Start
 		}
 		until = minTime(until, end)
+		// The spread after a return is looked for until the next fault or the end.
+		next := end
+		if i+1 < len(events) && events[i+1].Start.Before(next) {
+			next = events[i+1].Start
+		}
 		fr := analyzeFault(cfg, l, w, ev, until)
+		respread(&fr, l, w, ev, next)
 		if cfg.Members > 0 {
 			fr.GroupPause = Dur(longestQuiet(reads, ev.Start, until))
 			fr.GroupRebalances = rebalances(gevs, ev.Start, until)
@@ -213,6 +248,7 @@ func analyze(cfg Config, l *load, w *watcher, events []Event, end time.Time) *Re
 		}
 		r.Faults = append(r.Faults, fr)
 	}
+	r.Targets = targets(r)
 	return r
 }
 
@@ -335,12 +371,19 @@ func generation(evs []groupEvent, t time.Time) int32 {
 func analyzeFault(cfg Config, l *load, w *watcher, ev Event, window time.Time) FaultReport {
 	fr := FaultReport{Fault: ev.Fault.String(), At: Dur(ev.Start.Sub(l.start)), Took: Dur(ev.End.Sub(ev.Start)), Brokers: ev.Brokers, Error: ev.Err, Note: ev.Note}
 	affected := map[int32]bool{}
+	hit := map[int32]time.Time{} // partition → the first step that hit it
+	mark := func(p int32, at time.Time) {
+		affected[p] = true
+		if _, ok := hit[p]; !ok {
+			hit[p] = at
+		}
+	}
 	var detect []time.Duration
 	var newLeader []time.Duration
 	for _, st := range ev.Steps {
 		if st.Broker < 0 { // a controller: every partition may notice
 			for p := int32(0); p < int32(cfg.Partitions); p++ {
-				affected[p] = true
+				mark(p, st.At)
 			}
 			continue
 		}
@@ -350,7 +393,7 @@ func analyzeFault(cfg Config, l *load, w *watcher, ev Event, window time.Time) F
 		}
 		for p, leader := range s.leaders {
 			if leader == st.Broker {
-				affected[p] = true
+				mark(p, st.At)
 				if at, ok := w.newLeader(p, st.Broker, st.At); ok {
 					newLeader = append(newLeader, at.Sub(st.At))
 				}
@@ -376,6 +419,15 @@ func analyzeFault(cfg Config, l *load, w *watcher, ev Event, window time.Time) F
 	}
 	fr.Affected = len(affected)
 	fr.Unavail = quantiles(gaps)
+	var first, waits []time.Duration
+	for p, at := range hit {
+		first = append(first, firstAck(l.acks[p], l.ackWaits[p], at, window))
+		waits = append(waits, longestWait(l.acks[p], l.ackWaits[p], at, window))
+	}
+	if len(first) > 0 {
+		q, wq := quantiles(first), quantiles(waits)
+		fr.FirstAck, fr.WriteWait = &q, &wq
+	}
 	var lat, e2e []time.Duration
 	for i, s := range l.seconds {
 		at := l.start.Add(time.Duration(i) * time.Second)
@@ -417,13 +469,33 @@ func (r *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  new leader (fault → partition led elsewhere)        %v\n", *f.NewLeader)
 		}
 		fmt.Fprintf(w, "  unavailability of %d partitions (longest time between acks)  %v\n", f.Affected, f.Unavail)
+		if f.FirstAck != nil {
+			fmt.Fprintf(w, "  first acked write after the fault, per partition        %v\n", *f.FirstAck)
+			fmt.Fprintf(w, "  longest wait of a write for its ack, per partition      %v\n", *f.WriteWait)
+		}
+		switch {
+		case f.Respread != nil:
+			fmt.Fprintf(w, "  leaders spread again %v after the brokers returned (at %v); %d partitions given back, their longest write wait %v\n",
+				*f.Respread, *f.Returned, f.BalancerMoved, orNone(f.BalancerWait))
+		case f.RespreadNote != "":
+			fmt.Fprintf(w, "  leaders spread again: %s; %d partitions given back meanwhile, their longest write wait %v\n",
+				f.RespreadNote, f.BalancerMoved, orNone(f.BalancerWait))
+		}
 		fmt.Fprintf(w, "  after the fault: ack p99 %v, end-to-end p99 %v\n", f.Latency.AckP99, f.Latency.E2EP99)
 		fmt.Fprintf(w, "  consumer group paused %v, %d rebalances (generation %d → %d)\n", f.GroupPause, f.GroupRebalances, f.GroupGenerationBefore, f.GroupGenerationAfter)
 	}
+	writeTargets(w, r.Targets)
 	fmt.Fprintf(w, "\ncheck: %s\n", r.Check.String())
 	if r.OK {
 		fmt.Fprintln(w, "verdict: OK — nothing acked was lost, duplicated or changed; the group resumed at its commits")
 	} else {
 		fmt.Fprintln(w, "verdict: VIOLATIONS")
 	}
+}
+
+func orNone(q *Quantiles) Quantiles {
+	if q == nil {
+		return Quantiles{}
+	}
+	return *q
 }

@@ -120,3 +120,65 @@ func (w *watcher) newLeader(p, from int32, t time.Time) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// brokerBack returns when broker id was first listed again after t (registered anew
+// after it was fenced).
+func (w *watcher) brokerBack(id int32, t time.Time) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.samples {
+		if s.at.After(t) && s.brokers[id] {
+			return s.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// spreadAt returns the first sample in [from, until] whose leaders are spread (see
+// spread) and whose listed brokers include every one of want.
+func (w *watcher) spreadAt(from, until time.Time, want []int32) (metaSample, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+next:
+	for _, s := range w.samples {
+		if s.at.Before(from) || s.at.After(until) {
+			continue
+		}
+		for _, id := range want {
+			if !s.brokers[id] {
+				continue next
+			}
+		}
+		if spread(s) {
+			return s, true
+		}
+	}
+	return metaSample{}, false
+}
+
+// spread reports whether the leaders of a sample are spread: every listed broker leads
+// at least its share of the led partitions (their number over the listed brokers') less
+// the balancer's hysteresis, max(1, 10 %) of the share, the threshold below which the
+// balancer (controller.planBalance) moves nothing to a broker. The balancer weighs
+// traffic too; the load writes every partition at the same rate, so counts are costs.
+func spread(s metaSample) bool {
+	if len(s.brokers) == 0 {
+		return false
+	}
+	led := map[int32]int{}
+	total := 0
+	for _, l := range s.leaders {
+		if s.brokers[l] {
+			led[l]++
+			total++
+		}
+	}
+	share := float64(total) / float64(len(s.brokers))
+	floor := share - max(1, 0.1*share)
+	for id := range s.brokers {
+		if float64(led[id]) < floor {
+			return false
+		}
+	}
+	return true
+}
