@@ -91,7 +91,7 @@ with probes that write one small record per partition every --probe-interval (ac
   restart     the killed broker starts again: time until leaders are spread (each active
               broker leads at least 90% of its share of the topic's partitions)
   stop        SIGSTOP of the broker leading most partitions for --stop-for, then SIGCONT:
-              per partition, stop → first acked write
+              per partition, stop → the ack of the first write sent after it
   controller  SIGKILL of the controller leader, started again at once: the longest ack
               latency in --controller-window against twice the baseline p99
 
