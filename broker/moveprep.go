@@ -22,7 +22,8 @@ import (
 //  3. The leader L keeps serving meanwhile and asks T (peer.OpMoveReady, a long poll)
 //     whether its preload for G is done. On T's answer — ready, not ready (a failed
 //     preload, a move T does not know), or no answer within moveReadyWait, or an error
-//     (T unreachable, or a broker without the op) — L closes the partition for the
+//     (T unreachable, or a broker without the op; T knowing the move without a preload
+//     of it, as after a restart, answers not ready within 200 ms) — L closes the partition for the
 //     hand-off as before (Closing, the prepared batches synced, CompleteMoveGen).
 //  4. At the switch T takes the preloaded partition if the new chain is the preloaded
 //     links plus L's link plus T's own, and reads only L's link (loadJob.from); any
@@ -223,6 +224,7 @@ func (b *Broker) serveMoveReady(req peer.MoveReadyRequest, respond func([]byte))
 		answer := peer.MoveNotReady
 		defer func() { respond([]byte{answer}) }()
 		m := &b.moves
+		var grace <-chan time.Time
 		for {
 			m.mu.Lock()
 			if m.changed == nil {
@@ -232,9 +234,16 @@ func (b *Broker) serveMoveReady(req peer.MoveReadyRequest, respond func([]byte))
 			m.mu.Unlock()
 			var done chan struct{}
 			if pre != nil && pre.gen == req.Gen {
-				done = pre.done
+				done, grace = pre.done, nil // the preload is under way: wait for it
+			} else if grace == nil && b.movingHere(k, req.Gen) {
+				// This broker knows the move but has no preload of it (it started
+				// while the move was pending): the view sync gets a moment, then the
+				// leader hands off without waiting for a preload that will not come.
+				grace = time.After(200 * time.Millisecond)
 			}
 			select {
+			case <-grace:
+				return
 			case <-done: // nil (blocks) until there is a preload of this move
 				m.mu.Lock()
 				if pre.ok && !pre.cancelled {
@@ -250,6 +259,16 @@ func (b *Broker) serveMoveReady(req peer.MoveReadyRequest, respond func([]byte))
 			}
 		}
 	}()
+}
+
+// movingHere reports whether the latest metadata has partition k moving here in move gen.
+func (b *Broker) movingHere(k partKey, gen uint64) bool {
+	t := b.meta.View().TopicByID(k.id)
+	if t == nil || k.index < 0 || int(k.index) >= len(t.Partitions) {
+		return false
+	}
+	mp := t.Partitions[k.index]
+	return mp.Moving && mp.MovingTo == b.cfg.NodeID && mp.MoveGen == gen
 }
 
 // holdForTarget is called by applyLed for a Ready partition moving away (move gen): it

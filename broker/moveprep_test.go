@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/broker/peer"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/metadata/metatest"
@@ -24,6 +25,8 @@ import (
 // moves to broker 3, whose reads of broker 1's WAL stall:
 //   - while broker 3 cannot finish its preload, broker 2 still acks writes (before, it
 //     refused them from the moment the move began until the switch);
+//   - broker 3, asked about the move without a preload of it (as after a restart),
+//     answers "not ready" at once instead of holding the leader for moveReadyWait;
 //   - after the switch broker 3 serves without opening broker 1's WAL files again
 //     (before, its load at the switch scanned broker 1's WAL);
 //   - every record, read back from broker 3, is there at its offset.
@@ -113,6 +116,32 @@ func TestMoveTargetPreloadsWhileLeaderServes(t *testing.T) {
 	if mp := part(); mp.Leader != 2 || !mp.Moving {
 		t.Fatalf("the move completed while broker 3 was preloading: %+v", mp)
 	}
+
+	// A target asked about a move it knows but has no preload of (it started while the
+	// move was pending) answers "not ready" at once rather than after moveReadyWait.
+	k := partKey{store.View().Topics["mv"].ID, 0}
+	b3.moves.mu.Lock()
+	pre := b3.moves.pre[k]
+	delete(b3.moves.pre, k)
+	b3.moves.mu.Unlock()
+	if pre == nil {
+		t.Fatal("broker 3 has no preload of the moving partition")
+	}
+	answered := make(chan []byte, 1)
+	asked := time.Now()
+	b3.serveMoveReady(peer.MoveReadyRequest{Part: peer.PartitionRef{Topic: k.id, Partition: 0}, Gen: part().MoveGen, Wait: moveReadyWait},
+		func(b []byte) { answered <- b })
+	select {
+	case b := <-answered:
+		if len(b) != 1 || b[0] != peer.MoveNotReady || time.Since(asked) > 5*time.Second {
+			t.Fatalf("answer %v after %v", b, time.Since(asked))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a target without a preload of a move it knows kept the leader waiting")
+	}
+	b3.moves.mu.Lock()
+	b3.moves.pre[k] = pre
+	b3.moves.mu.Unlock()
 
 	// Let the preload finish and the move complete.
 	counting.Store(true)
