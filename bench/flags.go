@@ -244,8 +244,9 @@ Benchmarks a Kafka-compatible broker (normally Weir) and its WAL disk.
   consume   consume records, report throughput
   e2e       produce and consume at once, report end-to-end latency
   disk      measure sequential write+fdatasync limits of a directory
-  failover  run a cluster of processes, SIGKILL a broker, time how long its partitions
-            stay unwritable (weir bench failover --help)
+  failover  run a cluster of processes, SIGKILL a broker, move partitions, restart,
+            SIGSTOP, kill the controller leader: time how long partitions stay
+            unwritable, each figure beside its target (weir bench failover --help)
   suite     run the performance suite (standalone produce beside the disk's limit,
             throughput per core, end to end on 3+3, scaling, cold reads) and print one
             table of ratios and targets (weir bench suite --help; make bench)

@@ -64,6 +64,7 @@ type Broker struct {
 	starting bool
 	// synced is what syncPartitions applied last (guarded like starting).
 	synced viewSync
+	moves  movePrep // a move target's preloads (moveprep.go)
 
 	proxy    *proxy      // zone routing: links to other brokers (proxy.go)
 	replicas *replicaSet // zone routing: partitions read here for this zone (replica.go)

@@ -81,8 +81,13 @@ func (b *Broker) awaitLease(ctx context.Context) bool {
 type viewSync struct {
 	view *metadata.View
 	// waiting are partitions to apply again although their metadata did not change: a
-	// move that found them still loading (Apply starts the hand-off once they are ready).
+	// move that found them still loading (Apply starts the hand-off once they are ready),
+	// or one whose target has not answered yet whether it preloaded them (moveprep.go).
 	waiting map[partKey]bool
+	// asked and ready: per partition moving away, the move (MoveGen) whose target was
+	// asked whether it preloaded the partition, and the move it answered for (or the
+	// question gave up): the hand-off of that move may start (holdForTarget).
+	asked, ready map[partKey]uint64
 }
 
 type partKey struct {
@@ -96,6 +101,7 @@ type partKey struct {
 func (b *Broker) syncPartitions(v *metadata.View) {
 	self := b.cfg.NodeID
 	var toLoad []*partlog.Partition
+	preloaded := map[*partlog.Partition]int{} // partitions taken from a preload: links read already
 	var toHandoff []handoffJob
 	b.parts.Update(func(tx partlog.SetTx) {
 		prev := b.synced.view
@@ -111,11 +117,19 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 				if p != nil {
 					b.drop(tx, p)
 				}
+				if !b.starting {
+					b.notePreload(t, mp, v) // a move to here: read its chain ahead of the switch
+				}
 				return
 			}
 			if p == nil {
-				p = partlog.New(t.Name, t.ID, mp.Index, mp.LeaderEpoch, mp.LogStartOffset)
-				p.UseOwn(b.wal, partlog.SourceID{Broker: b.cfg.NodeID, Epoch: b.epoch})
+				if pre, n := b.takePreload(t.ID, mp); pre != nil && !b.starting {
+					p = pre
+					preloaded[p] = n
+				} else {
+					p = partlog.New(t.Name, t.ID, mp.Index, mp.LeaderEpoch, mp.LogStartOffset)
+					p.UseOwn(b.wal, partlog.SourceID{Broker: b.cfg.NodeID, Epoch: b.epoch})
+				}
 				tx.Put(p)
 				if !b.starting {
 					toLoad = append(toLoad, p)
@@ -159,11 +173,23 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 					}
 				}
 			})
+			b.moves.mu.Lock()
+			var gone []metadata.TopicID
+			for k := range b.moves.pre {
+				if v.TopicByID(k.id) == nil {
+					gone = append(gone, k.id)
+				}
+			}
+			b.moves.mu.Unlock()
+			for _, id := range gone {
+				b.cancelPreloads(id)
+			}
 		} else {
 			for _, o := range prev.Topics {
 				if v.TopicByID(o.ID) != nil {
 					continue
 				}
+				b.cancelPreloads(o.ID)
 				for i := range o.Partitions {
 					if p := tx.Get(o.ID, o.Partitions[i].Index); p != nil {
 						b.drop(tx, p)
@@ -183,7 +209,7 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 			b.finishLoad(p, p.Chain()[0].Start) // a new partition: nothing to read
 			continue
 		}
-		b.queueLoad(p, false)
+		b.queueLoadFrom(p, preloaded[p])
 	}
 	b.startRecovery(toRecover)
 	for _, h := range toHandoff {
@@ -202,8 +228,18 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 // A move that finds p still loading cannot start one: p then waits in viewSync.waiting
 // until it is ready (resumeMove, or the next view). Inside the partition set's Update.
 func (b *Broker) applyLed(p *partlog.Partition, mp metadata.Partition, v *metadata.View) bool {
-	handoff := p.Apply(mp, v, b.tier != nil)
 	k := partKey{p.ID(), p.Index()}
+	if !mp.Moving {
+		b.forgetMove(k)
+	} else if p.State() == partlog.Ready && b.holdForTarget(p, mp, v) {
+		// Keep serving until the target has preloaded the partition (moveprep.go).
+		serving := mp
+		serving.Moving = false
+		p.Apply(serving, v, b.tier != nil)
+		b.synced.waiting[k] = true
+		return false
+	}
+	handoff := p.Apply(mp, v, b.tier != nil)
 	if mp.Moving && p.State() != partlog.Closing {
 		b.synced.waiting[k] = true
 	} else {
@@ -243,6 +279,7 @@ func (b *Broker) resumeMove(p *partlog.Partition) {
 // range in this broker's WAL that objects do not hold yet is pinned for the new leader.
 func (b *Broker) drop(tx partlog.SetTx, p *partlog.Partition) {
 	tx.Delete(p)
+	b.forgetMove(partKey{p.ID(), p.Index()})
 	if b.tier == nil {
 		p.Drop(nil)
 		return

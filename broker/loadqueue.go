@@ -18,17 +18,30 @@ import (
 type loadJob struct {
 	p     *partlog.Partition
 	whole bool      // read its whole chain (start-up) rather than up to its own link
+	from  int       // links of the chain read already (a move's preload); 0 after a failed load
 	after time.Time // not before (backoff)
 	delay time.Duration
 }
 
 // queueLoad asks the load runner to load p.
 func (b *Broker) queueLoad(p *partlog.Partition, whole bool) {
+	b.queueLoadJob(loadJob{p: p, whole: whole})
+}
+
+// queueLoadFrom asks the load runner to load p, led here from the start of its last link,
+// from link from of its chain on: the links before it were read already (a preload).
+func (b *Broker) queueLoadFrom(p *partlog.Partition, from int) {
+	b.queueLoadJob(loadJob{p: p, from: from})
+}
+
+func (b *Broker) queueLoadJob(j loadJob) {
+	p := j.p
+	j.delay = 50 * time.Millisecond
 	b.loadMu.Lock()
 	if b.loadQ == nil {
 		b.loadQ = map[*partlog.Partition]loadJob{}
 	}
-	b.loadQ[p] = loadJob{p: p, whole: whole, delay: 50 * time.Millisecond}
+	b.loadQ[p] = j
 	start := !b.loadRunning
 	b.loadRunning = true
 	b.loadMu.Unlock()
@@ -96,7 +109,7 @@ func (b *Broker) loadBatch(jobs []loadJob) {
 		chain := j.p.Chain()
 		r, end := chain, int64(-1)
 		if last := chain[len(chain)-1]; last.Broker == b.cfg.NodeID && !j.whole {
-			r, end = chain[:len(chain)-1], last.Start
+			r, end = chain[min(j.from, len(chain)-1):len(chain)-1], last.Start
 		}
 		parts = append(parts, j.p)
 		ranges[j.p], wantEnd[j.p] = r, end
@@ -115,6 +128,7 @@ func (b *Broker) loadBatch(jobs []loadJob) {
 			continue
 		}
 		if cur, ok := b.loadQ[j.p]; ok && cur.p == j.p {
+			cur.from = 0 // FinishLoad forgot what was collected, the preload's too: read it all again
 			cur.after = time.Now().Add(cur.delay)
 			cur.delay = min(2*cur.delay, 2*time.Second)
 			b.loadQ[j.p] = cur

@@ -59,6 +59,14 @@ func (ps peerServer) ServeInternal(body []byte, respond func([]byte)) {
 		respond(peer.AppendOffsets(nil, out))
 	case peer.OpFollow:
 		b.serveFollow(body, respond)
+	case peer.OpMoveReady:
+		req, err := peer.DecodeMoveReadyRequest(body)
+		if err != nil {
+			b.log.Warn("malformed move-ready request", "err", err)
+			respond(nil)
+			return
+		}
+		b.serveMoveReady(req, respond)
 	case peer.OpWake:
 		if id, err := peer.DecodeWake(body); err == nil {
 			b.polls.wake(id)

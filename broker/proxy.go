@@ -331,13 +331,14 @@ func (b *Broker) routedHere(t *metadata.Topic, index int32, zone string) bool {
 
 // proxyFor returns the proxy writer of partition index of t when zone routing sends its
 // produce through this broker: the partition has an active leader elsewhere that is
-// serving it.
+// serving it. A moving partition is proxied too: its leader serves it until its target
+// preloaded it (moveprep.go), and refuses the links once it closes for the hand-off.
 func (b *Broker) proxyFor(t *metadata.Topic, index int32) (kafka.Writer, bool) {
 	if !b.cfg.ZoneRouting || b.proxy == nil || t == nil || index < 0 || int(index) >= len(t.Partitions) {
 		return nil, false
 	}
 	mp := t.Partitions[index]
-	if mp.Leader == b.cfg.NodeID || mp.Leader < 0 || mp.Recovering || mp.Moving {
+	if mp.Leader == b.cfg.NodeID || mp.Leader < 0 || mp.Recovering {
 		return nil, false
 	}
 	if br, ok := b.meta.View().Broker(mp.Leader); !ok || !br.Active() {

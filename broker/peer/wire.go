@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/metadata"
@@ -19,6 +21,7 @@ const (
 	OpWake       byte = 4
 	OpLink       byte = 7
 	OpFenceLinks byte = 8
+	OpMoveReady  byte = 9
 )
 
 // AppendWake encodes an OpWake request: the replica's long poll in flight is answered
@@ -414,4 +417,48 @@ func DecodeFollowResults(b []byte, want int) ([]FollowResult, error) {
 		return nil, bad("trailing bytes")
 	}
 	return rs, nil
+}
+
+// MoveReadyRequest asks a graceful move's target whether it has preloaded the partition
+// for the move Gen (metadata.Partition.MoveGen): read the earlier links of its log chain,
+// so that at the hand-off only the current leader's link is left to read. The target
+// answers once it has (MoveReady), once it cannot (MoveNotReady: the preload failed, the
+// move is not one it knows), or after Wait (MoveNotReady). The leader keeps serving the
+// partition meanwhile and closes it for the hand-off on any answer. A broker that does
+// not know the op answers with an empty body, which the leader takes as not ready.
+type MoveReadyRequest struct {
+	Part PartitionRef
+	Gen  uint64
+	Wait time.Duration // milliseconds on the wire
+}
+
+// Answers to a MoveReadyRequest.
+const (
+	MoveNotReady byte = 0
+	MoveReady    byte = 1
+)
+
+const moveReadyLen = 1 + 16 + 4 + 8 + 4
+
+// AppendTo encodes the request body: op | topic [16] | partition int32 | gen uint64 |
+// wait ms uint32. The answer is one byte.
+func (r *MoveReadyRequest) AppendTo(b []byte) []byte {
+	b = append(b, OpMoveReady)
+	b = append(b, r.Part.Topic[:]...)
+	b = binary.BigEndian.AppendUint32(b, uint32(r.Part.Partition))
+	b = binary.BigEndian.AppendUint64(b, r.Gen)
+	return binary.BigEndian.AppendUint32(b, uint32(min(max(r.Wait.Milliseconds(), 0), math.MaxUint32)))
+}
+
+// DecodeMoveReadyRequest parses an OpMoveReady request.
+func DecodeMoveReadyRequest(b []byte) (MoveReadyRequest, error) {
+	var r MoveReadyRequest
+	if len(b) != moveReadyLen || b[0] != OpMoveReady {
+		return r, fmt.Errorf("%w: move-ready request of %d bytes", ErrMalformed, len(b))
+	}
+	copy(r.Part.Topic[:], b[1:17])
+	r.Part.Partition = int32(binary.BigEndian.Uint32(b[17:]))
+	r.Gen = binary.BigEndian.Uint64(b[21:])
+	r.Wait = time.Duration(binary.BigEndian.Uint32(b[29:])) * time.Millisecond
+	return r, nil
 }

@@ -390,6 +390,20 @@ func (p *Proc) Kill() {
 	<-done
 }
 
+// Pause stops the process with SIGSTOP (a stalled VM or a GC pause that outlasts the
+// lease); Resume continues it.
+func (p *Proc) Pause() error { return p.Signal(syscall.SIGSTOP) }
+
+// Resume sends SIGCONT to a paused process.
+func (p *Proc) Resume() error { return p.Signal(syscall.SIGCONT) }
+
+// Restart SIGKILLs the process (if running), waits for it to be gone and starts it again
+// with the same flags (and data directory).
+func (p *Proc) Restart() error {
+	p.Kill()
+	return p.Start()
+}
+
 // Stop asks the process to shut down (SIGTERM; a paused one is resumed first) and kills
 // it after grace.
 func (p *Proc) Stop(grace time.Duration) {
