@@ -438,7 +438,7 @@ func (r *run) move(ctx context.Context) error {
 	return nil
 }
 
-// restart starts the killed broker again and times until leaders are spread.
+// restart starts the killed broker again and times until it leads its share again.
 func (r *run) restart(ctx context.Context) error {
 	fmt.Fprintf(r.out, "starting broker %d again\n", r.victim)
 	start := time.Now()
@@ -457,14 +457,12 @@ func (r *run) restart(ctx context.Context) error {
 		if len(ids) == 0 {
 			return false
 		}
+		// The returned broker leads its share again (90 % of it). The others are left
+		// to the balancer's own measure, which weighs partitions by their traffic too:
+		// after the bench's 256 MiB fill the partitions it wrote weigh more than a
+		// count shows, so a broker holding them may rightly lead fewer (see Leaders).
 		s.MinLeaders = int(math.Ceil(0.9 * float64(r.cfg.partitions) / float64(len(ids))))
-		led := leadersOf(v, r.topic)
-		for _, id := range ids {
-			if len(led[id]) < s.MinLeaders {
-				return false
-			}
-		}
-		return true
+		return len(leadersOf(v, r.topic)[r.victim]) >= s.MinLeaders
 	}
 	deadline := time.Now().Add(r.cfg.timeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -520,7 +518,26 @@ func (r *run) stop(ctx context.Context) error {
 	if err := r.c.Broker(id).Pause(); err != nil {
 		return err
 	}
-	time.Sleep(r.cfg.stopFor)
+	// Served elsewhere: the metadata names another active broker, done recovering.
+	want := map[int32]bool{}
+	for _, p := range parts {
+		want[p] = true
+	}
+	elsewhere := map[int32]time.Time{}
+	for time.Since(at) < r.cfg.stopFor {
+		v := r.meta.View()
+		now := time.Now()
+		if t := v.Topics[r.topic]; t != nil {
+			for _, p := range t.Partitions {
+				if want[p.Index] && elsewhere[p.Index].IsZero() && p.Leader != id && !p.Recovering {
+					if b, ok := v.Broker(p.Leader); ok && b.Active() {
+						elsewhere[p.Index] = now
+					}
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // polling the metadata watch's View
+	}
 	if err := r.c.Broker(id).Resume(); err != nil {
 		return err
 	}
@@ -537,6 +554,15 @@ func (r *run) stop(ctx context.Context) error {
 		}
 	}
 	s.Unavailability = quantiles(un)
+	var el []time.Duration
+	for _, p := range parts {
+		if t, ok := elsewhere[p]; ok {
+			el = append(el, t.Sub(at))
+		} else {
+			s.NotElsewhere++
+		}
+	}
+	s.Elsewhere = quantiles(el)
 	r.res.Stop = s
 	return nil
 }
@@ -586,6 +612,7 @@ func (r *run) controller(ctx context.Context) error {
 	cr := &CtlResult{Killed: id, Partitions: len(parts)}
 	kill := time.Now()
 	cr.Before = writes(pr.latencies(from, kill))
+	cr.GapBefore = Duration(pr.ackGap(from, kill))
 	fmt.Fprintf(r.out, "SIGKILL controller %d (the leader), started again at once\n", id)
 	if err := r.c.Controllers[id-1].Restart(); err != nil {
 		return err
@@ -594,6 +621,7 @@ func (r *run) controller(ctx context.Context) error {
 	end := time.Now()
 	cr.Window = writes(pr.latencies(kill, end))
 	cr.Stall = Duration(pr.longestStall(kill, end, r.cfg.probeEvery))
+	cr.Gap = Duration(pr.ackGap(kill, end))
 	cr.Leader = leader()
 	r.res.Controller = cr
 	return nil

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -186,4 +187,27 @@ func sample(parts []int32, n int) []int32 {
 		out = append(out, s[i*len(s)/n])
 	}
 	return out
+}
+
+// ackGap returns the longest time in [from, to] during which no probed partition got an
+// ack: a pause of every partition at once (brokers' leases lapsing, say) shows here
+// even when each partition's own writes are few.
+func (pr *probe) ackGap(from, to time.Time) time.Duration {
+	pr.mu.Lock()
+	var ats []time.Time
+	for _, as := range pr.acks {
+		for _, a := range as {
+			if a.at.After(from) && !a.at.After(to) {
+				ats = append(ats, a.at)
+			}
+		}
+	}
+	pr.mu.Unlock()
+	slices.SortFunc(ats, func(a, b time.Time) int { return a.Compare(b) })
+	prev, worst := from, time.Duration(0)
+	for _, at := range ats {
+		worst = max(worst, at.Sub(prev))
+		prev = at
+	}
+	return max(worst, to.Sub(prev))
 }
