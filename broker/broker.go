@@ -83,6 +83,7 @@ type Broker struct {
 	recovering map[partlog.Key]int32 // partitions being recovered, by the leader epoch
 
 	fenceOnce     sync.Once
+	moveBatch     moveBatcher   // hand-offs completed together (movebatch.go)
 	fenced        chan struct{} // closed when another process took this broker's WAL over
 	storageFailed atomic.Bool   // the WAL failed for good (markStorageFailed)
 

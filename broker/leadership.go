@@ -360,14 +360,13 @@ func (b *Broker) handoff(h handoffJob) {
 			return
 		}
 	}
-	m, ok := b.meta.(moveCompleter)
-	if !ok {
+	if _, ok := b.meta.(moveCompleter); !ok {
 		return
 	}
 	delay := 20 * time.Millisecond
 	for b.ctx.Err() == nil {
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-		err := m.CompleteMoveGen(ctx, p.ID(), p.Index(), end, h.gen)
+		err := b.completeMove(ctx, p, end, h.gen) // batched with others finishing now
 		cancel()
 		if err == nil {
 			b.log.Info("partition handed off", "topic", p.Topic(), "partition", p.Index(), "end_offset", end)

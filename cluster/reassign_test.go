@@ -56,7 +56,7 @@ func (g *moveGate) proxyFor(addr string) string {
 	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: addr})
 	rp.ErrorLog = log.New(io.Discard, "", 0) // requests cut off when the cluster closes
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/partitions/complete-move" {
+		if r.URL.Path == "/v1/partitions/complete-move" || r.URL.Path == "/v1/partitions/complete-moves" {
 			g.mu.Lock()
 			open := g.open
 			g.mu.Unlock()

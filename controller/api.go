@@ -35,6 +35,7 @@ import (
 //	POST   /v1/partitions/cancel-move    MoveRequest             -> VersionResponse
 //	POST   /v1/partitions/complete-recovery CompleteRecoveryRequest -> VersionResponse | 409 recovery_refused, fenced
 //	POST   /v1/partitions/complete-recoveries CompleteRecoveriesRequest -> CompleteRecoveriesResponse | 409 fenced
+//	POST   /v1/partitions/complete-moves CompleteMovesRequest   -> CompleteMovesResponse | 409 fenced
 //	POST   /v1/producer-ids              ProducerIDsRequest      -> ProducerIDsResponse
 //	POST   /v1/objects/prepare           PrepareObjectRequest    -> ObjectResponse | 409 object_rejected
 //	POST   /v1/objects/commit            CommitObjectRequest     -> ObjectResponse | 409 object_rejected
@@ -70,6 +71,7 @@ func (c *Controller) routes() http.Handler {
 	mux.HandleFunc("POST /v1/partitions/cancel-move", writeAs[MoveRequest](c, c.handleCancelMove))
 	mux.HandleFunc("POST /v1/partitions/complete-recovery", writeAs[CompleteRecoveryRequest](c, c.handleCompleteRecovery))
 	mux.HandleFunc("POST /v1/partitions/complete-recoveries", writeAs[CompleteRecoveriesRequest](c, c.handleCompleteRecoveries))
+	mux.HandleFunc("POST /v1/partitions/complete-moves", writeAs[CompleteMovesRequest](c, c.handleCompleteMoves))
 	mux.HandleFunc("POST /v1/producer-ids", writeAs[ProducerIDsRequest](c, c.handleProducerIDs))
 	mux.HandleFunc("POST /v1/objects/prepare", writeAs[PrepareObjectRequest](c, c.handlePrepareObject))
 	mux.HandleFunc("POST /v1/objects/commit", writeAs[CommitObjectRequest](c, c.handleCommitObject))

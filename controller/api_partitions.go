@@ -59,6 +59,35 @@ func (c *Controller) handleCompleteRecovery(r *http.Request, body []byte) (any, 
 	return VersionResponse{Version: res.Version}, nil
 }
 
+// handleCompleteMoves completes many hand-offs of one leader in one Raft entry.
+func (c *Controller) handleCompleteMoves(r *http.Request, body []byte) (any, error) {
+	var req CompleteMovesRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if len(req.Items) == 0 || len(req.Items) > maxMovesPerRequest {
+		return nil, fmt.Errorf("%w: %d moves in one request (1 to %d)", ErrBadRequest, len(req.Items), maxMovesPerRequest)
+	}
+	res, err := c.propose(&completeMovesCmd{From: req.From, FromEpoch: req.FromEpoch, Items: req.Items})
+	if err != nil {
+		return nil, err
+	}
+	errs, _ := res.Value.([]error)
+	return CompleteMovesResponse{Version: res.Version, Errors: apiErrors(errs, len(req.Items))}, nil
+}
+
+// apiErrors turns per-item errors into their API form (nil for nil), n of them.
+func apiErrors(errs []error, n int) []*APIError {
+	out := make([]*APIError, n)
+	for i := 0; i < n && i < len(errs); i++ {
+		if err := errs[i]; err != nil {
+			code, _ := errorCode(err)
+			out[i] = &APIError{Code: code, Message: err.Error(), Also: alsoCodes(err, code)}
+		}
+	}
+	return out
+}
+
 // handleCompleteRecoveries completes many recoveries of one leader in one Raft entry.
 func (c *Controller) handleCompleteRecoveries(r *http.Request, body []byte) (any, error) {
 	var req CompleteRecoveriesRequest

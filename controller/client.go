@@ -238,6 +238,7 @@ var (
 	_ metadata.Mover          = (*Client)(nil)
 	_ metadata.Recoverer      = (*Client)(nil)
 	_ metadata.BatchRecoverer = (*Client)(nil)
+	_ metadata.BatchMover     = (*Client)(nil)
 	_ metadata.Leaser         = (*Client)(nil)
 	_ metadata.Drainer        = (*Client)(nil)
 

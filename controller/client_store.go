@@ -479,19 +479,69 @@ func (c *Client) CompleteMoveGen(ctx context.Context, id metadata.TopicID, parti
 	var resp VersionResponse
 	info, err := c.call(ctx, http.MethodPost, "/v1/partitions/complete-move", req, &resp)
 	if err != nil {
-		if info.ambiguous && errors.Is(err, metadata.ErrMoveRefused) && c.refreshConsistent(ctx) == nil {
-			if t := c.View().TopicByID(id); t != nil && int(partition) < len(t.Partitions) {
-				p := t.Partitions[partition]
-				if n := len(p.Logs); p.Leader != self && n >= 2 && p.Logs[n-1].Broker == p.Leader &&
-					p.Logs[n-1].StartOffset == endOffset && p.Logs[n-2].Broker == self {
-					return nil // an earlier attempt completed it
-				}
-			}
+		if info.ambiguous && errors.Is(err, metadata.ErrMoveRefused) && c.refreshConsistent(ctx) == nil && c.handedOff(id, partition, endOffset) {
+			return nil // an earlier attempt completed it
 		}
 		return err
 	}
 	c.waitVersion(ctx, resp.Version)
 	return nil
+}
+
+// handedOff reports whether this client's View shows partition of id handed from this
+// broker to its current leader at endOffset: what an earlier attempt of a completion
+// whose answer was lost did.
+func (c *Client) handedOff(id metadata.TopicID, partition int32, endOffset int64) bool {
+	self := c.selfID.Load()
+	t := c.View().TopicByID(id)
+	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
+		return false
+	}
+	p := t.Partitions[partition]
+	n := len(p.Logs)
+	return p.Leader != self && n >= 2 && p.Logs[n-1].Broker == p.Leader && p.Logs[n-1].StartOffset == endOffset && p.Logs[n-2].Broker == self
+}
+
+// CompleteMovesGen implements metadata.BatchMover: CompleteMoveGen for many partitions
+// in one request and one Raft entry (at most 4096 per request; more are sent in several).
+func (c *Client) CompleteMovesGen(ctx context.Context, done []metadata.MoveDone) ([]error, error) {
+	errs := make([]error, 0, len(done))
+	for len(done) > 0 {
+		n := min(len(done), maxMovesPerRequest)
+		req := CompleteMovesRequest{From: c.selfID.Load(), FromEpoch: c.epoch.Load(), Items: make([]moveDoneItem, n)}
+		for i, d := range done[:n] {
+			req.Items[i] = moveDoneItem{TopicID: d.Topic, Partition: d.Partition, EndOffset: d.EndOffset, MoveGen: d.MoveGen}
+		}
+		var resp CompleteMovesResponse
+		info, err := c.call(ctx, http.MethodPost, "/v1/partitions/complete-moves", req, &resp)
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.Errors) != n {
+			return nil, fmt.Errorf("%w: %d answers to %d hand-offs", ErrUnavailable, len(resp.Errors), n)
+		}
+		refreshed := false
+		for i, ae := range resp.Errors {
+			if ae == nil {
+				errs = append(errs, nil)
+				continue
+			}
+			err := ae.toError()
+			if info.ambiguous && errors.Is(err, metadata.ErrMoveRefused) {
+				// An earlier attempt may have been applied: judge by a consistent View.
+				if !refreshed {
+					refreshed = c.refreshConsistent(ctx) == nil
+				}
+				if refreshed && c.handedOff(done[i].Topic, done[i].Partition, done[i].EndOffset) {
+					err = nil
+				}
+			}
+			errs = append(errs, err)
+		}
+		c.waitVersion(ctx, resp.Version)
+		done = done[n:]
+	}
+	return errs, nil
 }
 
 // CompleteRecovery implements metadata.Recoverer: this broker, leading the partition in

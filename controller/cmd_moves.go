@@ -80,29 +80,39 @@ func (c *completeMoveCmd) apply(m *machine) (any, bool, error) {
 			return nil, false, fmt.Errorf("%w: broker %d epoch %d is not current", metadata.ErrFenced, c.From, c.FromEpoch)
 		}
 	}
+	if err := completeMoveOf(m, t.Name, p, c.From, c.EndOffset, c.MoveGen); err != nil {
+		return nil, false, err
+	}
+	m.putTopic(t)
+	return p.LeaderEpoch, true, nil
+}
+
+// completeMoveOf hands p (of topic name, a modifiable clone) from leader from to its
+// move's target at endOffset, for the move moveGen (0: whatever move is pending), or
+// says why not (completeMoveCmd has the rules).
+func completeMoveOf(m *machine, name string, p *metadata.Partition, from int32, endOffset int64, moveGen uint64) error {
 	if !p.Moving {
-		return nil, false, fmt.Errorf("%w: %s/%d is not moving", metadata.ErrMoveRefused, t.Name, c.Partition)
+		return fmt.Errorf("%w: %s/%d is not moving", metadata.ErrMoveRefused, name, p.Index)
 	}
-	if c.MoveGen != 0 && c.MoveGen != p.MoveGen {
-		return nil, false, fmt.Errorf("%w: %s/%d: move %d is not the pending one (%d)", metadata.ErrMoveRefused, t.Name, c.Partition, c.MoveGen, p.MoveGen)
+	if moveGen != 0 && moveGen != p.MoveGen {
+		return fmt.Errorf("%w: %s/%d: move %d is not the pending one (%d)", metadata.ErrMoveRefused, name, p.Index, moveGen, p.MoveGen)
 	}
-	if p.Leader != c.From {
-		return nil, false, fmt.Errorf("%w: broker %d does not lead %s/%d (leader %d)", metadata.ErrMoveRefused, c.From, t.Name, c.Partition, p.Leader)
+	if p.Leader != from {
+		return fmt.Errorf("%w: broker %d does not lead %s/%d (leader %d)", metadata.ErrMoveRefused, from, name, p.Index, p.Leader)
 	}
 	if b, ok := m.st.Brokers[p.MovingTo]; !ok || !b.Accepting() {
-		return nil, false, fmt.Errorf("%w: target broker %d is not active (or draining)", metadata.ErrMoveRefused, p.MovingTo)
+		return fmt.Errorf("%w: target broker %d is not active (or draining)", metadata.ErrMoveRefused, p.MovingTo)
 	}
-	if n := len(p.Logs); (n > 0 && c.EndOffset < p.Logs[n-1].StartOffset) || c.EndOffset < 0 {
-		return nil, false, fmt.Errorf("%w: end offset %d before the leader's first offset", metadata.ErrInvalidOffset, c.EndOffset)
+	if n := len(p.Logs); (n > 0 && endOffset < p.Logs[n-1].StartOffset) || endOffset < 0 {
+		return fmt.Errorf("%w: end offset %d before the leader's first offset", metadata.ErrInvalidOffset, endOffset)
 	}
 	p.Leader = p.MovingTo
 	p.LeaderEpoch++
-	p.Logs = append(p.Logs, metadata.LogRange{Broker: p.MovingTo, StartOffset: c.EndOffset})
+	p.Logs = append(p.Logs, metadata.LogRange{Broker: p.MovingTo, StartOffset: endOffset})
 	p.Moving = false
 	p.MovingTo = -1
 	p.MoveGen = 0
-	m.putTopic(t)
-	return p.LeaderEpoch, true, nil
+	return nil
 }
 
 // cancelMoveCmd abandons a pending move; without one it changes nothing.
@@ -127,6 +137,7 @@ func (c *cancelMoveCmd) apply(m *machine) (any, bool, error) {
 	m.putTopic(t)
 	return nil, true, nil
 }
+
 
 // completeRecoveryCmd ends the recovery of a partition its leader took over from a
 // fenced broker (metadata.ApplyRecovery): only the leader (Leader, in its current

@@ -36,6 +36,7 @@ const (
 	cmdCreateACLs            cmdType = 19
 	cmdDeleteACLs            cmdType = 20
 	cmdCompleteRecoveries    cmdType = 21
+	cmdCompleteMoves         cmdType = 22
 )
 
 // command is one replicated change. apply must be deterministic: it may read and change
@@ -70,6 +71,7 @@ var commandDecoders = map[cmdType]func() command{
 	cmdCreateACLs:            func() command { return &createACLsCmd{} },
 	cmdDeleteACLs:            func() command { return &deleteACLsCmd{} },
 	cmdCompleteRecoveries:    func() command { return &completeRecoveriesCmd{} },
+	cmdCompleteMoves:         func() command { return &completeMovesCmd{} },
 }
 
 var errBadCommand = errors.New("controller: undecodable command")

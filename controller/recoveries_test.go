@@ -51,3 +51,53 @@ func TestCompleteRecoveriesJudgesEachItem(t *testing.T) {
 		}
 	}
 }
+
+// TestCompleteMovesJudgesEachItem: the batched hand-off applies each item as a single
+// CompleteMoveGen would (its move generation, the leader, a valid end), in one entry,
+// and refuses the whole batch of a registration that is over.
+func TestCompleteMovesJudgesEachItem(t *testing.T) {
+	f := NewFSM(nil)
+	mustApply(t, f, &initClusterCmd{ClusterID: "c"})
+	mustApply(t, f, &registerBrokerCmd{ID: 1, Host: "h", Port: 1, Rack: "a"})
+	mustApply(t, f, &registerBrokerCmd{ID: 2, Host: "h", Port: 2, Rack: "a"})
+	mustApply(t, f, &createTopicCmd{Topic: metadata.Topic{Name: "t", ID: topicID(1), Partitions: []metadata.Partition{{Leader: 1}, {Leader: 1}, {Leader: 1}, {Leader: 1}}}})
+	for i := int32(0); i < 3; i++ {
+		mustApply(t, f, &beginMoveCmd{TopicID: topicID(1), Partition: i, Target: 2, Gen: true})
+	}
+	gen := func(i int) uint64 { return part(f, "t", i).MoveGen }
+	refuse(t, f, &completeMovesCmd{From: 1, FromEpoch: 9, Items: []moveDoneItem{{TopicID: topicID(1), Partition: 0, EndOffset: 5, MoveGen: gen(0)}}}, metadata.ErrFenced)
+	v0 := f.View().Version
+	res := mustApply(t, f, &completeMovesCmd{From: 1, FromEpoch: 1, Items: []moveDoneItem{
+		{TopicID: topicID(1), Partition: 0, EndOffset: 5, MoveGen: gen(0)},
+		{TopicID: topicID(1), Partition: 1, EndOffset: 5, MoveGen: gen(1) + 7}, // another move's generation
+		{TopicID: topicID(1), Partition: 2, EndOffset: -1, MoveGen: gen(2)},    // a negative end
+		{TopicID: topicID(1), Partition: 3, EndOffset: 5, MoveGen: 1},          // not moving
+		{TopicID: topicID(9), Partition: 0, EndOffset: 5, MoveGen: 1},          // no such topic
+		{TopicID: topicID(1), Partition: 2, EndOffset: 5, MoveGen: 0},          // no generation
+	}})
+	errs := res.Value.([]error)
+	want := []error{nil, metadata.ErrMoveRefused, metadata.ErrInvalidOffset, metadata.ErrMoveRefused, metadata.ErrUnknownTopic, metadata.ErrMoveRefused}
+	for i, w := range want {
+		if (w == nil) != (errs[i] == nil) || (w != nil && !errors.Is(errs[i], w)) {
+			t.Fatalf("item %d: %v, want %v", i, errs[i], w)
+		}
+	}
+	if res.Version != v0+1 {
+		t.Fatalf("one batch bumped the version from %d to %d, want one entry", v0, res.Version)
+	}
+	if p := part(f, "t", 0); p.Leader != 2 || p.Moving || p.LeaderEpoch != 1 ||
+		!reflect.DeepEqual(p.Logs, []metadata.LogRange{{Broker: 1, StartOffset: 0}, {Broker: 2, StartOffset: 5}}) {
+		t.Fatalf("t/0: %+v", p)
+	}
+	for _, i := range []int{1, 2} {
+		if p := part(f, "t", i); p.Leader != 1 || !p.Moving {
+			t.Fatalf("t/%d handed off by a refused item: %+v", i, p)
+		}
+	}
+	// The same hand-off again is refused (not moving any more): the client then judges
+	// by its View whether an earlier attempt did it (Client.handedOff).
+	res = mustApply(t, f, &completeMovesCmd{From: 1, FromEpoch: 1, Items: []moveDoneItem{{TopicID: topicID(1), Partition: 0, EndOffset: 5, MoveGen: 99}}})
+	if errs := res.Value.([]error); !errors.Is(errs[0], metadata.ErrMoveRefused) {
+		t.Fatalf("a repeated hand-off: %v", errs[0])
+	}
+}

@@ -209,6 +209,22 @@ type CompleteRecoveriesResponse struct {
 	Errors  []*APIError `json:"errors"`
 }
 
+// CompleteMovesRequest is the body of POST /v1/partitions/complete-moves: broker From,
+// in its registration FromEpoch, hands every listed partition (at most 4096) to its
+// move's target; each is judged as a CompleteMoveRequest with that MoveGen would be.
+type CompleteMovesRequest struct {
+	From      int32          `json:"from"`
+	FromEpoch int64          `json:"from_epoch"`
+	Items     []moveDoneItem `json:"items"`
+}
+
+// CompleteMovesResponse answers it: the Version to wait for and, per item in order, nil
+// (handed off) or the error the item's own request would have got.
+type CompleteMovesResponse struct {
+	Version uint64      `json:"version"`
+	Errors  []*APIError `json:"errors"`
+}
+
 // ProducerIDsRequest is the body of POST /v1/producer-ids.
 type ProducerIDsRequest struct {
 	Count int64 `json:"count"`

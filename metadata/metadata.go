@@ -664,6 +664,23 @@ type Mover interface {
 	CancelMove(ctx context.Context, id TopicID, partition int32) error
 }
 
+// MoveDone is one hand-off in BatchMover.CompleteMovesGen.
+type MoveDone struct {
+	Topic     TopicID
+	Partition int32
+	EndOffset int64
+	MoveGen   uint64
+}
+
+// BatchMover is a Mover that completes many hand-offs of this broker in one round trip
+// (the Raft controller: one log entry), so that moves requested together are not paced
+// by one commit each. errs has one entry per item, each as CompleteMoveGen would
+// return it; err (with errs nil) is a failure of the whole call: retry or stop, as for
+// CompleteMoveGen.
+type BatchMover interface {
+	CompleteMovesGen(ctx context.Context, done []MoveDone) (errs []error, err error)
+}
+
 // Recoverer is implemented by stores whose controller fails partitions over: when a
 // broker is fenced, each partition it led gets a new leader at once, marked Recovering
 // (see Partition). The new leader seals and reads the fenced broker's WAL to its end and

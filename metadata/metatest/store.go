@@ -89,6 +89,7 @@ var (
 	_ metadata.Registrar      = (*Store)(nil)
 	_ metadata.Recoverer      = (*Store)(nil)
 	_ metadata.BatchRecoverer = (*Store)(nil)
+	_ metadata.BatchMover     = (*Store)(nil)
 )
 
 // NewStore returns a store at version 0 with the given brokers (their order is the
@@ -365,6 +366,15 @@ func (s *Store) CompleteRecovery(_ context.Context, id metadata.TopicID, partiti
 		*p = np
 		return nil
 	})
+}
+
+// CompleteMovesGen implements metadata.BatchMover: each item as CompleteMoveGen.
+func (s *Store) CompleteMovesGen(ctx context.Context, done []metadata.MoveDone) ([]error, error) {
+	errs := make([]error, len(done))
+	for i, d := range done {
+		errs[i] = s.CompleteMoveGen(ctx, d.Topic, d.Partition, d.EndOffset, d.MoveGen)
+	}
+	return errs, nil
 }
 
 // CompleteRecoveries implements metadata.BatchRecoverer: each item as CompleteRecovery.

@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"fmt"
+
+	"github.com/weir-io/weir/metadata"
+)
+
+// completeMovesCmd hands many partitions from one leader to their moves' targets (the
+// batched form of completeMoveCmd, with MoveGen and FromEpoch required): one Raft entry
+// for every hand-off a leader finished at about the same time, instead of one each, so
+// that the last of 100 moves requested at once does not wait for the 99 entries before
+// it. Each item is judged alone, exactly as completeMoveCmd judges it; the value is one
+// error (nil: handed off) per item, in order.
+type completeMovesCmd struct {
+	From      int32          `json:"from"`
+	FromEpoch int64          `json:"from_epoch"`
+	Items     []moveDoneItem `json:"items"`
+}
+
+// moveDoneItem is one partition of a completeMovesCmd.
+type moveDoneItem struct {
+	TopicID   metadata.TopicID `json:"topic_id"`
+	Partition int32            `json:"partition"`
+	EndOffset int64            `json:"end_offset"`
+	MoveGen   uint64           `json:"move_gen"`
+}
+
+func (*completeMovesCmd) kind() cmdType { return cmdCompleteMoves }
+
+func (c *completeMovesCmd) apply(m *machine) (any, bool, error) {
+	if b, ok := m.st.Brokers[c.From]; !ok || b.Epoch != c.FromEpoch || !b.Active() {
+		return nil, false, fmt.Errorf("%w: broker %d epoch %d is not current", metadata.ErrFenced, c.From, c.FromEpoch)
+	}
+	errs := make([]error, len(c.Items))
+	clones := map[metadata.TopicID]*metadata.Topic{} // one clone per topic, as for recoveries
+	changed := map[metadata.TopicID]bool{}
+	for i, it := range c.Items {
+		if it.MoveGen == 0 {
+			errs[i] = fmt.Errorf("%w: a batched completion names its move", metadata.ErrMoveRefused)
+			continue
+		}
+		t := clones[it.TopicID]
+		if t == nil {
+			orig := m.topicByID(it.TopicID)
+			if orig == nil {
+				errs[i] = fmt.Errorf("%w: id %s", metadata.ErrUnknownTopic, it.TopicID)
+				continue
+			}
+			t = cloneTopic(orig)
+			clones[it.TopicID] = t
+		}
+		if it.Partition < 0 || int(it.Partition) >= len(t.Partitions) {
+			errs[i] = fmt.Errorf("%w: partition %d of %q", metadata.ErrUnknownTopic, it.Partition, t.Name)
+			continue
+		}
+		if errs[i] = completeMoveOf(m, t.Name, &t.Partitions[it.Partition], c.From, it.EndOffset, it.MoveGen); errs[i] == nil {
+			changed[it.TopicID] = true
+		}
+	}
+	for id := range changed {
+		m.putTopic(clones[id])
+	}
+	return errs, len(changed) > 0, nil
+}
+
+// maxMovesPerRequest bounds one POST /v1/partitions/complete-moves (one Raft entry).
+const maxMovesPerRequest = 4096
