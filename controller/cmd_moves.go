@@ -138,7 +138,6 @@ func (c *cancelMoveCmd) apply(m *machine) (any, bool, error) {
 	return nil, true, nil
 }
 
-
 // completeRecoveryCmd ends the recovery of a partition its leader took over from a
 // fenced broker (metadata.ApplyRecovery): only the leader (Leader, in its current
 // registration epoch BrokerEpoch) in the takeover's leader epoch (LeaderEpoch) may
