@@ -26,7 +26,8 @@
 //   - placement.go: where new partitions go. leases.go: quorum broker leases (every
 //     controller's table) and the timing argument; leasevote.go: the fence votes and
 //     the closed-connection hint; votelog.go: the votes on disk; Config.GrantedLease
-//     the lease brokers are granted. cmd_recovery.go: batched recovery completions.
+//     the lease brokers are granted. cmd_recovery.go, cmd_movebatch.go: batched
+//     recovery and hand-off completions (one Raft entry for many partitions).
 //     Failover and drain planning is metadata/failover.go (shared with metatest),
 //     applied in cmd_brokers.go.
 //   - balancer.go: the leader's balancer (planBalance, a pure function, and its loop);
