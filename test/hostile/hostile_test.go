@@ -261,7 +261,15 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 					}
 					return
 				}
-				time.Sleep(100 * time.Millisecond)
+				// Paced by the clock, not by sleeps: on a loaded machine (CI, -race)
+				// each 100 ms sleep of this goroutine took 0.5 s, the 19 bytes 10 s, and
+				// the broker rightly closed the request at its read deadline. A writer
+				// behind its schedule sends its next byte at once.
+				if big {
+					time.Sleep(100 * time.Millisecond) // never completes anyway
+				} else if d := time.Until(began.Add(time.Duration(j+1) * 100 * time.Millisecond)); d > 0 {
+					time.Sleep(d)
+				}
 			}
 			if big {
 				return
