@@ -55,8 +55,10 @@ func (c *Controller) handleRegister(r *http.Request, body []byte) (any, error) {
 		return nil, err
 	}
 	rr, _ := res.Value.(registerResult)
+	// Not the registration's connection for the closed-connection hint: it is the
+	// client's pool for every call (the metadata watch's long poll among them), which
+	// outlives nothing; the heartbeats' own connections are noted.
 	c.leases.renew(req.ID, rr.Epoch, req.Incarnation, time.Now())
-	c.noteHeartbeatConn(r, req.ID)
 	c.metrics.failedOver.Add(float64(rr.Adopted))
 	c.log.Info("broker registered", "broker", req.ID, "epoch", rr.Epoch, "host", req.Host, "port", req.Port, "rack", req.Rack,
 		"listeners", len(req.Listeners), "incarnation", req.Incarnation, "adopted_partitions", rr.Adopted)

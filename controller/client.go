@@ -172,6 +172,9 @@ type Client struct {
 	log *slog.Logger
 	hc  *http.Client
 	hb  *http.Client // heartbeats only
+	// hbConns are the connections hb dialled, closed by Close; nil once closed.
+	hbConnsMu sync.Mutex
+	hbConns   map[net.Conn]struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -277,16 +280,33 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			IdleConnTimeout:     90 * time.Second,
 			TLSClientConfig:     sec.tls,
 		}},
-		// Heartbeats have connections of their own, kept open: a controller takes
-		// the close of one for a hint that this process died (leasevote.go), so
-		// nothing else may close them (the pool of hc closes idle extras).
-		hb: &http.Client{Transport: &http.Transport{
-			Proxy:               nil,
-			DialContext:         dialer(cfg.WrapConn),
-			MaxIdleConnsPerHost: 1,
-			TLSClientConfig:     sec.tls,
-		}},
 	}
+	// Heartbeats have connections of their own, kept open: a controller takes the close
+	// of one for a hint that this process died (leasevote.go), so nothing else may close
+	// them (the pool of hc closes idle extras), and Close closes every one of them
+	// (closing the idle ones is not enough: the transport may put one back in its pool
+	// after the heartbeat that used it returned).
+	hbDial := dialer(cfg.WrapConn)
+	c.hb = &http.Client{Transport: &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			nc, err := hbDial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			c.hbConnsMu.Lock()
+			defer c.hbConnsMu.Unlock()
+			if c.hbConns == nil { // closed meanwhile
+				nc.Close()
+				return nil, ErrClosed
+			}
+			c.hbConns[nc] = struct{}{}
+			return nc, nil
+		},
+		MaxIdleConnsPerHost: 1,
+		TLSClientConfig:     sec.tls,
+	}}
+	c.hbConns = map[net.Conn]struct{}{}
 	c.selfID.Store(cfg.BrokerID)
 	c.watchNext.Store(-1)
 	start := 0
@@ -320,6 +340,12 @@ func (c *Client) Close() error {
 		c.wg.Wait()
 		c.hc.CloseIdleConnections()
 		c.hb.CloseIdleConnections()
+		c.hbConnsMu.Lock()
+		for nc := range c.hbConns {
+			nc.Close()
+		}
+		c.hbConns = nil
+		c.hbConnsMu.Unlock()
 	})
 	return nil
 }

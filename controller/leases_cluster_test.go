@@ -116,6 +116,18 @@ func TestClosedHeartbeatConnectionHintsDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, "a lease", func() bool { return b.LeaseValid(time.Now()) })
+	// The leader must have a heartbeat connection of the broker's to see close: the
+	// lease may come from the registration and a follower's heartbeat first.
+	testutil.Eventually(t, 10*time.Second, "a heartbeat connection at the leader", func() bool {
+		n := 0
+		tc.ctrls[leader].hbConns.Range(func(_, id any) bool {
+			if id.(int32) == 1 {
+				n++
+			}
+			return true
+		})
+		return n > 0
+	})
 	b.Close() // closes the heartbeat connections, as the kernel does for a dead process
 	testutil.Eventually(t, 20*time.Second, "broker 1 fenced after its connections closed", func() bool {
 		br, _ := tc.ctrls[leader].View().Broker(1)

@@ -31,6 +31,8 @@ type load struct {
 	acks    map[int32][]time.Time // per partition
 	// ackWaits[p][i] is how long the write acked at acks[p][i] waited for its ack.
 	ackWaits map[int32][]time.Duration
+	// failures counts the produces that failed by error (the first 10 kinds).
+	failures map[string]int
 	inFlight atomic.Int64
 	// groupReads are the times the group's members read records: one per poll that
 	// returned any (every record of a poll is read at that poll's time), appended by
@@ -214,6 +216,12 @@ func (l *load) produce(ctx context.Context, cl *kgo.Client, w int, rate float64)
 				s := l.sec(now)
 				if err != nil {
 					s.failed++
+					if l.failures == nil {
+						l.failures = map[string]int{}
+					}
+					if _, ok := l.failures[err.Error()]; ok || len(l.failures) < 10 {
+						l.failures[err.Error()]++
+					}
 					l.mu.Unlock()
 					l.chk.Failed()
 					return

@@ -12,17 +12,19 @@ import (
 
 // Report is the outcome of a run.
 type Report struct {
-	Duration   Dur             `json:"duration"`
-	Partitions int             `json:"partitions"`
-	Rate       float64         `json:"rate"`
-	Acked      int             `json:"acked"`
-	Failed     int             `json:"failed"`
-	Read       int             `json:"read"`
-	Faults     []FaultReport   `json:"faults"`
-	Timeline   []Sample        `json:"timeline"`
-	Check      ackcheck.Report `json:"check"`
-	OK         bool            `json:"ok"`
-	Baseline   LatencyFigures  `json:"baseline"`
+	Duration   Dur     `json:"duration"`
+	Partitions int     `json:"partitions"`
+	Rate       float64 `json:"rate"`
+	Acked      int     `json:"acked"`
+	Failed     int     `json:"failed"`
+	// Failures counts the failed produces by error (the first 10 kinds).
+	Failures map[string]int  `json:"failures,omitempty"`
+	Read     int             `json:"read"`
+	Faults   []FaultReport   `json:"faults"`
+	Timeline []Sample        `json:"timeline"`
+	Check    ackcheck.Report `json:"check"`
+	OK       bool            `json:"ok"`
+	Baseline LatencyFigures  `json:"baseline"`
 	// Targets are issue 22's figures, each beside its target with pass or fail
 	// (targets.go).
 	Targets []TargetResult `json:"targets"`
@@ -202,6 +204,7 @@ func analyze(cfg Config, l *load, w *watcher, events []Event, end time.Time) *Re
 	for _, s := range l.seconds {
 		r.Acked += s.acked
 		r.Failed += s.failed
+		r.Failures = l.failures
 	}
 	var base, baseE2E []time.Duration
 	for i, s := range l.seconds {
@@ -445,6 +448,9 @@ func analyzeFault(cfg Config, l *load, w *watcher, ev Event, window time.Time) F
 func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "\nweir chaos: %v, %d partitions at %.0f records/s: %d acked, %d failed, %d read\n",
 		r.Duration, r.Partitions, r.Rate, r.Acked, r.Failed, r.Read)
+	for e, n := range r.Failures {
+		fmt.Fprintf(w, "  failed produces: %d × %s\n", n, e)
+	}
 	fmt.Fprintf(w, "baseline (outside faults): ack p99 %v, end-to-end p99 %v\n", r.Baseline.AckP99, r.Baseline.E2EP99)
 	if r.BaselineGroupGap.N > 0 {
 		fmt.Fprintf(w, "baseline time between consumer group reads: %v (a group pause is no shorter; records come every %v)\n",
