@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sort"
@@ -714,7 +716,11 @@ func (b *balancer) round(now time.Time) balancePlan {
 		c.metrics.balancerMoves.WithLabelValues(m.Reason).Inc()
 		made = append(made, recentMove{key: partKey{m.Topic, m.Partition}, from: m.From, to: m.To,
 			fromEpoch: epoch(m.From), toEpoch: epoch(m.To), at: now})
-		c.log.Info("balancer: moving partition", "topic", m.Topic, "partition", m.Partition, "from", m.From, "to", m.To,
+		level := slog.LevelInfo
+		if plan.CatchUp > 0 {
+			level = slog.LevelDebug // hundreds at once: the catch-up's own line below says it
+		}
+		c.log.Log(context.Background(), level, "balancer: moving partition", "topic", m.Topic, "partition", m.Partition, "from", m.From, "to", m.To,
 			"reason", m.Reason, "cost", m.Cost, "imbalance", plan.Imbalance, "catch_up", plan.CatchUp)
 	}
 	if plan.CatchUp > 0 {
