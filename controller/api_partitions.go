@@ -102,15 +102,10 @@ func (c *Controller) handleCompleteRecoveries(r *http.Request, body []byte) (any
 		return nil, err
 	}
 	rr, _ := res.Value.(recoveriesResult)
-	out := CompleteRecoveriesResponse{Version: res.Version, Errors: make([]*APIError, len(req.Items))}
+	out := CompleteRecoveriesResponse{Version: res.Version, Errors: apiErrors(rr.Errs, len(req.Items))}
 	done := 0
-	for i, err := range rr.Errs {
-		if err != nil {
-			code, _ := errorCode(err)
-			out.Errors[i] = &APIError{Code: code, Message: err.Error(), Also: alsoCodes(err, code)}
-			continue
-		}
-		if i < len(rr.Done) && rr.Done[i] {
+	for _, d := range rr.Done {
+		if d {
 			done++
 		}
 	}

@@ -33,35 +33,21 @@ func (c *completeMovesCmd) apply(m *machine) (any, bool, error) {
 		return nil, false, fmt.Errorf("%w: broker %d epoch %d is not current", metadata.ErrFenced, c.From, c.FromEpoch)
 	}
 	errs := make([]error, len(c.Items))
-	clones := map[metadata.TopicID]*metadata.Topic{} // one clone per topic, as for recoveries
-	changed := map[metadata.TopicID]bool{}
+	tc := newTopicClones(m) // one clone per topic, as for recoveries
 	for i, it := range c.Items {
 		if it.MoveGen == 0 {
 			errs[i] = fmt.Errorf("%w: a batched completion names its move", metadata.ErrMoveRefused)
 			continue
 		}
-		t := clones[it.TopicID]
-		if t == nil {
-			orig := m.topicByID(it.TopicID)
-			if orig == nil {
-				errs[i] = fmt.Errorf("%w: id %s", metadata.ErrUnknownTopic, it.TopicID)
-				continue
-			}
-			t = cloneTopic(orig)
-			clones[it.TopicID] = t
+		t, p, err := tc.partition(it.TopicID, it.Partition)
+		if err == nil {
+			err = completeMoveOf(m, t.Name, p, c.From, it.EndOffset, it.MoveGen)
 		}
-		if it.Partition < 0 || int(it.Partition) >= len(t.Partitions) {
-			errs[i] = fmt.Errorf("%w: partition %d of %q", metadata.ErrUnknownTopic, it.Partition, t.Name)
-			continue
-		}
-		if errs[i] = completeMoveOf(m, t.Name, &t.Partitions[it.Partition], c.From, it.EndOffset, it.MoveGen); errs[i] == nil {
-			changed[it.TopicID] = true
+		if errs[i] = err; err == nil {
+			tc.changedTopic(it.TopicID)
 		}
 	}
-	for id := range changed {
-		m.putTopic(clones[id])
-	}
-	return errs, len(changed) > 0, nil
+	return errs, tc.put(), nil
 }
 
 // maxMovesPerRequest bounds one POST /v1/partitions/complete-moves (one Raft entry).

@@ -33,34 +33,18 @@ func (c *completeRecoveriesCmd) apply(m *machine) (any, bool, error) {
 		return nil, false, fmt.Errorf("%w: broker %d epoch %d is not current", metadata.ErrFenced, c.Leader, c.BrokerEpoch)
 	}
 	out := recoveriesResult{Errs: make([]error, len(c.Items)), Done: make([]bool, len(c.Items))}
-	// One clone per topic, not per item: a failover of 300 partitions of one topic of
-	// 1,000 would otherwise copy the topic 300 times.
-	clones := map[metadata.TopicID]*metadata.Topic{}
+	tc := newTopicClones(m)
 	for i, it := range c.Items {
-		t := clones[it.TopicID]
-		if t == nil {
-			orig := m.topicByID(it.TopicID)
-			if orig == nil {
-				out.Errs[i] = fmt.Errorf("%w: id %s", metadata.ErrUnknownTopic, it.TopicID)
-				continue
-			}
-			t = cloneTopic(orig)
-			clones[it.TopicID] = t
+		t, p, err := tc.partition(it.TopicID, it.Partition)
+		if err == nil {
+			out.Done[i], err = completeRecoveryOf(t.Name, p, c.Leader, it.LeaderEpoch, it.EndOffset)
 		}
-		if it.Partition < 0 || int(it.Partition) >= len(t.Partitions) {
-			out.Errs[i] = fmt.Errorf("%w: partition %d of %q", metadata.ErrUnknownTopic, it.Partition, t.Name)
-			continue
-		}
-		out.Done[i], out.Errs[i] = completeRecoveryOf(t.Name, &t.Partitions[it.Partition], c.Leader, it.LeaderEpoch, it.EndOffset)
-	}
-	changed := false
-	for i, it := range c.Items {
+		out.Errs[i] = err
 		if out.Done[i] {
-			m.putTopic(clones[it.TopicID])
-			changed = true
+			tc.changedTopic(it.TopicID)
 		}
 	}
-	return out, changed, nil
+	return out, tc.put(), nil
 }
 
 // recoveriesResult is a completeRecoveriesCmd's value: per item its error, and whether

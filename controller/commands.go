@@ -175,6 +175,47 @@ func (m *machine) removeTopic(t *metadata.Topic) {
 	m.dropRefs(t)
 }
 
+// topicClones gives a batch command one modifiable clone per topic (a failover of 300
+// partitions of one topic of 1,000 would otherwise copy the topic 300 times) and puts
+// back the ones it changed.
+type topicClones struct {
+	m       *machine
+	clones  map[metadata.TopicID]*metadata.Topic
+	changed map[metadata.TopicID]bool
+}
+
+func newTopicClones(m *machine) *topicClones {
+	return &topicClones{m: m, clones: map[metadata.TopicID]*metadata.Topic{}, changed: map[metadata.TopicID]bool{}}
+}
+
+// partition is partitionForUpdate on the batch's clone of the topic.
+func (tc *topicClones) partition(id metadata.TopicID, partition int32) (*metadata.Topic, *metadata.Partition, error) {
+	t := tc.clones[id]
+	if t == nil {
+		orig := tc.m.topicByID(id)
+		if orig == nil {
+			return nil, nil, fmt.Errorf("%w: id %s", metadata.ErrUnknownTopic, id)
+		}
+		t = cloneTopic(orig)
+		tc.clones[id] = t
+	}
+	if partition < 0 || int(partition) >= len(t.Partitions) {
+		return nil, nil, fmt.Errorf("%w: partition %d of %q", metadata.ErrUnknownTopic, partition, t.Name)
+	}
+	return t, &t.Partitions[partition], nil
+}
+
+// changedTopic marks the clone of topic id changed.
+func (tc *topicClones) changedTopic(id metadata.TopicID) { tc.changed[id] = true }
+
+// put puts the changed clones in the state and reports whether there were any.
+func (tc *topicClones) put() bool {
+	for id := range tc.changed {
+		tc.m.putTopic(tc.clones[id])
+	}
+	return len(tc.changed) > 0
+}
+
 // partition returns a modifiable clone of the topic and the index of the partition.
 func (m *machine) partitionForUpdate(id metadata.TopicID, partition int32) (*metadata.Topic, *metadata.Partition, error) {
 	t := m.topicByID(id)

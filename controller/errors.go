@@ -103,6 +103,14 @@ func codeError(code string) error {
 	return errInternal
 }
 
+// asError is toError for a per-item answer of a batch, where nil means success.
+func (e *APIError) asError() error {
+	if e == nil {
+		return nil
+	}
+	return e.toError()
+}
+
 // toError turns an error answer back into an error matching its code's sentinel and
 // those of Also.
 func (e *APIError) toError() error {
