@@ -100,10 +100,13 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// BindFlags registers --sasl-mechanisms and --sasl-session-lifetime.
+// BindFlags registers --sasl-mechanisms, --sasl-session-lifetime and
+// --sasl-failed-authentication-delay.
 func (c *Config) BindFlags(fs *flag.FlagSet) {
-	fs.Func("sasl-mechanisms", "comma-separated SASL mechanisms SASL listeners accept (default \""+strings.Join(c.Mechanisms, ",")+"\"); "+
-		"PLAIN checks the password against the user's SCRAM credential, so one `weir admin user set` serves all three", func(s string) error {
+	// The back-quoted word is the value name -help shows (flag.UnquoteUsage): keep
+	// commands and examples out of back quotes.
+	fs.Func("sasl-mechanisms", "comma-separated `list` of SASL mechanisms SASL listeners accept (default \""+strings.Join(c.Mechanisms, ",")+"\"); "+
+		"PLAIN checks the password against the user's SCRAM credential, so one user (weir admin user set) serves all three", func(s string) error {
 		var ms []string
 		for _, m := range strings.Split(s, ",") {
 			if m = strings.ToUpper(strings.TrimSpace(m)); m != "" {
