@@ -126,7 +126,7 @@ func runDev(ctx context.Context, args []string) error {
 }
 
 // devSecure is what `weir dev --secure` sets up under its data directory: a secure
-// deployment in miniature, every item of the README's security checklist.
+// deployment in miniature, every item of docs/SECURITY.md's checklist of a secure deployment.
 //
 //   - the cluster token (cluster.token, kept across restarts): the controller API's
 //     bearer and the broker links' HMAC key are derived from it (security/token);

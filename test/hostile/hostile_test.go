@@ -26,7 +26,7 @@ import (
 // (runtime, this test's few MiB of tail cache, ~1,000 connections' goroutines and read
 // buffers, fetch answers); the Go collector (GOGC=100) lets the heap grow to about twice
 // what is live before it collects, so the RSS bound is twice the budget plus 250 MiB.
-// Measured on a 2-core VM (README, "Limits and hostile clients"): VmHWM 320-350 MiB;
+// Measured on a 2-core VM (docs/SECURITY.md, "Limits and hostile clients"): VmHWM 320-350 MiB;
 // without the budget (--queued-max-request-bytes 0) the same attack reaches 870 MiB.
 const (
 	budget     = 100 << 20 // the default, at least --max-request-bytes (100 MiB)
