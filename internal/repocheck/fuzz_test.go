@@ -2,8 +2,8 @@ package repocheck
 
 import (
 	"bufio"
-	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -107,38 +107,14 @@ func readMakeFuzz(t *testing.T, path string) []makeFuzz {
 func findFuzzTargets(t *testing.T, root string) map[string][]string {
 	t.Helper()
 	targets := map[string][]string{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && skipDir(d.Name()) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(d.Name(), "_test.go") {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, filepath.Dir(path))
-		if err != nil {
-			return err
-		}
-		pkg := filepath.ToSlash(rel)
+	walkFiles(t, root, "_test.go", func(rel string, data []byte) {
+		pkg := path.Dir(rel)
 		for _, line := range strings.Split(string(data), "\n") {
 			if m := fuzzFunc.FindStringSubmatch(line); m != nil {
 				targets[pkg] = append(targets[pkg], m[1])
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return targets
 }
 

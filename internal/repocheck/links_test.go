@@ -2,7 +2,6 @@ package repocheck
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -40,24 +39,8 @@ func TestMarkdownLinks(t *testing.T) {
 		return a
 	}
 	n := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && skipDir(d.Name()) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(d.Name(), ".md") {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
+	walkFiles(t, root, ".md", func(rel string, data []byte) {
+		page := filepath.Join(root, filepath.FromSlash(rel))
 		for i, line := range proseLines(string(data)) {
 			where := fmt.Sprintf("%s:%d", rel, i+1)
 			for _, m := range docsMention.FindAllString(line, -1) {
@@ -73,9 +56,9 @@ func TestMarkdownLinks(t *testing.T) {
 				}
 				n++
 				file, frag, _ := strings.Cut(target, "#")
-				dest := path
+				dest := page
 				if file != "" {
-					dest = filepath.Join(filepath.Dir(path), filepath.FromSlash(file))
+					dest = filepath.Join(filepath.Dir(page), filepath.FromSlash(file))
 					if _, err := os.Stat(dest); err != nil {
 						t.Errorf("%s: link %s: no such file", where, target)
 						continue
@@ -86,11 +69,7 @@ func TestMarkdownLinks(t *testing.T) {
 				}
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if n == 0 {
 		t.Fatal("no links found: is the parser still right?")
 	}
