@@ -253,6 +253,10 @@ type Conn struct {
 	pending [2]uint64
 }
 
+// NetConn returns the connection Conn counts the bytes of (as tls.Conn's NetConn does),
+// for socket options such as SetLinger.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
 // Conn wraps nc, counting under peerZone and kind. A client connection is counted as
 // KindClientOther; Records marks the record bytes among its bytes.
 func (t *Traffic) Conn(nc net.Conn, peerZone string, kind Kind) *Conn {

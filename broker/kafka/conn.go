@@ -75,6 +75,9 @@ type conn struct {
 
 	// brokerAuth is the inter-broker authentication of the connection (internal.go).
 	brokerAuth brokerAuth
+	// answered: an answer was flushed to the client (Server.Close resets connections
+	// without one: resetOnClose).
+	answered atomic.Bool
 	// aclSession is the connection's authorizer session (authz.go), nil until needed.
 	aclSession atomic.Pointer[acl.Session]
 }
@@ -571,6 +574,9 @@ func (c *conn) writeSlot(w *bufio.Writer, s *slot, buf *[]byte) (broken bool) {
 	_, err := w.Write(b)
 	if err == nil && (len(c.slots) == 0 || s.closeIt) {
 		err = w.Flush()
+	}
+	if err == nil && w.Buffered() < len(b) {
+		c.answered.Store(true) // at least part of it reached the socket
 	}
 	if cap(*buf) > 1<<20 {
 		*buf = nil // don't pin a huge fetch answer for the connection's lifetime

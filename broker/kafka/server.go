@@ -176,6 +176,9 @@ func (s *Server) Close() {
 			ln.Close()
 		}
 		for c := range s.conns {
+			if !c.answered.Load() {
+				resetOnClose(c.nc)
+			}
 			c.nc.Close()
 		}
 		s.connsMu.Unlock()
@@ -237,5 +240,26 @@ func (s *Server) acceptLoop(ln net.Listener, lis *Listener) {
 			s.connsMu.Unlock()
 			s.lim.conns.leave(ip)
 		}()
+	}
+}
+
+// resetOnClose makes Close send a TCP reset instead of a FIN. A client that never got an
+// answer on the connection then reads "connection reset", which every client retries,
+// rather than an end of stream on its first read, which franz-go takes for a missing SASL
+// login and does not retry (ErrFirstReadEOF): seen as failed produces when a broker woke
+// from a pause fenced and closed its listener to start again under a new registration.
+// Connections that had an answer end with a FIN as before (an answer already written is
+// not thrown away by the reset).
+func resetOnClose(nc net.Conn) {
+	for {
+		switch c := nc.(type) {
+		case *net.TCPConn:
+			c.SetLinger(0)
+			return
+		case interface{ NetConn() net.Conn }:
+			nc = c.NetConn()
+		default:
+			return
+		}
 	}
 }
