@@ -38,12 +38,35 @@ func startCluster(t *testing.T, mod func(*Config)) *Cluster {
 	if mod != nil {
 		mod(&cfg)
 	}
+	own := cfg.ControllerConfig
+	cfg.ControllerConfig = func(cc *controller.Config) {
+		testTimeouts(cc)
+		if own != nil {
+			own(cc) // a test's own settings win
+		}
+	}
 	c, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// testTimeouts gives the in-process clusters of these tests room on a busy machine: the
+// suite runs several packages side by side, with the race detector, on 2 cores, where a
+// broker's heartbeat or a Raft leader's can be late by more than the production defaults
+// allow (400 ms without a heartbeat before a fence vote, 500 ms Raft heartbeats), and a
+// broker fenced because the machine stalled is a different test from the one written.
+// Failover still runs the same code, only later. The timing itself is measured by
+// `weir bench failover`, not here.
+func testTimeouts(cc *controller.Config) {
+	cc.SuspectTimeout = 1500 * time.Millisecond // granted lease: 1.4 s
+	cc.ReportedTimeout = 2 * time.Second
+	cc.LeaseTimeout = 3 * time.Second
+	cc.HeartbeatTimeout = 1500 * time.Millisecond
+	cc.ElectionTimeout = 1500 * time.Millisecond
+	cc.LeaderLeaseTimeout = 750 * time.Millisecond
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
