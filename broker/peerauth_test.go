@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/peer"
+	"github.com/weir-io/weir/internal/kafkatest"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/security/tlstest"
 )
@@ -265,18 +266,7 @@ func (r *rawLink) sendInternal(corr int32, body []byte) {
 // a closed connection).
 func (r *rawLink) recv(d time.Duration) (int32, []byte, error) {
 	r.nc.SetReadDeadline(time.Now().Add(d))
-	var size [4]byte
-	if _, err := io.ReadFull(r.nc, size[:]); err != nil {
-		return 0, nil, err
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(r.nc, body); err != nil {
-		return 0, nil, err
-	}
-	if len(body) < 4 {
-		return 0, nil, errors.New("short answer")
-	}
-	return int32(binary.BigEndian.Uint32(body)), body[4:], nil
+	return kafkatest.ReadResponse(r.nc)
 }
 
 // refusedInternal sends an internal request that, were it served, would tell where a
