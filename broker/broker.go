@@ -165,7 +165,8 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		Authorizer:        cfg.ACL.New(),
 		PrincipalRules:    cfg.ACL.PrincipalRules(),
 		SlowRequests:      slow,
-	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Internal: peerServer{b}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
+	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Internal: peerServer{b},
+		PeerAuth: linkAuth{tokens: b.peerTokens}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil
 }
 

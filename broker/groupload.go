@@ -33,7 +33,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/internal/recbatch"
@@ -359,18 +358,18 @@ func (s offsetStore) Write(ctx context.Context, g string, rec group.Record) erro
 	b := s.b
 	t, idx, err := b.coordinatorPartition(ctx, g, false)
 	if err != nil {
-		return kerr.NotCoordinator
+		return fmt.Errorf("%w: %v", group.ErrNotOwned, err)
 	}
 	p, err := b.lookup(t, idx, true)
 	if err != nil {
-		return kerr.NotCoordinator
+		return fmt.Errorf("%w: %v", group.ErrNotOwned, err)
 	}
 	gp := b.groupPart(idx)
 	if gp.served.Load() != p {
 		// The coordinator checked before calling, but the partition may have been lost
 		// and gained again since: a record appended now would follow the load's
 		// snapshot of the log and be overwritten by older loaded records.
-		return fmt.Errorf("broker: %s/%d not loaded yet: %w", offsetsTopic, idx, kerr.CoordinatorLoadInProgress)
+		return fmt.Errorf("broker: %s/%d not loaded yet: %w", offsetsTopic, idx, group.ErrLoading)
 	}
 	value, err := group.EncodeRecord(rec)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"hash/fnv"
 
-	"github.com/weir-io/weir/broker/tier"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -15,7 +14,7 @@ import (
 // membership of a generation, a deletion, a compaction's whole state) is one record batch
 // appended to it (key: the group). So a coordinator moves with its partition, and the new
 // leader loads the groups from the partition's data and resumes them without a rebalance.
-const offsetsTopic = tier.OffsetsTopic
+const offsetsTopic = metadata.OffsetsTopic
 
 // coordinatorPartition returns the __consumer_offsets partition of group, creating the
 // topic if it does not exist yet.

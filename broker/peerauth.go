@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/peer"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/security/token"
@@ -45,12 +46,45 @@ func newPeerSecurity(cfg *Config) (peerSecurity, error) {
 	return ps, nil
 }
 
-// PeerTokens implements kafka.PeerAuthenticator.
-func (ps peerServer) PeerTokens() [][]byte {
-	if t := ps.b.peerSec.tokens; t != nil {
+// peerTokens returns every cluster token a link may prove (nil: links are not
+// authenticated).
+func (b *Broker) peerTokens() [][]byte {
+	if t := b.peerSec.tokens; t != nil {
 		return t.Keys(token.PurposeBrokerLink)
 	}
 	return nil
+}
+
+// linkAuth gives the Kafka front end broker/peer's handshake (peer/auth.go) for the
+// connections internal requests come on (kafka.PeerAuthenticator): the front end keeps
+// each connection's state, this answers the steps. tokens is read at every step, so a
+// reloaded token file applies to the next handshake.
+type linkAuth struct{ tokens func() [][]byte }
+
+var _ kafka.PeerAuthenticator = linkAuth{}
+
+// PeerAuthRequired implements kafka.PeerAuthenticator.
+func (a linkAuth) PeerAuthRequired() bool { return len(a.tokens()) > 0 }
+
+// PeerHandshake implements kafka.PeerAuthenticator: a challenge gets a fresh nonce; a
+// proof is checked against nonce and every accepted token (a malformed one is refused
+// with the same answer as a wrong one).
+func (a linkAuth) PeerHandshake(body, nonce []byte) kafka.PeerStep {
+	switch body[0] {
+	case peer.OpChallenge:
+		n := peer.NewNonce()
+		return kafka.PeerStep{Kind: kafka.PeerChallenge, Answer: n, Nonce: n}
+	case peer.OpAuth:
+		req, err := peer.DecodeAuthRequest(body)
+		step := kafka.PeerStep{Kind: kafka.PeerProof, Broker: req.Broker, Malformed: err != nil}
+		if err == nil {
+			step.Answer, step.OK = peer.VerifyAuth(a.tokens(), nonce, req)
+		} else {
+			step.Answer, _ = peer.VerifyAuth(nil, nil, req)
+		}
+		return step
+	}
+	return kafka.PeerStep{Kind: kafka.PeerRequest}
 }
 
 // securePeer sets the TLS and the authentication of a link to another broker.

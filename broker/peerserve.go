@@ -1,10 +1,10 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/broker/peer"
@@ -50,7 +50,7 @@ func (ps peerServer) ServeInternal(body []byte, respond func([]byte)) {
 		for i, r := range refs {
 			p := b.parts.Get(r.Topic, r.Partition)
 			if p == nil || p.State() != partlog.Ready {
-				out[i] = peer.Offsets{Code: kerr.NotLeaderForPartition.Code, HW: -1, LogStart: -1, LeaderEpoch: -1}
+				out[i] = peer.Offsets{Code: kafka.ErrorCode(partlog.ErrNotLeader), HW: -1, LogStart: -1, LeaderEpoch: -1}
 				continue
 			}
 			ls, hw := p.Offsets()
@@ -110,7 +110,7 @@ func (b *Broker) serveLinks(req peer.LinkRequest, respond func([]byte)) {
 			b.log.Warn("a proxied batch does not read back; its link is refused", "proxy", req.Proxy, "epoch", req.ProxyEpoch, "pos", l.Pos, "err", err)
 			// KAFKA_STORAGE_ERROR whatever the read's error (a CRC mismatch here is a stale
 			// read of the proxy's WAL, not a corrupt batch of the client's): it retries.
-			res[i] = peer.LinkResult{Code: kerr.KafkaStorageError.Code, Class: peer.LinkRefused, Base: -1, LogStart: -1}
+			res[i] = refusedLink(errLinkUnreadable)
 			finish()
 			continue
 		}
@@ -123,8 +123,16 @@ func (b *Broker) serveLinks(req peer.LinkRequest, respond func([]byte)) {
 	finish()
 }
 
-// errLinkFenced refuses a link of a session its proxy fenced (fenceLinks).
-var errLinkFenced = fmt.Errorf("%w: the link's session was fenced by its proxy", partlog.ErrNotLeader)
+var (
+	// errLinkFenced refuses a link of a session its proxy fenced (fenceLinks).
+	errLinkFenced = fmt.Errorf("%w: the link's session was fenced by its proxy", partlog.ErrNotLeader)
+	// errLinkUnreadable refuses a link whose batch does not read back from the proxy's
+	// WAL, whatever the read's error (KAFKA_STORAGE_ERROR: the proxy retries).
+	errLinkUnreadable = fmt.Errorf("%w: the proxied batch does not read back", partlog.ErrStorage)
+	// errLinkNoReason stands for a refusal without an error (UNKNOWN_SERVER_ERROR): an
+	// answer with a class other than acked needs a code.
+	errLinkNoReason = errors.New("broker: link refused without a reason")
+)
 
 // refusedLink is the answer to a link refused before it got offsets.
 func refusedLink(err error) peer.LinkResult {
@@ -134,10 +142,10 @@ func refusedLink(err error) peer.LinkResult {
 // linkCode is err's Kafka code, never 0 (an answer with a class other than acked needs
 // one).
 func linkCode(err error) int16 {
-	if c := kafka.ErrorCode(err); c != 0 {
-		return c
+	if err == nil {
+		err = errLinkNoReason
 	}
-	return kerr.UnknownServerError.Code
+	return kafka.ErrorCode(err)
 }
 
 // appendLink appends a link record for p; done runs once it is durable (or failed) with

@@ -15,6 +15,7 @@ import (
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/broker/peer"
 	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/internal/kcode"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/routing"
@@ -51,8 +52,10 @@ var (
 	// metadata refresh, which may name another broker).
 	errLinkUnavailable = fmt.Errorf("%w: the partition's leader is unreachable from its zone's proxy", partlog.ErrNotLeader)
 	// errLinkLost: the leader's answer did not come; the batch may or may not be in the
-	// log (an idempotent producer's retry finds out).
-	errLinkLost = kerr.RequestTimedOut
+	// log (an idempotent producer's retry finds out). REQUEST_TIMED_OUT.
+	errLinkLost = kcode.New("broker: the leader's answer to a proxied batch was lost", kcode.RequestTimedOut)
+	// errFenceStorage answers a link fence when the WAL failed before its barrier.
+	errFenceStorage = fmt.Errorf("%w: the WAL failed before the link fence's barrier", partlog.ErrStorage)
 	// errLinkAbandoned: the proxy stopped waiting for a link's answer (abandon.go): the
 	// link may have been applied, so its pin is kept as a lost one, and the client is
 	// told NOT_LEADER_OR_FOLLOWER (it refreshes its metadata and retries; an idempotent
@@ -577,7 +580,7 @@ func (b *Broker) fenceLinks(proxy int32, f linkFence, refs []peer.PartitionRef, 
 	b.proxy.fence(proxy, f)
 	out := make([]peer.Offsets, len(refs))
 	for i := range out {
-		out[i] = peer.Offsets{Code: kerr.NotLeaderForPartition.Code, HW: -1, LogStart: -1, LeaderEpoch: -1}
+		out[i] = peer.Offsets{Code: kafka.ErrorCode(partlog.ErrNotLeader), HW: -1, LogStart: -1, LeaderEpoch: -1}
 	}
 	b.wal.Append(wal.Entry{
 		Type: partlog.RecLink,
@@ -596,7 +599,7 @@ func (b *Broker) fenceLinks(proxy int32, f linkFence, refs []peer.PartitionRef, 
 		Done: func(_ wal.Pos, err error) {
 			if !errors.Is(err, errLinkBarrier) { // the WAL failed before the barrier
 				for i := range out {
-					out[i] = peer.Offsets{Code: kerr.KafkaStorageError.Code, HW: -1, LogStart: -1, LeaderEpoch: -1}
+					out[i] = peer.Offsets{Code: kafka.ErrorCode(errFenceStorage), HW: -1, LogStart: -1, LeaderEpoch: -1}
 				}
 			}
 			done(out)

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -323,19 +322,14 @@ func (b *Broker) followAnswer(req peer.FollowRequest) (res []peer.FollowResult, 
 	for i, fp := range req.Parts {
 		p := b.parts.Get(fp.Topic, fp.Partition)
 		if p == nil {
-			res[i].Code = kerr.NotLeaderForPartition.Code
+			res[i].Code = kafka.ErrorCode(partlog.ErrNotLeader)
 			news = true
 			continue
 		}
 		es, st, err := p.Entries(fp.From, min(followMaxEntries, followMaxTotal-total))
 		res[i].State, res[i].Entries = st, es
 		total += len(es)
-		switch {
-		case errors.Is(err, partlog.ErrFollowGap):
-			res[i].Code = kerr.OffsetOutOfRange.Code
-		case err != nil:
-			res[i].Code = kafka.ErrorCode(err)
-		}
+		res[i].Code = kafka.ErrorCode(err) // partlog.ErrFollowGap: OFFSET_OUT_OF_RANGE
 		if res[i].Code != 0 || len(es) > 0 || st.LeaderEpoch != fp.LeaderEpoch || st.HW > fp.From {
 			news = true
 		}

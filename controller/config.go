@@ -116,9 +116,12 @@ type Config struct {
 	// SuspectTimeout (leases.go). The lease every controller grants brokers
 	// (GrantedLease, in every register and heartbeat answer) is SuspectTimeout -
 	// LeaseSafetyMargin, counted by the broker from the send time of the heartbeat a
-	// majority acknowledged. Defaults 2 s, 250 ms, 400 ms (800 ms reported): a granted
-	// lease of 300 ms, a killed broker fenced 300 to 400 ms after it died, a paused one
-	// once gossip reports it (about 0.6 s) and 800 ms after its last heartbeat.
+	// majority acknowledged. Defaults (DefaultConfig, DESIGN.md "Leases"): LeaseTimeout
+	// 2 s + LeaseGrace 250 ms (2.25 s of silence with no other evidence), SuspectTimeout
+	// 400 ms, so a granted lease of 400 - 100 = 300 ms, ReportedTimeout 800 ms, looked
+	// for every LeaseCheckInterval (25 ms): a killed broker is fenced 300 to 400 ms after
+	// it died (plus a vote round and a Raft commit), a paused one once gossip reports it
+	// (about 0.6 s) and 800 ms after its last heartbeat.
 	LeaseTimeout   time.Duration
 	LeaseGrace     time.Duration
 	SuspectTimeout time.Duration
@@ -128,7 +131,7 @@ type Config struct {
 	// costs a restart. It is used clamped to [SuspectTimeout, LeaseTimeout+LeaseGrace]
 	// (fenceAfter).
 	ReportedTimeout time.Duration
-	// LeaseCheckInterval is how often the leader looks for expired leases.
+	// LeaseCheckInterval is how often the leader looks for expired leases (default 25 ms).
 	LeaseCheckInterval time.Duration
 	// LeaderWaitTimeout is how long a follower holds a write while no leader is known
 	// (during an election) before answering not_leader.

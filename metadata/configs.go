@@ -85,6 +85,11 @@ func intRange(lo, hi int64) func(string) error {
 	}
 }
 
+// OffsetsTopic is the internal topic of the groups' committed offsets, Kafka's name: the
+// broker stores and serves it, the tier never applies retention to it, and the front end
+// refuses clients' writes to it.
+const OffsetsTopic = "__consumer_offsets"
+
 // ValidTopicName follows Kafka's rules: 1-249 chars of [a-zA-Z0-9._-], not "." or "..".
 func ValidTopicName(name string) error {
 	if name == "" || name == "." || name == ".." || len(name) > 249 {

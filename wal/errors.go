@@ -4,26 +4,32 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/weir-io/weir/internal/kcode"
 )
 
 // Sentinel errors. Errors returned or passed to Done wrap them (test with errors.Is).
+// Those a client can meet carry the Kafka code it is answered with (internal/kcode):
+// a closed WAL is NOT_LEADER_OR_FOLLOWER (this broker shutting down or restarting on a
+// new WAL: the client refreshes its metadata and retries), a failed write or sync
+// KAFKA_STORAGE_ERROR.
 var (
 	// ErrClosed: the WAL is closed.
-	ErrClosed = errors.New("wal: closed")
+	ErrClosed = kcode.New("wal: closed", kcode.NotLeaderOrFollower)
 	// ErrNoSpace: the file system ran out of space (ENOSPC) while writing or
 	// allocating. The group failed; later groups may succeed once space is freed,
 	// except after a failed write with Config.Fence, which fails the WAL for good
 	// (doc.go, Group commit).
-	ErrNoSpace = errors.New("wal: no space left")
+	ErrNoSpace = kcode.New("wal: no space left", kcode.KafkaStorageError)
 	// ErrIO: a write, read or other file operation failed with an I/O error other than
 	// running out of space (EIO, a stale NFS handle). The group failed; later groups may
 	// succeed (the next one starts a new segment), except after a failed write with
 	// Config.Fence, which fails the WAL for good.
-	ErrIO = errors.New("wal: I/O error")
+	ErrIO = kcode.New("wal: I/O error", kcode.KafkaStorageError)
 	// ErrFailed: an fdatasync (or directory sync) failed; the WAL is failed for
 	// good. Failed syncs are never retried (PostgreSQL "fsyncgate"): the kernel
 	// may have dropped the dirty pages. Reads of synced data still work.
-	ErrFailed = errors.New("wal: failed")
+	ErrFailed = kcode.New("wal: failed", kcode.KafkaStorageError)
 	// ErrCorrupt: a record or segment header has a bad checksum or an impossible field.
 	ErrCorrupt = errors.New("wal: corrupt record")
 	// ErrTorn: a record or segment header is cut short (a torn write).

@@ -50,8 +50,9 @@ type Offset struct {
 // Store makes a group's records durable (the broker appends them to the group's
 // __consumer_offsets partition and waits for fdatasync). A record is applied by Load
 // whole or not at all; a failed call may or may not have been persisted, and the client
-// is told it failed. The error may be a *kerr.Error to pick the code the client gets
-// (mapped like Kafka maps log-append errors); any other error is treated like
+// is told it failed. The error may be ErrNotOwned or ErrLoading (the group's partition
+// is not served here, or not loaded yet), or a *kerr.Error a log append answered (mapped
+// like Kafka maps log-append errors, storeErrorCode); any other error is treated like
 // KAFKA_STORAGE_ERROR, which Kafka reports to group clients as NOT_COORDINATOR
 // (retriable: the client re-discovers the coordinator and retries). Calls for the same
 // group are never concurrent.
@@ -436,10 +437,11 @@ func newMemberID(prefix string) string {
 
 var (
 	errClosed = errors.New("group coordinator closed")
-	// errNotOwned and errLoading: the group's Status changed between the request's check
-	// and its write, so the write is not sent to the store.
-	errNotOwned = errors.New("group: coordinator no longer owns the group")
-	errLoading  = errors.New("group: the group's committed offsets are being restored")
+	// ErrNotOwned and ErrLoading: the group's Status changed between the request's check
+	// and its write, so the write is not sent to the store; a Store returns them too when
+	// it finds the same (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS).
+	ErrNotOwned = errors.New("group: coordinator no longer owns the group")
+	ErrLoading  = errors.New("group: the group's committed offsets are being restored")
 	// errRestored: Restore reached the group while its write was in flight; the log the
 	// restore read is newer than what the write would put in memory.
 	errRestored = errors.New("group: group restored while a write was in flight")
@@ -541,7 +543,7 @@ func (g *group) writeLoop() {
 		case g.c.baseCtx.Err() != nil:
 			err = errClosed
 		case unloaded:
-			err = errNotOwned
+			err = ErrNotOwned
 		case rec.empty():
 		case removed && rec.Full:
 			// Deleted since Compact queued it: nothing of the group is left to write.
@@ -551,9 +553,9 @@ func (g *group) writeLoop() {
 			// write made during a load would be overwritten by older loaded records.
 			switch g.c.status(g.name) {
 			case NotOwned:
-				err = errNotOwned
+				err = ErrNotOwned
 			case Loading:
-				err = errLoading
+				err = ErrLoading
 			default:
 				if g.c.store != nil {
 					err = g.c.store.Write(g.c.baseCtx, g.name, rec)
@@ -597,9 +599,9 @@ func storeErrorCode(err error, tooLarge int16) int16 {
 	switch {
 	case errors.Is(err, errClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return kerr.CoordinatorNotAvailable.Code
-	case errors.Is(err, errNotOwned) || errors.Is(err, errRestored):
+	case errors.Is(err, ErrNotOwned) || errors.Is(err, errRestored):
 		return kerr.NotCoordinator.Code
-	case errors.Is(err, errLoading):
+	case errors.Is(err, ErrLoading):
 		return kerr.CoordinatorLoadInProgress.Code
 	}
 	var ke *kerr.Error

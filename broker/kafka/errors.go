@@ -4,16 +4,22 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/weir-io/weir/broker/partlog"
-	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/internal/kcode"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/acl"
-	"github.com/weir-io/weir/wal"
 )
 
-// kafkaCode translates an internal error to a Kafka error code. This is the only place
-// where package errors become protocol codes.
+// This file is the only place where errors become Kafka codes. A handler sets a code
+// itself only for a condition it finds itself in the request or in the connection's
+// protocol state (a version it does not serve, SaslAuthenticate before SaslHandshake, a
+// denied ACL check, a duplicate in the request); an error value from anywhere else is
+// translated here. Storage sentinels (wal, broker/partlog, broker/tier) carry their code
+// (internal/kcode), so the front end needs neither those packages nor a list of their
+// sentinels; metadata's, recbatch's and acl's, which the front end uses anyway, are named
+// below.
+
+// kafkaCode translates an internal error to a Kafka error code.
 func kafkaCode(err error) int16 {
 	if err == nil {
 		return 0
@@ -21,7 +27,7 @@ func kafkaCode(err error) int16 {
 	var ke *kerr.Error
 	switch {
 	case errors.As(err, &ke):
-		return ke.Code
+		return ke.Code // a code another broker answered, passed through
 	case errors.Is(err, recbatch.ErrCRC):
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, recbatch.ErrMagic):
@@ -34,21 +40,17 @@ func kafkaCode(err error) int16 {
 		return kerr.InvalidRecord.Code
 	case errors.Is(err, recbatch.ErrTransactional):
 		return kerr.InvalidTxnState.Code
-	case errors.Is(err, partlog.ErrOutOfOrderSeq):
-		return kerr.OutOfOrderSequenceNumber.Code
-	case errors.Is(err, partlog.ErrProducerFenced):
-		return kerr.InvalidProducerEpoch.Code
-	case errors.Is(err, partlog.ErrNotLeader), errors.Is(err, wal.ErrClosed), errors.Is(err, metadata.ErrFenced):
-		// Not served here (any more): not led, loading, moving away, lease lapsed; this
-		// broker shutting down or restarting on a new WAL (a closed WAL), or fenced. The
-		// one answer every client takes as "refresh the metadata and retry now".
+	case errors.Is(err, metadata.ErrFenced):
+		// This broker fenced: like a closed WAL or a partition not led here (their
+		// sentinels carry NOT_LEADER_OR_FOLLOWER), the one answer every client takes as
+		// "refresh the metadata and retry now".
 		return kerr.NotLeaderForPartition.Code
-	case errors.Is(err, partlog.ErrOffsetOutOfRange):
-		return kerr.OffsetOutOfRange.Code
-	case errors.Is(err, partlog.ErrFencedEpoch):
-		return kerr.FencedLeaderEpoch.Code
-	case errors.Is(err, partlog.ErrUnknownEpoch):
-		return kerr.UnknownLeaderEpoch.Code
+	}
+	code, coded := sentinelCode(err)
+	if coded && code != kcode.KafkaStorageError {
+		return code
+	}
+	switch {
 	case errors.Is(err, metadata.ErrTopicExists):
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, metadata.ErrUnknownTopic):
@@ -71,13 +73,45 @@ func kafkaCode(err error) int16 {
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, metadata.ErrNotController):
 		return kerr.NotController.Code
-	case errors.Is(err, wal.ErrNoSpace), errors.Is(err, wal.ErrIO), errors.Is(err, wal.ErrFailed),
-		errors.Is(err, partlog.ErrStorage), errors.Is(err, tier.ErrWALFull):
-		return kerr.KafkaStorageError.Code
+	case coded:
+		return code
 	default:
 		return kerr.UnknownServerError.Code
 	}
 }
+
+// sentinelCode is the code the sentinels in err's tree carry (internal/kcode): the
+// first one's, except that KAFKA_STORAGE_ERROR yields to any other, here and to
+// metadata's sentinels in kafkaCode. A storage error says least: a WAL read that failed
+// because the WAL closed is NOT_LEADER_OR_FOLLOWER (the client goes elsewhere rather than
+// retrying a broker shutting down), one past the log's end OFFSET_OUT_OF_RANGE.
+func sentinelCode(err error) (code int16, ok bool) {
+	kcode.Walk(err, func(c int16) bool {
+		code, ok = c, true
+		return c == kcode.KafkaStorageError // look on for a code that says more
+	})
+	return code, ok
+}
+
+// scramCode is kafkaCode for the answers of Describe/AlterUserScramCredentials.
+func scramCode(err error) int16 {
+	switch {
+	case errors.Is(err, metadata.ErrScramNotFound):
+		return kerr.ResourceNotFound.Code
+	case errors.Is(err, metadata.ErrScramMechanism):
+		return kerr.UnsupportedSaslMechanism.Code
+	case errors.Is(err, metadata.ErrScramCredential):
+		return kerr.UnacceptableCredential.Code
+	case errors.Is(err, metadata.ErrScramDuplicate):
+		return kerr.DuplicateResource.Code
+	}
+	return kafkaCode(err)
+}
+
+// saslStepCode is the code of a failed SASL exchange step (security/sasl's Session.Step):
+// SASL_AUTHENTICATION_FAILED whatever the error, so the client learns nothing about which
+// of user and password was wrong (the handler's message tells a malformed message apart).
+func saslStepCode(error) int16 { return kerr.SaslAuthenticationFailed.Code }
 
 // errMessage is the error text sent to clients in responses that carry one.
 func errMessage(err error) *string {

@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/internal/kafkatest"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/metadata/metatest"
@@ -194,18 +194,7 @@ func (r *rawConn) send(corr int32, req kmsg.Request) {
 // error (a timeout, a closed connection).
 func (r *rawConn) recv(d time.Duration) (int32, []byte, error) {
 	r.nc.SetReadDeadline(time.Now().Add(d))
-	var size [4]byte
-	if _, err := io.ReadFull(r.nc, size[:]); err != nil {
-		return 0, nil, err
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(r.nc, body); err != nil {
-		return 0, nil, err
-	}
-	if len(body) < 4 {
-		return 0, nil, errors.New("short response")
-	}
-	return int32(binary.BigEndian.Uint32(body)), body[4:], nil
+	return kafkatest.ReadResponse(r.nc)
 }
 
 // decode parses a response body for req.

@@ -14,10 +14,12 @@ package kafka
 //
 //   - only on the inter-broker listener (Listener.InterBroker: the main one, which other
 //     brokers dial); any other listener closes the connection at the first one;
-//   - when the handler has cluster tokens (PeerAuthenticator), a connection must pass the
-//     peer authentication (broker/peer/auth.go: OpChallenge, then OpAuth, answered here)
-//     before any other internal request reaches the handler; an unauthenticated one is
-//     refused and the connection closed;
+//   - when links are authenticated (Deps.PeerAuth with cluster tokens), a connection must
+//     pass the peer authentication (broker/peer/auth.go: a challenge, then a proof; the
+//     broker package gives the front end that handshake as a PeerAuthenticator, which
+//     answers its steps, while the front end keeps each connection's state) before any
+//     other internal request reaches the handler; an unauthenticated one is refused and
+//     the connection closed;
 //   - without cluster tokens there is no broker identity to check: internal requests are
 //     then served only where nothing else is checked either (no SASL on the listener, no
 //     authorizer), so they give nobody more than a plain Fetch or Produce would. With
@@ -32,7 +34,6 @@ import (
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/weir-io/weir/broker/peer"
 )
 
 // InternalKey is the API key of Weir's inter-broker requests.
@@ -98,18 +99,51 @@ func (m *internalMsg) ReadFrom(b []byte) error {
 	return nil
 }
 
-// PeerAuthenticator is implemented by an InternalHandler whose broker has cluster
-// tokens: PeerTokens returns every accepted token (nil: links are not authenticated).
+// PeerAuthenticator is the inter-broker authentication of internal requests
+// (Deps.PeerAuth). The broker package implements it with broker/peer's handshake: the
+// exchange's format and its cryptography are the authenticator's, while the front end
+// keeps each connection's state (the challenge it was given, whether it passed) and
+// decides what is served. So the front end does not import the inter-broker channel.
 type PeerAuthenticator interface {
-	PeerTokens() [][]byte
+	// PeerAuthRequired reports whether links must authenticate (cluster tokens
+	// configured); false: nothing is checked (see internalRefused).
+	PeerAuthRequired() bool
+	// PeerHandshake reads an internal request body: a step of the handshake is answered
+	// (Kind PeerChallenge or PeerProof), anything else is left to the handler
+	// (PeerRequest). nonce is the challenge this connection was given and has not used
+	// yet (nil: none).
+	PeerHandshake(body, nonce []byte) PeerStep
 }
 
-// peerTokens returns the cluster tokens links must prove (nil: none configured).
-func (s *Server) peerTokens() [][]byte {
-	if pa, ok := s.internal.(PeerAuthenticator); ok {
-		return pa.PeerTokens()
-	}
-	return nil
+// PeerStepKind says what an internal request body was to a PeerAuthenticator.
+type PeerStepKind uint8
+
+const (
+	// PeerRequest: not a handshake step; served when the connection has authenticated.
+	PeerRequest PeerStepKind = iota
+	// PeerChallenge: a request for a challenge; Nonce is the one given.
+	PeerChallenge
+	// PeerProof: a proof of the token for the connection's challenge, which it uses up.
+	PeerProof
+)
+
+// PeerStep is a PeerAuthenticator's reading of one internal request body.
+type PeerStep struct {
+	Kind PeerStepKind
+	// Answer is the body answered to a challenge or a proof.
+	Answer []byte
+	// Nonce is the challenge given (PeerChallenge), kept for the connection's next proof.
+	Nonce []byte
+	// OK: the proof was accepted, for broker Broker (PeerProof). Malformed: the proof
+	// could not be read (it is refused).
+	OK        bool
+	Broker    int32
+	Malformed bool
+}
+
+// peerAuthRequired reports whether internal requests need an authenticated connection.
+func (s *Server) peerAuthRequired() bool {
+	return s.peerAuth != nil && s.peerAuth.PeerAuthRequired()
 }
 
 // internalRefused says why a connection may not send internal requests at all ("": it
@@ -118,7 +152,7 @@ func (s *Server) internalRefused(c *conn) string {
 	switch {
 	case c.lis == nil || !c.lis.InterBroker():
 		return "not_inter_broker_listener"
-	case len(s.peerTokens()) > 0:
+	case s.peerAuthRequired():
 		return ""
 	case c.lis.SASL || s.cfg.Authorizer != nil:
 		// Without a broker identity to check, anyone could read and write past the
@@ -136,43 +170,35 @@ type brokerAuth struct {
 	broker atomic.Int32 // the authenticated broker's ID
 }
 
-// authorizeInternal answers the authentication ops and reports whether an internal
+// authorizeInternal answers the authentication steps and reports whether an internal
 // request may be served; when not, it has answered (and the connection is closing).
 func (s *Server) authorizeInternal(c *conn, sl *slot, body []byte) bool {
-	tokens := s.peerTokens()
-	if len(tokens) == 0 {
+	if !s.peerAuthRequired() {
 		return true // internalRefused allowed it: nothing is checked on this broker
 	}
 	respond := func(b []byte) { sl.respond(&internalMsg{body: b}) }
-	switch body[0] {
-	case peer.OpChallenge:
-		n := peer.NewNonce()
-		c.brokerAuth.nonce.Store(&n)
-		respond(n)
+	var nonce []byte
+	if p := c.brokerAuth.nonce.Load(); p != nil {
+		nonce = *p
+	}
+	step := s.peerAuth.PeerHandshake(body, nonce)
+	switch step.Kind {
+	case PeerChallenge:
+		c.brokerAuth.nonce.Store(&step.Nonce)
+		respond(step.Answer)
 		return false
-	case peer.OpAuth:
-		var nonce []byte
-		if p := c.brokerAuth.nonce.Swap(nil); p != nil {
-			nonce = *p
-		}
-		req, err := peer.DecodeAuthRequest(body)
-		var ans []byte
-		var good bool
-		if err == nil {
-			ans, good = peer.VerifyAuth(tokens, nonce, req)
-		} else {
-			ans, _ = peer.VerifyAuth(nil, nil, req)
-		}
-		if good {
-			c.brokerAuth.broker.Store(req.Broker)
+	case PeerProof:
+		c.brokerAuth.nonce.Store(nil) // a challenge answers one proof only
+		if step.OK {
+			c.brokerAuth.broker.Store(step.Broker)
 			c.brokerAuth.ok.Store(true)
-			respond(ans)
+			respond(step.Answer)
 			return false
 		}
 		s.log.Warn("inter-broker authentication failed; closing the connection (do all brokers share the --cluster-token-file?)",
-			"remote", c.nc.RemoteAddr().String(), "client_id", sl.clientID, "malformed", err != nil, "challenged", nonce != nil)
+			"remote", c.nc.RemoteAddr().String(), "client_id", sl.clientID, "malformed", step.Malformed, "challenged", nonce != nil)
 		sl.closeIt = true
-		respond(ans)
+		respond(step.Answer)
 		return false
 	}
 	if c.brokerAuth.ok.Load() {

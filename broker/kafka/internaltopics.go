@@ -3,7 +3,6 @@ package kafka
 import (
 	"fmt"
 
-	"github.com/weir-io/weir/broker/tier"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -21,7 +20,7 @@ var errInternalTopic = fmt.Errorf("%w: internal topic", metadata.ErrInvalidTopic
 
 // isInternalTopic is Kafka's Topic.isInternal: the two topics brokers own.
 func isInternalTopic(name string) bool {
-	return name == tier.OffsetsTopic || name == "__transaction_state"
+	return name == metadata.OffsetsTopic || name == "__transaction_state"
 }
 
 // refuseInternal returns errInternalTopic, naming the operation, for an internal topic.

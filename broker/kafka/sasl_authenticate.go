@@ -62,11 +62,11 @@ func handleSaslAuthenticate(s *Server, c *conn, sl *slot, req kmsg.Request) {
 	}
 	out, done, err := st.session.Step(r.SASLAuthBytes)
 	if err != nil {
+		msg, result := msgAuthFailed, "failed"
 		if errors.Is(err, sasl.ErrMalformed) {
-			fail(kerr.SaslAuthenticationFailed.Code, msgMalformed, "malformed")
-		} else {
-			fail(kerr.SaslAuthenticationFailed.Code, msgAuthFailed, "failed")
+			msg, result = msgMalformed, "malformed"
 		}
+		fail(saslStepCode(err), msg, result)
 		return
 	}
 	resp.SASLAuthBytes = out

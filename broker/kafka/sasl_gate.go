@@ -203,7 +203,7 @@ func (c *conn) saslGate(key int16) error {
 		// Other brokers' links prove the cluster token instead (internal.go), on the
 		// inter-broker listener only; without tokens there is no proof, and a SASL
 		// listener serves them nothing.
-		if c.lis.InterBroker() && len(c.s.peerTokens()) > 0 {
+		if c.lis.InterBroker() && c.s.peerAuthRequired() {
 			return nil
 		}
 	}

@@ -72,6 +72,9 @@ type Deps struct {
 	Logger     *slog.Logger
 	// Internal serves inter-broker requests (internal.go); nil refuses them.
 	Internal InternalHandler
+	// PeerAuth authenticates the connections internal requests come on (internal.go);
+	// nil: they are not authenticated.
+	PeerAuth PeerAuthenticator
 	// Now is the clock for LogAppendTime; nil: time.Now.
 	Now func() time.Time
 }
@@ -83,6 +86,7 @@ type Server struct {
 	be       Backend
 	groups   *group.Coordinator
 	internal InternalHandler
+	peerAuth PeerAuthenticator
 	zones    zoneViews
 	log      *slog.Logger
 	metrics  *metrics
@@ -117,7 +121,7 @@ func NewServer(cfg Config, d Deps) *Server {
 	if b := cfg.Limits.QueuedMaxRequestBytes; b > 0 && int64(cfg.MaxRequestBytes) > b {
 		cfg.MaxRequestBytes = int32(b) // a larger frame could never get its budget
 	}
-	s := &Server{cfg: cfg, meta: d.Meta, be: d.Backend, groups: d.Groups, internal: d.Internal, log: d.Logger, now: d.Now,
+	s := &Server{cfg: cfg, meta: d.Meta, be: d.Backend, groups: d.Groups, internal: d.Internal, peerAuth: d.PeerAuth, log: d.Logger, now: d.Now,
 		metrics: newMetrics(d.Registerer), conns: map[*conn]struct{}{}}
 	s.lim = newLimiter(cfg.Limits, s.metrics.set, d.Logger)
 	s.ctx, s.cancel = context.WithCancel(context.Background())

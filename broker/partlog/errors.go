@@ -3,23 +3,26 @@ package partlog
 import (
 	"errors"
 	"fmt"
+
+	"github.com/weir-io/weir/internal/kcode"
 )
 
-// Sentinel errors of the partition log; the Kafka front end maps them to error codes.
+// Sentinel errors of the partition log. Those a client can meet carry the Kafka code it
+// is answered with (internal/kcode), which the front end's errors.go reads back.
 var (
-	ErrNotLeader        = errors.New("partlog: not the leader of this partition")
-	ErrOffsetOutOfRange = errors.New("partlog: offset out of range")
-	ErrFencedEpoch      = errors.New("partlog: fenced leader epoch")
-	ErrUnknownEpoch     = errors.New("partlog: unknown leader epoch")
-	ErrOutOfOrderSeq    = errors.New("partlog: out of order sequence number")
-	ErrProducerFenced   = errors.New("partlog: producer epoch is older than the current one")
+	ErrNotLeader        = kcode.New("partlog: not the leader of this partition", kcode.NotLeaderOrFollower)
+	ErrOffsetOutOfRange = kcode.New("partlog: offset out of range", kcode.OffsetOutOfRange)
+	ErrFencedEpoch      = kcode.New("partlog: fenced leader epoch", kcode.FencedLeaderEpoch)
+	ErrUnknownEpoch     = kcode.New("partlog: unknown leader epoch", kcode.UnknownLeaderEpoch)
+	ErrOutOfOrderSeq    = kcode.New("partlog: out of order sequence number", kcode.OutOfOrderSequenceNumber)
+	ErrProducerFenced   = kcode.New("partlog: producer epoch is older than the current one", kcode.InvalidProducerEpoch)
 	// ErrLoadIncomplete: loading a partition did not find every offset its chain's WALs
 	// must hold up to the end recorded in the chain; it stays unavailable and is loaded
 	// again.
 	ErrLoadIncomplete = errors.New("partlog: partition load incomplete")
 	// ErrStorage: a read from a WAL or from object storage failed (KAFKA_STORAGE_ERROR;
 	// the consumer retries).
-	ErrStorage = errors.New("partlog: storage read failed")
+	ErrStorage = kcode.New("partlog: storage read failed", kcode.KafkaStorageError)
 )
 
 // DuplicateError is returned by Prepare for a retried idempotent batch; Offset is where

@@ -2,11 +2,11 @@ package partlog
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
 
+	"github.com/weir-io/weir/internal/kcode"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -26,8 +26,8 @@ const Following State = Gone + 1
 
 // ErrFollowGap: the leader's index no longer reaches back to where the replica's view of
 // the manifest ends (the leader uploaded and dropped those entries; the replica's
-// metadata will show the objects shortly).
-var ErrFollowGap = errors.New("partlog: the leader's index does not reach the replica's manifest")
+// metadata will show the objects shortly). The replica is answered OFFSET_OUT_OF_RANGE.
+var ErrFollowGap = kcode.New("partlog: the leader's index does not reach the replica's manifest", kcode.OffsetOutOfRange)
 
 // FollowEntry is one synced batch of a leader's index.
 type FollowEntry struct {

@@ -40,9 +40,6 @@ import (
 // deleted only once it confirmed. A key delete that fails then leaves a key without an
 // object record, which sweepStrayKeys removes.
 
-// OffsetsTopic is the internal topic of committed offsets; retention never applies to it.
-const OffsetsTopic = "__consumer_offsets"
-
 // RetentionRound applies retention and collects garbage once.
 func (t *Tier) RetentionRound() {
 	t.applyRetention()
@@ -79,7 +76,7 @@ func (t *Tier) applyRetention() {
 // everything. __consumer_offsets is compacted in Kafka: its commits stay here too (a group
 // that commits rarely must not lose its offsets to retention.ms).
 func deletesByRetention(t *metadata.Topic) bool {
-	if t.Name == OffsetsTopic {
+	if t.Name == metadata.OffsetsTopic { // committed offsets: retention never applies
 		return false
 	}
 	policy, _ := t.Config("cleanup.policy")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/internal/kcode"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/objectstore/objread"
@@ -18,7 +19,7 @@ import (
 
 // ErrWALFull: the WAL holds Config.WALMaxBytes because uploads are behind; produce is
 // refused (KAFKA_STORAGE_ERROR, retriable) until the uploader catches up.
-var ErrWALFull = errors.New("tier: WAL full: object storage uploads are behind")
+var ErrWALFull = kcode.New("tier: WAL full: object storage uploads are behind", kcode.KafkaStorageError)
 
 // Deps is what the tier works with; everything is owned by the broker.
 type Deps struct {

@@ -28,8 +28,8 @@ import (
 // coordinator-kill SIGKILLs the coordinator and starts it again after RestartAfter (the
 // kill fault, with the broker chosen as the coordinator).
 
-// offsetsTopic is Kafka's name, which Weir keeps (broker/tier.OffsetsTopic; not imported,
-// to keep the broker's storage out of this tool).
+// offsetsTopic is Kafka's name, which Weir keeps (metadata.OffsetsTopic; written out
+// here: the tool sees the cluster as a client does).
 const offsetsTopic = "__consumer_offsets"
 
 // coordinatorPartition is the __consumer_offsets partition of group among n.
