@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/test/nfsfs"
 	"github.com/weir-io/weir/test/proccluster"
@@ -24,7 +24,7 @@ type run struct {
 	cfg     *failoverConfig
 	out     io.Writer
 	c       *proccluster.Cluster
-	meta    *controller.Client
+	meta    *ctlclient.Client
 	cl      *kgo.Client // the probes'
 	topic   string
 	res     *FailoverResult
@@ -62,7 +62,7 @@ func failover(ctx context.Context, cfg *failoverConfig, out io.Writer) (*Failove
 		return nil, err
 	}
 	defer c.Close()
-	meta, err := controller.NewClient(controller.ClientConfig{Controllers: c.ControllerAPIs(), Logger: slog.New(slog.DiscardHandler)})
+	meta, err := ctlclient.NewClient(ctlclient.ClientConfig{Controllers: c.ControllerAPIs(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}

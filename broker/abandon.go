@@ -50,11 +50,6 @@ func (px *proxy) viewChanged() {
 	}
 }
 
-// leaseAcker is the controller client's account of its last heartbeat answer.
-type leaseAcker interface {
-	SinceLeaseAck(now time.Time) (time.Duration, bool)
-}
-
 // watch abandons the links waiting in vain and logs this broker's lease lapsing and
 // coming back.
 func (px *proxy) watch() {
@@ -62,7 +57,7 @@ func (px *proxy) watch() {
 	defer b.wg.Done()
 	t := time.NewTicker(watchTick)
 	defer t.Stop()
-	_, leased := b.meta.(leaser)
+	lease, leased := b.meta.(metadata.Leaser)
 	held := false // the lease was valid when last looked at
 	var lapsed time.Time
 	for {
@@ -78,10 +73,8 @@ func (px *proxy) watch() {
 			case held && !ok:
 				lapsed = time.Now()
 				args := []any{"since_last_heartbeat_answer", "unknown"}
-				if a, isA := b.meta.(leaseAcker); isA {
-					if d, has := a.SinceLeaseAck(lapsed); has {
-						args = []any{"since_last_heartbeat_answer", d.Round(time.Millisecond)}
-					}
+				if d, has := lease.SinceLeaseAck(lapsed); has {
+					args = []any{"since_last_heartbeat_answer", d.Round(time.Millisecond)}
 				}
 				b.log.Warn("this broker's lease lapsed (no heartbeat answer from the controllers): it acks nothing and answers the proxied produces waiting on links NOT_LEADER_OR_FOLLOWER", args...)
 			case !held && ok && !lapsed.IsZero():

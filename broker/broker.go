@@ -175,6 +175,9 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 // epoch, loads every partition it leads and then serves. Clients that connect while it
 // loads wait in the listen queue.
 func (b *Broker) Start() error {
+	if err := b.checkStore(); err != nil {
+		return err
+	}
 	if err := b.checkControllerAuth(); err != nil {
 		return err
 	}
@@ -209,7 +212,7 @@ func (b *Broker) Start() error {
 	go b.walGCLoop()
 	go b.replicas.janitor()
 	go b.expireOffsetsLoop()
-	if f, ok := b.meta.(interface{ Fenced() <-chan struct{} }); ok {
+	if f, ok := b.meta.(metadata.Leaser); ok {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
@@ -238,7 +241,7 @@ func (b *Broker) open() error {
 			return fmt.Errorf("broker: register: %w", err)
 		}
 	}
-	if e, ok := b.meta.(interface{ Epoch() int64 }); ok && e.Epoch() > 0 {
+	if e, ok := b.meta.(metadata.Epocher); ok && e.Epoch() > 0 {
 		b.epoch = e.Epoch()
 	} else {
 		// No registration epochs (the single-node store): one more than any WAL here.

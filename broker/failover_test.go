@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -18,13 +19,36 @@ import (
 	"github.com/weir-io/weir/wal/waltest"
 )
 
-// leasedStore is a LocalStore with a lease the test turns off.
-type leasedStore struct {
+// leaseOnly is a LocalStore with a lease the test turns off: a metadata.Leaser without
+// registration epochs, fences or lease history.
+type leaseOnly struct {
 	*metadata.LocalStore
 	valid atomic.Bool
 }
 
-func (s *leasedStore) LeaseValid(time.Time) bool { return s.valid.Load() }
+func (s *leaseOnly) LeaseValid(time.Time) bool                     { return s.valid.Load() }
+func (s *leaseOnly) Epoch() int64                                  { return 0 } // the broker numbers its WALs itself
+func (s *leaseOnly) Fenced() <-chan struct{}                       { return nil }
+func (s *leaseOnly) ReportSuspect(context.Context, int32) error    { return nil }
+func (s *leaseOnly) SinceLeaseAck(time.Time) (time.Duration, bool) { return 0, false }
+
+// leasedStore is leaseOnly with what a broker holding a lease needs besides (checkStore):
+// completions, which no test on it makes (a single broker: no failover, no moves).
+type leasedStore struct{ leaseOnly }
+
+func (s *leasedStore) CompleteRecovery(context.Context, metadata.TopicID, int32, int32, int64) error {
+	return metadata.ErrRecoveryRefused
+}
+
+func (s *leasedStore) CompleteMoveGen(context.Context, metadata.TopicID, int32, int64, uint64) error {
+	return metadata.ErrMoveRefused
+}
+
+var (
+	_ metadata.Leaser        = (*leasedStore)(nil)
+	_ metadata.Recoverer     = (*leasedStore)(nil)
+	_ metadata.MoveCompleter = (*leasedStore)(nil)
+)
 
 // startLeasedBroker starts a standalone broker on a leasedStore (lease valid), its WAL on
 // fs (nil: the operating system's).
@@ -40,7 +64,7 @@ func startLeasedBroker(t *testing.T, fs wal.FS) (*Broker, *leasedStore) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &leasedStore{LocalStore: local}
+	store := &leasedStore{leaseOnly{LocalStore: local}}
 	store.valid.Store(true)
 	b, err := New(cfg, store)
 	if err != nil {

@@ -18,20 +18,10 @@ import (
 // ready (appends and reads) → closing (a graceful move: no new appends; once every
 // prepared batch is synced the broker tells the controller where its range ends) → gone.
 
-// moveCompleter is the part of metadata.Mover a leader needs to hand a partition off.
-type moveCompleter interface {
-	CompleteMoveGen(ctx context.Context, id metadata.TopicID, partition int32, endOffset int64, moveGen uint64) error
-}
-
-// leaser is what a cluster metadata store offers beyond metadata.Store for acks.
-type leaser interface {
-	LeaseValid(now time.Time) bool
-}
-
 // leaseOK reports whether the broker may ack writes: with a controller, only while its
 // lease is valid on its own clock, so it stops acking before the controller can fence it.
 func (b *Broker) leaseOK() bool {
-	if l, ok := b.meta.(leaser); ok {
+	if l, ok := b.meta.(metadata.Leaser); ok {
 		return l.LeaseValid(time.Now())
 	}
 	return true
@@ -51,7 +41,7 @@ func (b *Broker) awaitLease(ctx context.Context) bool {
 	if b.leaseOK() {
 		return true
 	}
-	if _, ok := b.meta.(leaser); !ok {
+	if _, ok := b.meta.(metadata.Leaser); !ok {
 		return true
 	}
 	t := time.NewTimer(leaseWait)
@@ -360,7 +350,7 @@ func (b *Broker) handoff(h handoffJob) {
 			return
 		}
 	}
-	if _, ok := b.meta.(moveCompleter); !ok {
+	if _, ok := b.meta.(metadata.MoveCompleter); !ok {
 		return
 	}
 	delay := 20 * time.Millisecond

@@ -5,11 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/weir-io/weir/security/sasl"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-io/weir/security/sasl"
 
 	"github.com/weir-io/weir/bench"
 	"github.com/weir-io/weir/metadata"

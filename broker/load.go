@@ -29,7 +29,7 @@ type loadSample struct {
 }
 
 // LoadReport returns the recent traffic of the partitions this broker leads (those with
-// any); controller.ClientConfig.LoadReport calls it from the heartbeat goroutine.
+// any); ctlclient.ClientConfig.LoadReport calls it from the heartbeat goroutine.
 func (b *Broker) LoadReport() []metadata.PartitionLoad {
 	t := &b.loads
 	t.mu.Lock()

@@ -33,7 +33,7 @@ const moveGather = 2 * time.Millisecond
 func (b *Broker) completeMove(ctx context.Context, p *partlog.Partition, end int64, gen uint64) error {
 	bm, ok := b.meta.(metadata.BatchMover)
 	if !ok {
-		m, ok := b.meta.(moveCompleter)
+		m, ok := b.meta.(metadata.MoveCompleter)
 		if !ok {
 			return context.Canceled
 		}

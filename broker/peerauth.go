@@ -10,6 +10,7 @@ import (
 
 	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/peer"
+	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/security/token"
 )
@@ -118,11 +119,9 @@ func (b *Broker) checkControllerAuth() error {
 	if b.cfg.ACL.Authorizer == "" {
 		return nil
 	}
-	ca, ok := b.meta.(interface {
-		APIAuthRequired(context.Context) (bool, error)
-	})
+	ca, ok := b.meta.(metadata.ControllerAuth)
 	if !ok {
-		return nil // a standalone broker: no controller API
+		return nil // a standalone broker: no controller API (a cluster's store is one: checkStore)
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()

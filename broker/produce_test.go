@@ -2,11 +2,12 @@ package broker
 
 import (
 	"fmt"
-	"github.com/weir-io/weir/internal/kafkatest"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weir-io/weir/internal/kafkatest"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -59,7 +59,7 @@ func startProofBroker(t *testing.T, uploadDelay time.Duration) *proofBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &leasedStore{LocalStore: local}
+	store := &leasedStore{leaseOnly{LocalStore: local}}
 	store.valid.Store(true)
 	b, err := New(cfg, store)
 	if err != nil {

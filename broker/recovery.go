@@ -195,7 +195,7 @@ func (b *Broker) recoverOnce(src recSource, parts []*partlog.Partition, seen tim
 		return retry
 	}
 	rec, ok := b.meta.(metadata.Recoverer)
-	if !ok {
+	if !ok { // a store without leases (Start refuses a cluster's without it: checkStore)
 		b.log.Error("recovery: the metadata store cannot complete recoveries")
 		return retry
 	}

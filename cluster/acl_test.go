@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/security/tlstest"
@@ -26,7 +27,7 @@ import (
 // secureControllers gives the controllers of cfg (and every controller client) a
 // cluster token over TLS and --authorizer acl, as brokers enforcing ACLs require; it
 // returns the client configuration an admin uses.
-func secureControllers(t *testing.T, cfg *Config) func(*controller.ClientConfig) {
+func secureControllers(t *testing.T, cfg *Config) func(*ctlclient.ClientConfig) {
 	dir := t.TempDir()
 	tokFile := filepath.Join(dir, "cluster.token")
 	if err := os.WriteFile(tokFile, []byte(token.Generate()+"\n"), 0o600); err != nil {
@@ -44,7 +45,7 @@ func secureControllers(t *testing.T, cfg *Config) func(*controller.ClientConfig)
 		cc.TokenFile, cc.Authorizer = tokFile, "acl"
 		cc.TLS = tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile, CAFile: ca.CAFile}
 	}
-	client := func(cc *controller.ClientConfig) {
+	client := func(cc *ctlclient.ClientConfig) {
 		cc.TokenFile, cc.TLS = tokFile, tlsconf.Files{CAFile: ca.CAFile}
 	}
 	cfg.ClientConfig = client
@@ -57,7 +58,7 @@ func secureControllers(t *testing.T, cfg *Config) func(*controller.ClientConfig)
 // kadm over Kafka by the principal that first ACL lets manage ACLs. The clients are
 // plaintext, so their principal is User:ANONYMOUS.
 func TestClusterACLs(t *testing.T) {
-	var adminCreds func(*controller.ClientConfig)
+	var adminCreds func(*ctlclient.ClientConfig)
 	c := startCluster(t, func(cfg *Config) {
 		adminCreds = secureControllers(t, cfg)
 		inner := cfg.BrokerConfig
@@ -69,10 +70,10 @@ func TestClusterACLs(t *testing.T) {
 	})
 	ctx := ctxFor(t, 90*time.Second)
 	anon := security.Anonymous
-	ccfg := controller.DefaultClientConfig()
+	ccfg := ctlclient.DefaultClientConfig()
 	ccfg.Controllers = c.APIAddrs()
 	adminCreds(&ccfg)
-	admin, err := controller.NewClient(ccfg)
+	admin, err := ctlclient.NewClient(ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}

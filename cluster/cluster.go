@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/gossip"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/objectstore/localfs"
@@ -35,7 +37,7 @@ type Config struct {
 	// ControllerConfig and BrokerConfig adjust each node's configuration.
 	ControllerConfig func(*controller.Config)
 	BrokerConfig     func(*broker.Config)
-	ClientConfig     func(*controller.ClientConfig)
+	ClientConfig     func(*ctlclient.ClientConfig)
 	GossipConfig     func(*gossip.Config)
 	Logger           *slog.Logger
 	// Registerer receives every node's metrics, labelled by node (nil: none shared).
@@ -101,7 +103,7 @@ func Start(cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 		c.apiLns[i] = apiLn
-		c.peers = append(c.peers, controller.Peer{ID: int32(i + 1), RaftAddr: raftLn.Addr().String(), APIAddr: apiLn.Addr().String()})
+		c.peers = append(c.peers, ctlwire.Peer{ID: int32(i + 1), RaftAddr: raftLn.Addr().String(), APIAddr: apiLn.Addr().String()})
 	}
 	for i := 0; i < cfg.Brokers; i++ {
 		c.kafka = append(c.kafka, at(cfg.KafkaAddrs, i))
@@ -279,7 +281,7 @@ func (c *Cluster) StartBroker(i int) error {
 	if c.cfg.BrokerConfig != nil {
 		c.cfg.BrokerConfig(&bcfg)
 	}
-	ccfg := controller.DefaultClientConfig()
+	ccfg := ctlclient.DefaultClientConfig()
 	ccfg.Controllers = c.APIAddrs()
 	if c.cfg.ClientConfig != nil {
 		c.cfg.ClientConfig(&ccfg)

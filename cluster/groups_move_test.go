@@ -29,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
@@ -65,7 +66,7 @@ func leaderView(c *Cluster) *metadata.View {
 }
 
 // liveClient is the controller client of any running broker.
-func liveClient(t *testing.T, c *Cluster) *controller.Client {
+func liveClient(t *testing.T, c *Cluster) *ctlclient.Client {
 	t.Helper()
 	for i := 0; i < 3; i++ {
 		if n := c.Broker(i); n != nil {

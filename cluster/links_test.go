@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/weir-io/weir/broker/peer"
 	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/gossip"
 	"github.com/weir-io/weir/internal/kafkatest"
 	"github.com/weir-io/weir/internal/testutil"
@@ -58,7 +59,7 @@ func TestSecureLinks(t *testing.T) {
 			// The CA verifies the leader when a follower forwards to it.
 			cc.TLS = tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile, CAFile: ca.CAFile}
 		}
-		cfg.ClientConfig = func(cc *controller.ClientConfig) {
+		cfg.ClientConfig = func(cc *ctlclient.ClientConfig) {
 			cc.TokenFile = tokFile // also the brokers' link token (StartBroker)
 			cc.TLS = tlsconf.Files{CAFile: ca.CAFile}
 		}

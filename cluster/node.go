@@ -16,7 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/weir-io/weir/broker"
-	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/gossip"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/routing"
@@ -25,7 +25,7 @@ import (
 // BrokerNode is a running broker of a cluster.
 type BrokerNode struct {
 	Broker *broker.Broker
-	Client *controller.Client
+	Client *ctlclient.Client
 	Gossip *gossip.Gossip
 	log    *slog.Logger
 
@@ -81,8 +81,8 @@ func (n *BrokerNode) Drain(ctx context.Context) error {
 // BrokerOptions configures StartBroker.
 type BrokerOptions struct {
 	Broker      broker.Config
-	Client      controller.ClientConfig // Controllers must be set; identity comes from Broker
-	Gossip      gossip.Config           // BindAddr "" disables gossip
+	Client      ctlclient.ClientConfig // Controllers must be set; identity comes from Broker
+	Gossip      gossip.Config          // BindAddr "" disables gossip
 	Logger      *slog.Logger
 	Registerer  prometheus.Registerer
 	StopTimeout time.Duration
@@ -142,7 +142,7 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 			n.Gossip.UpdateEpoch(new)
 		}
 	}
-	cl, err := controller.NewClient(ccfg)
+	cl, err := ctlclient.NewClient(ccfg)
 	if err != nil {
 		n.closeTraffic()
 		return nil, err

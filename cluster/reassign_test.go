@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
@@ -39,7 +40,7 @@ func newMoveGate(t *testing.T) *moveGate {
 }
 
 // wrap is a Config.ClientConfig: every broker reaches the controllers through the gate.
-func (g *moveGate) wrap(cfg *controller.ClientConfig) {
+func (g *moveGate) wrap(cfg *ctlclient.ClientConfig) {
 	addrs := make([]string, len(cfg.Controllers))
 	for i, a := range cfg.Controllers {
 		addrs[i] = g.proxyFor(a)

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/weir-io/weir/broker/kafka"
-	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/sasl"
@@ -59,9 +59,9 @@ func TestSASLUsersThroughRaft(t *testing.T) {
 	}
 
 	// Bootstrap: the controller API, no SASL.
-	ccfg := controller.DefaultClientConfig()
+	ccfg := ctlclient.DefaultClientConfig()
 	ccfg.Controllers = c.APIAddrs()
-	admin, err := controller.NewClient(ccfg)
+	admin, err := ctlclient.NewClient(ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/weir-io/weir/bench"
 	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -60,7 +61,7 @@ func BenchmarkScale(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		admin, err := controller.NewClient(controller.ClientConfig{Controllers: c.APIAddrs(), BrokerID: -1})
+		admin, err := ctlclient.NewClient(ctlclient.ClientConfig{Controllers: c.APIAddrs(), BrokerID: -1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -95,7 +96,7 @@ func epochs(v *metadata.View, topic string) int64 {
 	return n
 }
 
-func scaleRun(b *testing.B, c *Cluster, admin *controller.Client, n int, rate, dur string, changes int) scaleRow {
+func scaleRun(b *testing.B, c *Cluster, admin *ctlclient.Client, n int, rate, dur string, changes int) scaleRow {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	row := scaleRow{partitions: n}

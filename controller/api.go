@@ -6,84 +6,55 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/weir-io/weir/controller/ctlwire"
 )
 
-// The controller API: HTTP/1.1 + JSON on its own listener; keep-alive connections are
-// the brokers' persistent connections. Any controller accepts any request: reads of the
-// metadata are served from the local state machine, everything else is handled by the
-// Raft leader, a follower proxying it there (waiting for an election to finish if need
-// be). Errors are APIError bodies whose codes map 1:1 to the metadata sentinels
-// (errors.go); an error matching several sentinels (an object refused for a fenced
-// epoch is object_rejected and fenced) lists the others in "also".
-//
-//	POST   /v1/brokers/register          RegisterRequest         -> LeaseResponse | 409 duplicate_broker
-//	POST   /v1/brokers/heartbeat         HeartbeatRequest        -> LeaseResponse | 409 fenced
-//	POST   /v1/brokers/lease-vote        LeaseVoteRequest        -> LeaseVoteResponse (controller to controller)
-//	POST   /v1/brokers/suspect           SuspectRequest          -> VersionResponse
-//	POST   /v1/brokers/drain             DrainRequest            -> DrainResponse | 409 fenced
-//	POST   /v1/topics                    CreateTopicRequest      -> TopicResponse
-//	DELETE /v1/topics/{name}                                     -> TopicResponse
-//	POST   /v1/topics/{name}/partitions  CreatePartitionsRequest -> VersionResponse
-//	POST   /v1/topics/{name}/configs     AlterConfigsRequest     -> VersionResponse
-//	POST   /v1/partitions/log-start      LogStartRequest         -> VersionResponse
-//	POST   /v1/partitions/move           MoveRequest             -> VersionResponse
-//	POST   /v1/partitions/complete-move  CompleteMoveRequest     -> VersionResponse
-//	POST   /v1/partitions/cancel-move    MoveRequest             -> VersionResponse
-//	POST   /v1/partitions/complete-recovery CompleteRecoveryRequest -> VersionResponse | 409 recovery_refused, fenced
-//	POST   /v1/partitions/complete-recoveries CompleteRecoveriesRequest -> CompleteRecoveriesResponse | 409 fenced
-//	POST   /v1/partitions/complete-moves CompleteMovesRequest   -> CompleteMovesResponse | 409 fenced
-//	POST   /v1/producer-ids              ProducerIDsRequest      -> ProducerIDsResponse
-//	POST   /v1/objects/prepare           PrepareObjectRequest    -> ObjectResponse | 409 object_rejected
-//	POST   /v1/objects/commit            CommitObjectRequest     -> ObjectResponse | 409 object_rejected
-//	POST   /v1/objects/delete            DeleteObjectsRequest    -> DeleteObjectsResponse | 409 object_rejected
-//	POST   /v1/scram                     ScramRequest            -> ScramResponse (results per user)
-//	POST   /v1/acls                      CreateACLsRequest       -> VersionResponse | 400 acl_rejected
-//	POST   /v1/acls/delete               DeleteACLsRequest       -> DeleteACLsResponse | 400 acl_rejected
-//	GET    /v1/acls                      (local state)           -> ACLsResponse
-//	GET    /v1/metadata?after=V&wait=D[&delta=1]   long poll   -> ViewJSON (a delta from V with delta=1, delta.go) | 204 (no change in D)
-//	GET    /v1/metadata?consistent=1     leader, after a barrier -> ViewJSON
-//	GET    /v1/status                                            -> Status
-//	GET    /v1/balancer                  leader                  -> BalancerStatus
+// The controller API (the route table and the bodies: package ctlwire): HTTP/1.1 + JSON
+// on its own listener; keep-alive connections are the brokers' persistent connections.
+// Any controller accepts any request: reads of the metadata are served from the local
+// state machine, everything else is handled by the Raft leader, a follower proxying it
+// there (waiting for an election to finish if need be). Errors answer with
+// ctlwire.NewAPIError.
 
 // forwardedHeader marks a request a follower proxied; it is never proxied again.
 const forwardedHeader = "X-Weir-Forwarded-By"
 
 func (c *Controller) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/brokers/register", writeAs[RegisterRequest](c, c.handleRegister))
+	mux.HandleFunc("POST "+ctlwire.PathRegister, writeAs[ctlwire.RegisterRequest](c, c.handleRegister))
 	// Leases are every controller's (leases.go): heartbeats and fence votes are
 	// answered where they arrive, never forwarded.
-	mux.HandleFunc("POST /v1/brokers/heartbeat", c.handleHeartbeat)
-	mux.HandleFunc("POST /v1/brokers/lease-vote", c.handleLeaseVote)
-	mux.HandleFunc("POST /v1/brokers/suspect", writeAs[SuspectRequest](c, c.handleSuspect))
-	mux.HandleFunc("POST /v1/brokers/drain", writeAs[DrainRequest](c, c.handleDrain))
-	mux.HandleFunc("POST /v1/topics", writeAs[CreateTopicRequest](c, c.handleCreateTopic))
-	mux.HandleFunc("DELETE /v1/topics/{name}", c.write(c.handleDeleteTopic, nil))
-	mux.HandleFunc("POST /v1/topics/{name}/partitions", writeAs[CreatePartitionsRequest](c, c.handleCreatePartitions))
-	mux.HandleFunc("POST /v1/topics/{name}/configs", writeAs[AlterConfigsRequest](c, c.handleAlterConfigs))
-	mux.HandleFunc("POST /v1/partitions/log-start", writeAs[LogStartRequest](c, c.handleLogStart))
-	mux.HandleFunc("POST /v1/partitions/move", writeAs[MoveRequest](c, c.handleMove))
-	mux.HandleFunc("POST /v1/partitions/complete-move", writeAs[CompleteMoveRequest](c, c.handleCompleteMove))
-	mux.HandleFunc("POST /v1/partitions/cancel-move", writeAs[MoveRequest](c, c.handleCancelMove))
-	mux.HandleFunc("POST /v1/partitions/complete-recovery", writeAs[CompleteRecoveryRequest](c, c.handleCompleteRecovery))
-	mux.HandleFunc("POST /v1/partitions/complete-recoveries", writeAs[CompleteRecoveriesRequest](c, c.handleCompleteRecoveries))
-	mux.HandleFunc("POST /v1/partitions/complete-moves", writeAs[CompleteMovesRequest](c, c.handleCompleteMoves))
-	mux.HandleFunc("POST /v1/producer-ids", writeAs[ProducerIDsRequest](c, c.handleProducerIDs))
-	mux.HandleFunc("POST /v1/objects/prepare", writeAs[PrepareObjectRequest](c, c.handlePrepareObject))
-	mux.HandleFunc("POST /v1/objects/commit", writeAs[CommitObjectRequest](c, c.handleCommitObject))
-	mux.HandleFunc("POST /v1/objects/delete", writeAs[DeleteObjectsRequest](c, c.handleDeleteObjects))
-	mux.HandleFunc("POST /v1/scram", writeAs[ScramRequest](c, c.handleAlterScram))
+	mux.HandleFunc("POST "+ctlwire.PathHeartbeat, c.handleHeartbeat)
+	mux.HandleFunc("POST "+ctlwire.PathLeaseVote, c.handleLeaseVote)
+	mux.HandleFunc("POST "+ctlwire.PathSuspect, writeAs[ctlwire.SuspectRequest](c, c.handleSuspect))
+	mux.HandleFunc("POST "+ctlwire.PathDrain, writeAs[ctlwire.DrainRequest](c, c.handleDrain))
+	mux.HandleFunc("POST "+ctlwire.PathTopics, writeAs[ctlwire.CreateTopicRequest](c, c.handleCreateTopic))
+	mux.HandleFunc("DELETE "+ctlwire.PathTopic, c.write(c.handleDeleteTopic, nil))
+	mux.HandleFunc("POST "+ctlwire.PathTopicPartitions, writeAs[ctlwire.CreatePartitionsRequest](c, c.handleCreatePartitions))
+	mux.HandleFunc("POST "+ctlwire.PathTopicConfigs, writeAs[ctlwire.AlterConfigsRequest](c, c.handleAlterConfigs))
+	mux.HandleFunc("POST "+ctlwire.PathLogStart, writeAs[ctlwire.LogStartRequest](c, c.handleLogStart))
+	mux.HandleFunc("POST "+ctlwire.PathMove, writeAs[ctlwire.MoveRequest](c, c.handleMove))
+	mux.HandleFunc("POST "+ctlwire.PathCompleteMove, writeAs[ctlwire.CompleteMoveRequest](c, c.handleCompleteMove))
+	mux.HandleFunc("POST "+ctlwire.PathCancelMove, writeAs[ctlwire.MoveRequest](c, c.handleCancelMove))
+	mux.HandleFunc("POST "+ctlwire.PathCompleteRecovery, writeAs[ctlwire.CompleteRecoveryRequest](c, c.handleCompleteRecovery))
+	mux.HandleFunc("POST "+ctlwire.PathCompleteRecoveries, writeAs[ctlwire.CompleteRecoveriesRequest](c, c.handleCompleteRecoveries))
+	mux.HandleFunc("POST "+ctlwire.PathCompleteMoves, writeAs[ctlwire.CompleteMovesRequest](c, c.handleCompleteMoves))
+	mux.HandleFunc("POST "+ctlwire.PathProducerIDs, writeAs[ctlwire.ProducerIDsRequest](c, c.handleProducerIDs))
+	mux.HandleFunc("POST "+ctlwire.PathPrepareObject, writeAs[ctlwire.PrepareObjectRequest](c, c.handlePrepareObject))
+	mux.HandleFunc("POST "+ctlwire.PathCommitObject, writeAs[ctlwire.CommitObjectRequest](c, c.handleCommitObject))
+	mux.HandleFunc("POST "+ctlwire.PathDeleteObjects, writeAs[ctlwire.DeleteObjectsRequest](c, c.handleDeleteObjects))
+	mux.HandleFunc("POST "+ctlwire.PathScram, writeAs[ctlwire.ScramRequest](c, c.handleAlterScram))
 	c.aclRoutes(mux)
-	mux.HandleFunc("GET /v1/metadata", c.handleMetadata)
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Status()) })
+	mux.HandleFunc("GET "+ctlwire.PathMetadata, c.handleMetadata)
+	mux.HandleFunc("GET "+ctlwire.PathStatus, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Status()) })
 	// The balancer's state lives on the leader: a follower forwards, like a write.
-	mux.HandleFunc("GET /v1/balancer", c.write(func(*http.Request, []byte) (any, error) { return c.bal.status(), nil }, nil))
+	mux.HandleFunc("GET "+ctlwire.PathBalancer, c.write(func(*http.Request, []byte) (any, error) { return c.bal.status(), nil }, nil))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, fmt.Errorf("%w: %s %s", errNotFound, r.Method, r.URL.Path))
+		writeError(w, fmt.Errorf("%w: %s %s", ctlwire.ErrNotFound, r.Method, r.URL.Path))
 	})
 	return c.instrument(c.authenticate(mux))
 }
@@ -120,7 +91,7 @@ func (c *Controller) instrument(next http.Handler) http.Handler {
 				}
 				c.log.Error("controller API handler panicked", "path", r.URL.Path, "panic", p)
 				if rec.status == 0 {
-					writeError(rec, fmt.Errorf("%w: %v", errInternal, p))
+					writeError(rec, fmt.Errorf("%w: %v", ctlwire.ErrInternal, p))
 				}
 			}
 			path := r.Pattern
@@ -177,7 +148,7 @@ func (c *Controller) write(h writeHandler, check func([]byte) error) http.Handle
 // controller becomes the leader meanwhile it calls local.
 func (c *Controller) forward(w http.ResponseWriter, r *http.Request, body []byte, local func()) {
 	if r.Header.Get(forwardedHeader) != "" {
-		writeError(w, fmt.Errorf("%w: request forwarded by %s, but controller %d is not the leader", ErrNotLeader, r.Header.Get(forwardedHeader), c.cfg.NodeID))
+		writeError(w, fmt.Errorf("%w: request forwarded by %s, but controller %d is not the leader", ctlwire.ErrNotLeader, r.Header.Get(forwardedHeader), c.cfg.NodeID))
 		return
 	}
 	deadline := time.Now().Add(c.cfg.LeaderWaitTimeout)
@@ -198,22 +169,22 @@ func (c *Controller) forward(w http.ResponseWriter, r *http.Request, body []byte
 				io.Copy(w, resp.Body)
 				return
 			}
-			if !isDialError(err) {
+			if !ctlwire.IsDialError(err) {
 				// The leader may have acted on it: the client must decide (retry is safe).
-				writeError(w, fmt.Errorf("%w: forwarding to the leader at %s: %v", ErrUnavailable, api, err))
+				writeError(w, fmt.Errorf("%w: forwarding to the leader at %s: %v", ctlwire.ErrUnavailable, api, err))
 				return
 			}
 			failed = api
 		}
 		if time.Now().After(deadline) {
-			writeError(w, fmt.Errorf("%w: controller %d knows no reachable leader", ErrNotLeader, c.cfg.NodeID))
+			writeError(w, fmt.Errorf("%w: controller %d knows no reachable leader", ctlwire.ErrNotLeader, c.cfg.NodeID))
 			return
 		}
 		select {
 		case <-r.Context().Done():
 			return
 		case <-c.ctx.Done():
-			writeError(w, fmt.Errorf("%w: controller shutting down", ErrUnavailable))
+			writeError(w, fmt.Errorf("%w: controller shutting down", ctlwire.ErrUnavailable))
 			return
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -235,11 +206,6 @@ func (c *Controller) forwardOnce(r *http.Request, api string, body []byte) (*htt
 	return c.fwd.Do(req)
 }
 
-func isDialError(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
 // readBody reads the whole body, at most limit bytes.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.Body == nil {
@@ -249,9 +215,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, fmt.Errorf("%w: body larger than %d bytes", ErrBadRequest, limit)
+			return nil, fmt.Errorf("%w: body larger than %d bytes", ctlwire.ErrBadRequest, limit)
 		}
-		return nil, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err)
+		return nil, fmt.Errorf("%w: reading body: %v", ctlwire.ErrBadRequest, err)
 	}
 	return b, nil
 }
@@ -259,10 +225,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // decode parses a JSON body into v; anything malformed is a bad request.
 func decode(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return fmt.Errorf("%w: empty body", ErrBadRequest)
+		return fmt.Errorf("%w: empty body", ctlwire.ErrBadRequest)
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+		return fmt.Errorf("%w: %v", ctlwire.ErrBadRequest, err)
 	}
 	return nil
 }
@@ -271,7 +237,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(APIError{Code: "internal", Message: err.Error()})
+		b, _ = json.Marshal(ctlwire.APIError{Code: ctlwire.CodeInternal, Message: err.Error()})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -279,6 +245,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, err error) {
-	code, status := errorCode(err)
-	writeJSON(w, status, APIError{Code: code, Message: err.Error(), Also: alsoCodes(err, code)})
+	ae, status := ctlwire.NewAPIError(err)
+	writeJSON(w, status, ae)
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/routing"
 )
@@ -12,8 +13,8 @@ import (
 // leaseResponse is a register or heartbeat answer: the lease this controller grants
 // (Config.GrantedLease), who answered and how many controllers vote, so the broker can
 // count a majority.
-func (c *Controller) leaseResponse(epoch int64, version uint64) LeaseResponse {
-	return LeaseResponse{Epoch: epoch, Version: version, LeaseTimeoutMs: c.cfg.GrantedLease().Milliseconds(),
+func (c *Controller) leaseResponse(epoch int64, version uint64) ctlwire.LeaseResponse {
+	return ctlwire.LeaseResponse{Epoch: epoch, Version: version, LeaseTimeoutMs: c.cfg.GrantedLease().Milliseconds(),
 		NodeID: c.cfg.NodeID, Voters: len(c.cfg.Peers)}
 }
 
@@ -24,15 +25,15 @@ func (c *Controller) leaseResponse(epoch int64, version uint64) LeaseResponse {
 // refused (metadata.ErrDuplicateBroker), and the broker retries. Registrations are
 // serialised on the leader, so two processes starting at once cannot both pass.
 func (c *Controller) handleRegister(r *http.Request, body []byte) (any, error) {
-	var req RegisterRequest
+	var req ctlwire.RegisterRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
 	if req.ID < 0 || req.Port < 0 || req.Port > 65535 || len(req.Host) > 255 || len(req.Rack) > 255 || len(req.Incarnation) > 255 {
-		return nil, fmt.Errorf("%w: broker id %d, host %.40q, port %d, rack %.40q", ErrBadRequest, req.ID, req.Host, req.Port, req.Rack)
+		return nil, fmt.Errorf("%w: broker id %d, host %.40q, port %d, rack %.40q", ctlwire.ErrBadRequest, req.ID, req.Host, req.Port, req.Rack)
 	}
 	if err := validListeners(req.Listeners); err != nil {
-		return nil, fmt.Errorf("%w: broker id %d: %v", ErrBadRequest, req.ID, err)
+		return nil, fmt.Errorf("%w: broker id %d: %v", ctlwire.ErrBadRequest, req.ID, err)
 	}
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
@@ -101,7 +102,7 @@ func validListeners(ls []metadata.Listener) error {
 // voted to fence it. The leader also keeps the load report for the balancer.
 func (c *Controller) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r, c.cfg.MaxBodyBytes)
-	var req HeartbeatRequest
+	var req ctlwire.HeartbeatRequest
 	if err == nil {
 		err = decode(body, &req)
 	}
@@ -136,7 +137,7 @@ func (c *Controller) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 // partitions) the balancer moves later. Refused with metadata.ErrFenced for a stale or
 // fenced registration. Draining again re-plans what is left.
 func (c *Controller) handleDrain(r *http.Request, body []byte) (any, error) {
-	var req DrainRequest
+	var req ctlwire.DrainRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -150,18 +151,18 @@ func (c *Controller) handleDrain(r *http.Request, body []byte) (any, error) {
 	}
 	c.log.Info("broker draining", "broker", req.ID, "epoch", req.Epoch, "started", dr.Started, "moves", dr.Moves,
 		"already_moving", dr.AlreadyMoving, "recovering", dr.Recovering, "no_target", dr.NoTarget, "moves_cancelled", dr.MovesCancelled)
-	return DrainResponse{Version: res.Version, Started: dr.Started, Moves: dr.Moves, AlreadyMoving: dr.AlreadyMoving,
+	return ctlwire.DrainResponse{Version: res.Version, Started: dr.Started, Moves: dr.Moves, AlreadyMoving: dr.AlreadyMoving,
 		Recovering: dr.Recovering, NoTarget: dr.NoTarget, MovesCancelled: dr.MovesCancelled}, nil
 }
 
 // handleSuspect records that a broker's gossip suspects another: the suspect is fenced
 // once it has been silent for SuspectTimeout instead of the whole lease.
 func (c *Controller) handleSuspect(r *http.Request, body []byte) (any, error) {
-	var req SuspectRequest
+	var req ctlwire.SuspectRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
 	c.leases.suspect(req.ID, time.Now())
 	c.log.Info("broker reported suspect", "broker", req.ID, "reporter", req.Reporter)
-	return VersionResponse{Version: c.fsm.View().Version}, nil
+	return ctlwire.VersionResponse{Version: c.fsm.View().Version}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/weir-io/weir/controller/ctlwire"
 )
 
 // handleMetadata serves GET /v1/metadata. With after=V it is a long poll: the answer
@@ -31,7 +33,7 @@ func (c *Controller) handleMetadata(w http.ResponseWriter, r *http.Request) {
 	if hasAfter {
 		var err error
 		if after, err = strconv.ParseUint(q.Get("after"), 10, 64); err != nil {
-			writeError(w, fmt.Errorf("%w: after=%q", ErrBadRequest, q.Get("after")))
+			writeError(w, fmt.Errorf("%w: after=%q", ctlwire.ErrBadRequest, q.Get("after")))
 			return
 		}
 	}
@@ -40,7 +42,7 @@ func (c *Controller) handleMetadata(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("wait"); s != "" {
 		var err error
 		if wait, err = time.ParseDuration(s); err != nil || wait < 0 {
-			writeError(w, fmt.Errorf("%w: wait=%q", ErrBadRequest, s))
+			writeError(w, fmt.Errorf("%w: wait=%q", ctlwire.ErrBadRequest, s))
 			return
 		}
 		wait = min(wait, c.cfg.MaxWatchWait)
@@ -76,7 +78,7 @@ func (c *Controller) handleMetadata(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-c.ctx.Done():
-			writeError(w, fmt.Errorf("%w: controller shutting down", ErrUnavailable))
+			writeError(w, fmt.Errorf("%w: controller shutting down", ctlwire.ErrUnavailable))
 			return
 		}
 	}
@@ -85,11 +87,11 @@ func (c *Controller) handleMetadata(w http.ResponseWriter, r *http.Request) {
 func (c *Controller) serveConsistent(w http.ResponseWriter) {
 	r := c.r.Load()
 	if r == nil {
-		writeError(w, ErrUnavailable)
+		writeError(w, ctlwire.ErrUnavailable)
 		return
 	}
 	if err := r.Barrier(c.cfg.ApplyTimeout).Error(); err != nil {
-		writeError(w, fmt.Errorf("%w: barrier: %v", ErrUnavailable, err))
+		writeError(w, fmt.Errorf("%w: barrier: %v", ctlwire.ErrUnavailable, err))
 		return
 	}
 	if c.fsm.View().ClusterID == "" {

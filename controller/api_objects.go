@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -11,7 +12,7 @@ import (
 // applied (cmd_objects.go), so these need no admin lock.
 
 func (c *Controller) handlePrepareObject(r *http.Request, body []byte) (any, error) {
-	var req PrepareObjectRequest
+	var req ctlwire.PrepareObjectRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -21,39 +22,39 @@ func (c *Controller) handlePrepareObject(r *http.Request, body []byte) (any, err
 	}
 	o, ok := res.Value.(metadata.Object)
 	if !ok {
-		return nil, fmt.Errorf("%w: prepare answered %T", errInternal, res.Value)
+		return nil, fmt.Errorf("%w: prepare answered %T", ctlwire.ErrInternal, res.Value)
 	}
-	return ObjectResponse{Object: o, Version: res.Version}, nil
+	return ctlwire.ObjectResponse{Object: o, Version: res.Version}, nil
 }
 
 func (c *Controller) handleCommitObject(r *http.Request, body []byte) (any, error) {
-	var req CommitObjectRequest
+	var req ctlwire.CommitObjectRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
 	if len(req.Ranges) == 0 || len(req.Ranges) > metadata.MaxCommitRanges {
-		return nil, fmt.Errorf("%w: %d ranges (must be 1..%d)", ErrBadRequest, len(req.Ranges), metadata.MaxCommitRanges)
+		return nil, fmt.Errorf("%w: %d ranges (must be 1..%d)", ctlwire.ErrBadRequest, len(req.Ranges), metadata.MaxCommitRanges)
 	}
 	res, err := c.propose(&commitObjectCmd{ID: req.ID, Broker: req.Broker, Epoch: req.Epoch, Size: req.Size, Ranges: req.Ranges})
 	if err != nil {
 		return nil, err
 	}
 	o, _ := res.Value.(metadata.Object)
-	return ObjectResponse{Object: o, Version: res.Version}, nil
+	return ctlwire.ObjectResponse{Object: o, Version: res.Version}, nil
 }
 
 func (c *Controller) handleDeleteObjects(r *http.Request, body []byte) (any, error) {
-	var req DeleteObjectsRequest
+	var req ctlwire.DeleteObjectsRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
 	if len(req.IDs) == 0 || len(req.IDs) > metadata.MaxDeleteObjects {
-		return nil, fmt.Errorf("%w: %d ids (must be 1..%d)", ErrBadRequest, len(req.IDs), metadata.MaxDeleteObjects)
+		return nil, fmt.Errorf("%w: %d ids (must be 1..%d)", ctlwire.ErrBadRequest, len(req.IDs), metadata.MaxDeleteObjects)
 	}
 	res, err := c.propose(&deleteObjectsCmd{IDs: req.IDs})
 	if err != nil {
 		return nil, err
 	}
 	n, _ := res.Value.(int)
-	return DeleteObjectsResponse{Deleted: n, Version: res.Version}, nil
+	return ctlwire.DeleteObjectsResponse{Deleted: n, Version: res.Version}, nil
 }

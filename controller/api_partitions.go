@@ -3,6 +3,8 @@ package controller
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/weir-io/weir/controller/ctlwire"
 )
 
 // Partition and producer-ID writes: the commands validate against the state when
@@ -13,11 +15,11 @@ func (c *Controller) proposeVersion(cmd command) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return VersionResponse{Version: res.Version}, nil
+	return ctlwire.VersionResponse{Version: res.Version}, nil
 }
 
 func (c *Controller) handleLogStart(r *http.Request, body []byte) (any, error) {
-	var req LogStartRequest
+	var req ctlwire.LogStartRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -25,7 +27,7 @@ func (c *Controller) handleLogStart(r *http.Request, body []byte) (any, error) {
 }
 
 func (c *Controller) handleMove(r *http.Request, body []byte) (any, error) {
-	var req MoveRequest
+	var req ctlwire.MoveRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -33,7 +35,7 @@ func (c *Controller) handleMove(r *http.Request, body []byte) (any, error) {
 }
 
 func (c *Controller) handleCompleteMove(r *http.Request, body []byte) (any, error) {
-	var req CompleteMoveRequest
+	var req ctlwire.CompleteMoveRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -41,7 +43,7 @@ func (c *Controller) handleCompleteMove(r *http.Request, body []byte) (any, erro
 }
 
 func (c *Controller) handleCompleteRecovery(r *http.Request, body []byte) (any, error) {
-	var req CompleteRecoveryRequest
+	var req ctlwire.CompleteRecoveryRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -51,58 +53,46 @@ func (c *Controller) handleCompleteRecovery(r *http.Request, body []byte) (any, 
 		return nil, err
 	}
 	if done, _ := res.Value.(bool); !done {
-		return VersionResponse{Version: res.Version}, nil // a retry
+		return ctlwire.VersionResponse{Version: res.Version}, nil // a retry
 	}
 	c.metrics.recovered.Inc()
 	c.log.Info("partition recovered", "topic_id", req.TopicID.String(), "partition", req.Partition, "leader", req.Leader,
 		"leader_epoch", req.LeaderEpoch, "end_offset", req.EndOffset)
-	return VersionResponse{Version: res.Version}, nil
+	return ctlwire.VersionResponse{Version: res.Version}, nil
 }
 
 // handleCompleteMoves completes many hand-offs of one leader in one Raft entry.
 func (c *Controller) handleCompleteMoves(r *http.Request, body []byte) (any, error) {
-	var req CompleteMovesRequest
+	var req ctlwire.CompleteMovesRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if len(req.Items) == 0 || len(req.Items) > maxMovesPerRequest {
-		return nil, fmt.Errorf("%w: %d moves in one request (1 to %d)", ErrBadRequest, len(req.Items), maxMovesPerRequest)
+	if len(req.Items) == 0 || len(req.Items) > ctlwire.MaxMovesPerRequest {
+		return nil, fmt.Errorf("%w: %d moves in one request (1 to %d)", ctlwire.ErrBadRequest, len(req.Items), ctlwire.MaxMovesPerRequest)
 	}
 	res, err := c.propose(&completeMovesCmd{From: req.From, FromEpoch: req.FromEpoch, Items: req.Items})
 	if err != nil {
 		return nil, err
 	}
 	errs, _ := res.Value.([]error)
-	return CompleteMovesResponse{Version: res.Version, Errors: apiErrors(errs, len(req.Items))}, nil
-}
-
-// apiErrors turns per-item errors into their API form (nil for nil), n of them.
-func apiErrors(errs []error, n int) []*APIError {
-	out := make([]*APIError, n)
-	for i := 0; i < n && i < len(errs); i++ {
-		if err := errs[i]; err != nil {
-			code, _ := errorCode(err)
-			out[i] = &APIError{Code: code, Message: err.Error(), Also: alsoCodes(err, code)}
-		}
-	}
-	return out
+	return ctlwire.CompleteMovesResponse{Version: res.Version, Errors: ctlwire.APIErrors(errs, len(req.Items))}, nil
 }
 
 // handleCompleteRecoveries completes many recoveries of one leader in one Raft entry.
 func (c *Controller) handleCompleteRecoveries(r *http.Request, body []byte) (any, error) {
-	var req CompleteRecoveriesRequest
+	var req ctlwire.CompleteRecoveriesRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if len(req.Items) == 0 || len(req.Items) > maxRecoveriesPerRequest {
-		return nil, fmt.Errorf("%w: %d recoveries in one request (1 to %d)", ErrBadRequest, len(req.Items), maxRecoveriesPerRequest)
+	if len(req.Items) == 0 || len(req.Items) > ctlwire.MaxRecoveriesPerRequest {
+		return nil, fmt.Errorf("%w: %d recoveries in one request (1 to %d)", ctlwire.ErrBadRequest, len(req.Items), ctlwire.MaxRecoveriesPerRequest)
 	}
 	res, err := c.propose(&completeRecoveriesCmd{Leader: req.Leader, BrokerEpoch: req.BrokerEpoch, Items: req.Items})
 	if err != nil {
 		return nil, err
 	}
 	rr, _ := res.Value.(recoveriesResult)
-	out := CompleteRecoveriesResponse{Version: res.Version, Errors: apiErrors(rr.Errs, len(req.Items))}
+	out := ctlwire.CompleteRecoveriesResponse{Version: res.Version, Errors: ctlwire.APIErrors(rr.Errs, len(req.Items))}
 	done := 0
 	for _, d := range rr.Done {
 		if d {
@@ -115,31 +105,28 @@ func (c *Controller) handleCompleteRecoveries(r *http.Request, body []byte) (any
 }
 
 func (c *Controller) handleCancelMove(r *http.Request, body []byte) (any, error) {
-	var req MoveRequest
+	var req ctlwire.MoveRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
 	return c.proposeVersion(&cancelMoveCmd{TopicID: req.TopicID, Partition: req.Partition})
 }
 
-// DefaultProducerIDBlock is the block a client fetches when it runs out of IDs.
-const DefaultProducerIDBlock = 1000
-
 func (c *Controller) handleProducerIDs(r *http.Request, body []byte) (any, error) {
-	var req ProducerIDsRequest
+	var req ctlwire.ProducerIDsRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
 	if req.Count == 0 {
-		req.Count = DefaultProducerIDBlock
+		req.Count = ctlwire.DefaultProducerIDBlock
 	}
-	if req.Count < 0 || req.Count > maxProducerIDBlock {
-		return nil, fmt.Errorf("%w: count %d (must be 1..%d)", ErrBadRequest, req.Count, maxProducerIDBlock)
+	if req.Count < 0 || req.Count > ctlwire.MaxProducerIDBlock {
+		return nil, fmt.Errorf("%w: count %d (must be 1..%d)", ctlwire.ErrBadRequest, req.Count, ctlwire.MaxProducerIDBlock)
 	}
 	res, err := c.propose(&allocateProducerIDsCmd{Count: req.Count})
 	if err != nil {
 		return nil, err
 	}
 	first, _ := res.Value.(int64)
-	return ProducerIDsResponse{First: first, Count: req.Count, Version: res.Version}, nil
+	return ctlwire.ProducerIDsResponse{First: first, Count: req.Count, Version: res.Version}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -11,7 +12,7 @@ import (
 // View, plans (UUID, placement) and proposes, and the next one starts from the result.
 
 func (c *Controller) handleCreateTopic(r *http.Request, body []byte) (any, error) {
-	var req CreateTopicRequest
+	var req ctlwire.CreateTopicRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -40,13 +41,13 @@ func (c *Controller) handleCreateTopic(r *http.Request, body []byte) (any, error
 	v := c.fsm.View()
 	if old := v.Topics[req.Name]; old != nil {
 		if !req.ID.IsZero() && old.ID == req.ID {
-			return TopicResponse{Topic: old, Version: v.Version}, nil // a retry of a create that worked
+			return ctlwire.TopicResponse{Topic: old, Version: v.Version}, nil // a retry of a create that worked
 		}
 		return nil, fmt.Errorf("%w: %q", metadata.ErrTopicExists, req.Name)
 	}
 	id := req.ID
 	if id.IsZero() {
-		id = newTopicID()
+		id = metadata.NewTopicID()
 	} else if v.TopicByID(id) != nil {
 		return nil, fmt.Errorf("%w: topic id %s in use", metadata.ErrTopicExists, id)
 	}
@@ -56,14 +57,14 @@ func (c *Controller) handleCreateTopic(r *http.Request, body []byte) (any, error
 	}
 	t := metadata.Topic{Name: req.Name, ID: id, Partitions: parts, Configs: configs}
 	if req.ValidateOnly {
-		return TopicResponse{Topic: &t, Version: v.Version}, nil
+		return ctlwire.TopicResponse{Topic: &t, Version: v.Version}, nil
 	}
 	res, err := c.propose(&createTopicCmd{Topic: t})
 	if err != nil {
 		return nil, err
 	}
 	created, _ := res.Value.(*metadata.Topic)
-	return TopicResponse{Topic: created, Version: res.Version}, nil
+	return ctlwire.TopicResponse{Topic: created, Version: res.Version}, nil
 }
 
 func (c *Controller) handleDeleteTopic(r *http.Request, _ []byte) (any, error) {
@@ -78,12 +79,12 @@ func (c *Controller) handleDeleteTopic(r *http.Request, _ []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return TopicResponse{Topic: t, Version: res.Version}, nil
+	return ctlwire.TopicResponse{Topic: t, Version: res.Version}, nil
 }
 
 func (c *Controller) handleCreatePartitions(r *http.Request, body []byte) (any, error) {
 	name := r.PathValue("name")
-	var req CreatePartitionsRequest
+	var req ctlwire.CreatePartitionsRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -106,18 +107,18 @@ func (c *Controller) handleCreatePartitions(r *http.Request, body []byte) (any, 
 		return nil, fmt.Errorf("%w: no active (not draining) broker to lead the partitions", metadata.ErrNotController)
 	}
 	if req.ValidateOnly {
-		return VersionResponse{Version: v.Version}, nil
+		return ctlwire.VersionResponse{Version: v.Version}, nil
 	}
 	res, err := c.propose(&createPartitionsCmd{Name: name, ID: t.ID, Partitions: parts})
 	if err != nil {
 		return nil, err
 	}
-	return VersionResponse{Version: res.Version}, nil
+	return ctlwire.VersionResponse{Version: res.Version}, nil
 }
 
 func (c *Controller) handleAlterConfigs(r *http.Request, body []byte) (any, error) {
 	name := r.PathValue("name")
-	var req AlterConfigsRequest
+	var req ctlwire.AlterConfigsRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -140,11 +141,11 @@ func (c *Controller) handleAlterConfigs(r *http.Request, body []byte) (any, erro
 		return nil, err
 	}
 	if req.ValidateOnly {
-		return VersionResponse{Version: v.Version}, nil
+		return ctlwire.VersionResponse{Version: v.Version}, nil
 	}
 	res, err := c.propose(&alterTopicConfigsCmd{Name: name, ID: t.ID, Configs: next})
 	if err != nil {
 		return nil, err
 	}
-	return VersionResponse{Version: res.Version}, nil
+	return ctlwire.VersionResponse{Version: res.Version}, nil
 }

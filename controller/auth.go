@@ -8,7 +8,7 @@ package controller
 // the broker links use is another one), compared in constant time, or a client
 // certificate verified against --controller-tls-ca whose principal (its subject DN,
 // mapped by --controller-tls-principal-mapping-rules) is one of
-// --controller-tls-principals; anything else gets 401 and the APIError code
+// --controller-tls-principals; anything else gets 401 and the ctlwire.APIError code
 // "unauthenticated".
 //
 // Refused at start: --authorizer acl (the brokers enforce ACLs) without a token file or
@@ -31,12 +31,12 @@ package controller
 
 import (
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"strings"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/security/token"
 )
@@ -148,7 +148,7 @@ func (c *Controller) setupAuth() error {
 func (c *Controller) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := c.auth
-		if a == nil || !a.required() || (r.Method == http.MethodGet && r.URL.Path == "/v1/status") ||
+		if a == nil || !a.required() || (r.Method == http.MethodGet && r.URL.Path == ctlwire.PathStatus) ||
 			a.verifiedCert(r) || a.validBearer(r) {
 			next.ServeHTTP(w, r)
 			return
@@ -156,7 +156,7 @@ func (c *Controller) authenticate(next http.Handler) http.Handler {
 		// Counted by instrument: weir_controller_api_requests_total{status="401"}.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="weir-controller"`)
 		writeError(w, fmt.Errorf("%w: %s %s needs a cluster token (Authorization: Bearer, --cluster-token-file) or a verified client certificate",
-			ErrUnauthenticated, r.Method, r.URL.Path))
+			ctlwire.ErrUnauthenticated, r.Method, r.URL.Path))
 	})
 }
 
@@ -203,19 +203,4 @@ func (a *apiAuth) forwardCredentials(from, to *http.Request) {
 	} else if a.tokens != nil {
 		to.Header.Set("Authorization", "Bearer "+a.tokens.Bearer())
 	}
-}
-
-// isUnauthenticated reports whether err is a controller's 401.
-func isUnauthenticated(err error) bool {
-	var ae *APIError
-	return errors.Is(err, ErrUnauthenticated) || (errors.As(err, &ae) && ae.Code == "unauthenticated")
-}
-
-// asSentinel turns an APIError into the error matching its code's sentinel.
-func asSentinel(err error) error {
-	var ae *APIError
-	if errors.As(err, &ae) {
-		return ae.toError()
-	}
-	return err
 }

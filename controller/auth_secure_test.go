@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/security"
 	"github.com/weir-io/weir/security/acl"
 	"github.com/weir-io/weir/security/tlsconf"
@@ -50,15 +51,6 @@ func TestAPIConfigRefusesOpenSetups(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s: Validate: %v", name, err)
 		}
-	}
-	// The client side: a token is not sent over plain HTTP either.
-	dir := t.TempDir()
-	tokFile := filepath.Join(dir, "t")
-	writeTokenFile(t, tokFile, tokenA)
-	cfg := DefaultClientConfig()
-	cfg.Controllers, cfg.TokenFile = []string{"127.0.0.1:1"}, tokFile
-	if _, err := newClientSecurity(&cfg); !errors.Is(err, ErrBadConfig) {
-		t.Errorf("client with a token and no TLS: %v, want ErrBadConfig", err)
 	}
 }
 
@@ -107,7 +99,7 @@ func TestAPISecureAttacks(t *testing.T) {
 		}
 		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: src.Client()}}
 	}
-	grantAll := CreateACLsRequest{Bindings: []acl.Binding{{ResourceType: acl.ResourceCluster, ResourceName: acl.ClusterName, PatternType: acl.PatternLiteral,
+	grantAll := ctlwire.CreateACLsRequest{Bindings: []acl.Binding{{ResourceType: acl.ResourceCluster, ResourceName: acl.ClusterName, PatternType: acl.PatternLiteral,
 		Principal: security.User("mallory"), Host: "*", Operation: acl.OpAll, Permission: acl.Allow}}}
 	call := func(hc *http.Client, method, path, rawBearer string, body any) int {
 		t.Helper()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlclient"
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/tlsconf"
@@ -75,7 +77,7 @@ func doCall(hc *http.Client, req *http.Request) (int, string, error) {
 		return 0, "", err
 	}
 	defer resp.Body.Close()
-	var ae APIError
+	var ae ctlwire.APIError
 	json.NewDecoder(resp.Body).Decode(&ae)
 	return resp.StatusCode, ae.Code, nil
 }
@@ -107,7 +109,7 @@ func TestAPITokenAuth(t *testing.T) {
 				{"GET", "/v1/balancer"},
 				{"GET", "/v1/nothing-here"},
 			} {
-				status, code, err := rawCall(t, hc, rt.method, base+rt.path, tok, CreateTopicRequest{Name: "refused", Partitions: 1})
+				status, code, err := rawCall(t, hc, rt.method, base+rt.path, tok, ctlwire.CreateTopicRequest{Name: "refused", Partitions: 1})
 				if err != nil || status != http.StatusUnauthorized || code != "unauthenticated" {
 					t.Errorf("controller %d: %s %s with token %q: status %d code %q err %v, want 401 unauthenticated", i+1, rt.method, rt.path, tok, status, code, err)
 				}
@@ -127,7 +129,10 @@ func TestAPITokenAuth(t *testing.T) {
 	// several lease periods.
 	clientTokens := filepath.Join(dir, "client.token")
 	writeTokenFile(t, clientTokens, tokenA)
-	br := tc.client(7, func(c *ClientConfig) { c.TokenFile, c.InsecurePlaintextToken = clientTokens, true; c.Rack = "a" })
+	br := tc.client(7, func(c *ctlclient.ClientConfig) {
+		c.TokenFile, c.InsecurePlaintextToken = clientTokens, true
+		c.Rack = "a"
+	})
 	ctx := ctxT(t)
 	if err := br.RegisterBroker(ctx, brokerFor(7, "a")); err != nil {
 		t.Fatalf("register with the token: %v", err)
@@ -142,7 +147,7 @@ func TestAPITokenAuth(t *testing.T) {
 
 	// A write sent to a follower is forwarded; the leader authenticates it again.
 	status, code, err := rawCall(t, hc, "POST", "http://"+tc.peers[follower].APIAddr+"/v1/topics", tokenA,
-		CreateTopicRequest{Name: "via-follower", Partitions: 2, ReplicationFactor: 1, ID: newTopicID()})
+		ctlwire.CreateTopicRequest{Name: "via-follower", Partitions: 2, ReplicationFactor: 1, ID: metadata.NewTopicID()})
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("create through follower %d: status %d code %q err %v", follower+1, status, code, err)
 	}
@@ -154,16 +159,16 @@ func TestAPITokenAuth(t *testing.T) {
 	wrong := filepath.Join(dir, "wrong.token")
 	writeTokenFile(t, wrong, tokenX)
 	for name, file := range map[string]string{"no token": "", "wrong token": wrong} {
-		cfg := DefaultClientConfig()
+		cfg := ctlclient.DefaultClientConfig()
 		cfg.Controllers, cfg.TokenFile, cfg.StartTimeout, cfg.InsecurePlaintextToken = tc.apiAddrs(), file, 20*time.Second, true
 		start := time.Now()
-		cl, err := NewClient(cfg)
+		cl, err := ctlclient.NewClient(cfg)
 		if err == nil {
 			cl.Close()
-			t.Fatalf("%s: NewClient succeeded", name)
+			t.Fatalf("%s: ctlclient.NewClient succeeded", name)
 		}
-		if !errors.Is(err, ErrUnauthenticated) {
-			t.Fatalf("%s: NewClient: %v, want ErrUnauthenticated", name, err)
+		if !errors.Is(err, ctlwire.ErrUnauthenticated) {
+			t.Fatalf("%s: ctlclient.NewClient: %v, want ErrUnauthenticated", name, err)
 		}
 		t.Logf("%s: refused after %v: %v", name, time.Since(start).Round(time.Millisecond), err)
 	}
@@ -238,7 +243,7 @@ func TestAPIMutualTLS(t *testing.T) {
 	}
 	// The controller client over TLS with a certificate and no token: a broker
 	// registers, heartbeats and administers.
-	br := tc.client(3, func(c *ClientConfig) {
+	br := tc.client(3, func(c *ctlclient.ClientConfig) {
 		c.TLS = tlsconf.Files{CAFile: ca.CAFile, CertFile: cli.CertFile, KeyFile: cli.KeyFile}
 	})
 	ctx := ctxT(t)
@@ -251,7 +256,7 @@ func TestAPIMutualTLS(t *testing.T) {
 
 	// A certificate-authenticated write through a follower: forwarded over TLS.
 	status, code, err := rawCall(t, withCert, "POST", "https://"+tc.peers[follower].APIAddr+"/v1/topics", "",
-		CreateTopicRequest{Name: "tls-via-follower", Partitions: 1, ReplicationFactor: 1, ID: newTopicID()})
+		ctlwire.CreateTopicRequest{Name: "tls-via-follower", Partitions: 1, ReplicationFactor: 1, ID: metadata.NewTopicID()})
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("create through follower %d with a certificate: %d %q %v", follower+1, status, code, err)
 	}

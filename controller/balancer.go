@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -89,34 +90,6 @@ const balanceProposers = 64
 
 func balanceThreshold(mean float64) float64 { return max(balanceMinExcess, balanceExcessRatio*mean) }
 
-// BalanceMove is one move the balancer decided.
-type BalanceMove struct {
-	Topic     string           `json:"topic"`
-	TopicID   metadata.TopicID `json:"-"`
-	Partition int32            `json:"partition"`
-	From      int32            `json:"from"`
-	To        int32            `json:"to"`
-	// Reason is "drain" (off a draining broker), "zone" (between zones) or "broker"
-	// (within a zone).
-	Reason string  `json:"reason"`
-	Cost   float64 `json:"cost"`
-	// Error is why the proposal failed (empty: the move began).
-	Error string `json:"error,omitempty"`
-}
-
-// BrokerBalance is one broker as the balancer saw it.
-type BrokerBalance struct {
-	ID    int32                `json:"id"`
-	Rack  string               `json:"rack,omitempty"`
-	State metadata.BrokerState `json:"state,omitempty"`
-	// Leads counts the partitions it leads; Cost is what the balancer weighs (moves
-	// under way counted at their target; 0 for a draining broker); BytesPerSec sums the
-	// reported rates of the partitions it leads.
-	Leads       int     `json:"leads"`
-	Cost        float64 `json:"cost"`
-	BytesPerSec int64   `json:"bytes_per_sec"`
-}
-
 // recentMove is a move the balancer made: the cooldown's memory. fromEpoch and toEpoch
 // are the two brokers' registrations then (0: unknown, any registration): the move is
 // remembered only while both are still those registrations, active (see planBalance).
@@ -142,7 +115,7 @@ type balanceInput struct {
 
 // balancePlan is a decision: the moves to propose, and what it saw.
 type balancePlan struct {
-	Moves []BalanceMove
+	Moves []ctlwire.BalanceMove
 	// InFlight counts the partitions moving before the round.
 	InFlight int
 	// Imbalance is the most loaded accepting broker's cost over the mean, minus 1 (0:
@@ -151,7 +124,7 @@ type balancePlan struct {
 	// CatchUp is the round's catch-up allowance: the moves that bring every broker the
 	// round may move to within the threshold of its share (0: none below it).
 	CatchUp int
-	Brokers []BrokerBalance
+	Brokers []ctlwire.BrokerBalance
 	// Note says why nothing (more) moves.
 	Note string
 }
@@ -267,7 +240,7 @@ func planBalance(in balanceInput) balancePlan {
 	sum := 0.0
 	for _, id := range ids {
 		b := bs[id]
-		plan.Brokers = append(plan.Brokers, BrokerBalance{ID: id, Rack: b.b.Rack, State: b.b.State, Leads: b.leads, Cost: b.cost, BytesPerSec: b.bytes})
+		plan.Brokers = append(plan.Brokers, ctlwire.BrokerBalance{ID: id, Rack: b.b.Rack, State: b.b.State, Leads: b.leads, Cost: b.cost, BytesPerSec: b.bytes})
 		if b.b.Accepting() {
 			accepting = append(accepting, b)
 			sum += b.cost
@@ -323,7 +296,7 @@ func planBalance(in balanceInput) balancePlan {
 		return plan
 	}
 	move := func(c *candidate, to *balBroker, reason string) {
-		plan.Moves = append(plan.Moves, BalanceMove{Topic: c.key.topic, TopicID: c.id, Partition: c.key.partition, From: c.from, To: to.b.ID, Reason: reason, Cost: c.cost})
+		plan.Moves = append(plan.Moves, ctlwire.BalanceMove{Topic: c.key.topic, TopicID: c.id, Partition: c.key.partition, From: c.from, To: to.b.ID, Reason: reason, Cost: c.cost})
 		if from := bs[c.from]; from.b.Accepting() {
 			from.cost -= c.cost
 			from.parts--
@@ -574,29 +547,6 @@ func abs(x float64) float64 {
 	return x
 }
 
-// BalancerStatus is the body of GET /v1/balancer (answered by the leader).
-type BalancerStatus struct {
-	// Enabled: Config.Balance. Leader: the controller that answered, which runs it.
-	Enabled    bool  `json:"enabled"`
-	Controller int32 `json:"controller"`
-	MaxMoves   int   `json:"max_moves"`
-	IntervalMs int64 `json:"interval_ms"`
-	CooldownMs int64 `json:"cooldown_ms"`
-	// MovesInFlight counts the partitions moving now (any cause).
-	MovesInFlight int `json:"moves_in_flight"`
-	// MovesTotal counts the moves the balancer began while this controller led.
-	MovesTotal uint64 `json:"moves_total"`
-	// LastRound is when the last decision was made (zero before the first); LastDecision
-	// summarises it, LastMoves lists its moves, Imbalance and Brokers are what it saw.
-	LastRound    time.Time       `json:"last_round,omitempty"`
-	LastDecision string          `json:"last_decision,omitempty"`
-	LastMoves    []BalanceMove   `json:"last_moves,omitempty"`
-	Imbalance    float64         `json:"imbalance"`
-	Brokers      []BrokerBalance `json:"brokers,omitempty"`
-	// ReportedPartitions counts the partitions with a reported rate.
-	ReportedPartitions int `json:"reported_partitions"`
-}
-
 // balancer is the leader's balancing loop and its memory (recent moves, the last
 // decision). Only the balancer goroutine runs rounds; mu guards what Status reads.
 type balancer struct {
@@ -739,9 +689,9 @@ func (b *balancer) round(now time.Time) balancePlan {
 }
 
 // status describes the balancer as this controller runs it.
-func (b *balancer) status() BalancerStatus {
+func (b *balancer) status() ctlwire.BalancerStatus {
 	c := b.c
-	st := BalancerStatus{
+	st := ctlwire.BalancerStatus{
 		Enabled: c.cfg.Balance, Controller: c.cfg.NodeID, MaxMoves: c.cfg.BalanceMaxMoves,
 		IntervalMs: c.cfg.BalanceInterval.Milliseconds(), CooldownMs: c.cfg.BalanceCooldown.Milliseconds(),
 		MovesInFlight: movesInFlight(c.fsm.View()),

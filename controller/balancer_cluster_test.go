@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
@@ -99,7 +100,7 @@ func evenTopic(t *testing.T, c *Controller, n int32) {
 	if !ok {
 		t.Fatal("no placement")
 	}
-	if _, err := c.propose(&createTopicCmd{Topic: metadata.Topic{Name: "t", ID: newTopicID(), Partitions: parts}}); err != nil {
+	if _, err := c.propose(&createTopicCmd{Topic: metadata.Topic{Name: "t", ID: metadata.NewTopicID(), Partitions: parts}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -268,7 +269,7 @@ func TestMemQuorumBalancerCatchUp(t *testing.T) {
 	}
 }
 
-// TestBalancerAPI: brokers report their load with heartbeats (ClientConfig.LoadReport);
+// TestBalancerAPI: brokers report their load with heartbeats (ctlclient.ClientConfig.LoadReport);
 // the leader's balancer weighs it: of two brokers leading five partitions each, the one
 // with a hot partition sheds its idle ones. The brokers' clients complete the moves as
 // brokers do. GET /v1/balancer through a follower answers with the leader's state.
@@ -288,9 +289,9 @@ func TestBalancerAPI(t *testing.T) {
 			return []metadata.PartitionLoad{{Topic: "t", Partition: 0, BytesPerSec: hot.Load()}, {Topic: "t", Partition: 2, BytesPerSec: 0}}
 		}
 	}
-	var clients []*Client
+	var clients []*ctlclient.Client
 	for id := int32(1); id <= 2; id++ {
-		cl := tc.client(id, func(c *ClientConfig) {
+		cl := tc.client(id, func(c *ctlclient.ClientConfig) {
 			c.LoadReport = loads(id)
 			c.LoadReportInterval = 100 * time.Millisecond
 		})
@@ -308,11 +309,10 @@ func TestBalancerAPI(t *testing.T) {
 	// The brokers hand off what they are asked to move.
 	hctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for _, cl := range clients {
+	for i, cl := range clients {
 		wg.Add(1)
-		go func(cl *Client) {
+		go func(cl *ctlclient.Client, self int32) {
 			defer wg.Done()
-			self := cl.selfID.Load()
 			for hctx.Err() == nil {
 				ch := cl.Changed()
 				if top := cl.View().Topics["t"]; top != nil {
@@ -327,7 +327,7 @@ func TestBalancerAPI(t *testing.T) {
 				case <-hctx.Done():
 				}
 			}
-		}(cl)
+		}(cl, int32(i+1)) // clients[i] is broker i+1
 	}
 	defer func() { cancel(); wg.Wait() }()
 

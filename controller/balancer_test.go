@@ -3,12 +3,11 @@ package controller
 import (
 	"fmt"
 	"math/rand"
-	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -24,7 +23,7 @@ type balSim struct {
 	maxMoves int
 	cooldown time.Duration
 	target   func(int32) bool
-	moves    []BalanceMove // every move begun, in order
+	moves    []ctlwire.BalanceMove // every move begun, in order
 }
 
 type simBroker struct {
@@ -619,18 +618,5 @@ func TestLoadTable(t *testing.T) {
 	l.reset()
 	if got := l.snapshot(t0.Add(3 * time.Second)); len(got) != 0 {
 		t.Fatalf("after reset: %v", got)
-	}
-	// A report longer than the bound keeps the hottest (the client's compaction).
-	var many []metadata.PartitionLoad
-	for i := 0; i < maxLoadReport+10; i++ {
-		many = append(many, metadata.PartitionLoad{Topic: "x", Partition: int32(i), BytesPerSec: int64(i%7 + 1)})
-	}
-	many = append(many, metadata.PartitionLoad{Topic: "y", BytesPerSec: 0})
-	c := compactLoad(many)
-	if len(c) != maxLoadReport || slices.ContainsFunc(c, func(x metadata.PartitionLoad) bool { return x.BytesPerSec == 0 }) {
-		t.Fatalf("compacted to %d entries", len(c))
-	}
-	if !sort.SliceIsSorted(c, func(i, j int) bool { return c[i].BytesPerSec > c[j].BytesPerSec }) {
-		t.Fatal("not the hottest first")
 	}
 }

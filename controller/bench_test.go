@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
@@ -20,17 +21,16 @@ func BenchmarkLeaderFailover(b *testing.B) {
 	tc := newTestCluster(b, 3, nil)
 	tc.waitLeader()
 	tc.broker(1, "a")
-	admin := tc.client(-1, nil)
 	ctx := ctxT(b)
 	var times []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		leader := tc.waitLeader()
+		admin := tc.client(-1, nil, tc.leaderFirst(leader)...) // talking to the leader
 		if _, err := admin.CreateTopic(ctx, metadata.TopicSpec{Name: fmt.Sprintf("warm-%d", i), Partitions: 1, ReplicationFactor: -1}, false); err != nil {
 			b.Fatal(err)
 		}
-		admin.hint.Store(int32(leader))
 		b.StartTimer()
 		start := time.Now()
 		tc.stop(leader)
@@ -74,7 +74,7 @@ func BenchmarkMetadataPropagation(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				name := fmt.Sprintf("prop-%d", i)
-				body, _ := json.Marshal(CreateTopicRequest{Name: name, Partitions: 1, ReplicationFactor: -1})
+				body, _ := json.Marshal(ctlwire.CreateTopicRequest{Name: name, Partitions: 1, ReplicationFactor: -1})
 				start := time.Now()
 				resp, err := hc.Post(url, "application/json", bytes.NewReader(body))
 				if err != nil {

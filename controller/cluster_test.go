@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlclient"
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
@@ -129,7 +131,7 @@ func TestCluster(t *testing.T) {
 
 		// Producer IDs never repeat across clients.
 		seen := map[int64]bool{}
-		for _, c := range []*Client{admin, b1, b2, admin, b1} {
+		for _, c := range []*ctlclient.Client{admin, b1, b2, admin, b1} {
 			for i := 0; i < 3; i++ {
 				id, err := c.AllocateProducerID(ctx)
 				if err != nil {
@@ -161,7 +163,7 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		clients := map[int32]*Client{1: b1, 2: b2, 3: b3}
+		clients := map[int32]*ctlclient.Client{1: b1, 2: b2, 3: b3}
 		p0 := top.Partitions[0]
 		from, to := clients[p0.Leader], int32(p0.Leader%3+1)
 		other := clients[to%3+1] // neither leader nor target
@@ -212,7 +214,7 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		clients := map[int32]*Client{1: b1, 2: b2, 3: b3}
+		clients := map[int32]*ctlclient.Client{1: b1, 2: b2, 3: b3}
 		leader := top.Partitions[0].Leader
 		from, to := clients[leader], leader%3+1
 		if err := from.MovePartition(ctx, top.ID, 0, to); err != nil {
@@ -267,14 +269,14 @@ func TestCluster(t *testing.T) {
 
 	t.Run("bad input", func(t *testing.T) {
 		hc := &http.Client{Timeout: 30 * time.Second}
-		post := func(addr, path, ct string, body []byte) (int, APIError) {
+		post := func(addr, path, ct string, body []byte) (int, ctlwire.APIError) {
 			t.Helper()
 			resp, err := hc.Post("http://"+addr+path, ct, bytes.NewReader(body))
 			if err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}
 			defer resp.Body.Close()
-			var ae APIError
+			var ae ctlwire.APIError
 			b, _ := io.ReadAll(resp.Body)
 			json.Unmarshal(b, &ae)
 			return resp.StatusCode, ae
@@ -304,7 +306,7 @@ func TestCluster(t *testing.T) {
 			// Random bytes to every write endpoint: never a crash or an internal error. A
 			// 503 (not_leader/unavailable: retry later) is a fair answer to a well-formed
 			// request while the 2-core CI machine makes Raft hold an election.
-			serverErr := func(st int, ae APIError) bool {
+			serverErr := func(st int, ae ctlwire.APIError) bool {
 				return st >= 500 && !(st == http.StatusServiceUnavailable && (ae.Code == "not_leader" || ae.Code == "unavailable"))
 			}
 			rng := rand.New(rand.NewSource(int64(idx)))
@@ -340,8 +342,7 @@ func TestLeaderFailoverUnderCreates(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
 	leader := tc.waitLeader()
 	tc.broker(1, "a")
-	admin := tc.client(-1, nil)
-	admin.hint.Store(int32(leader)) // talk to the leader, so its death is felt
+	admin := tc.client(-1, nil, tc.leaderFirst(leader)...) // talk to the leader, so its death is felt
 	ctx := ctxT(t)
 
 	var (
@@ -354,7 +355,7 @@ func TestLeaderFailoverUnderCreates(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		for i := 0; ; i++ {
-			before := admin.retries.Load()
+			before := admin.Stats().Retries
 			name := fmt.Sprintf("t-%03d", i)
 			top, err := admin.CreateTopic(ctx, metadata.TopicSpec{Name: name, Partitions: 2, ReplicationFactor: -1}, false)
 			if err != nil {
@@ -363,7 +364,7 @@ func TestLeaderFailoverUnderCreates(t *testing.T) {
 			}
 			mu.Lock()
 			acked[name] = top.ID
-			maxRetries = max(maxRetries, admin.retries.Load()-before)
+			maxRetries = max(maxRetries, admin.Stats().Retries-before)
 			select {
 			case <-killed:
 				afterKill++

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -34,7 +35,7 @@ func (*registerBrokerCmd) kind() cmdType { return cmdRegisterBroker }
 
 func (c *registerBrokerCmd) apply(m *machine) (any, bool, error) {
 	if c.ID < 0 {
-		return nil, false, fmt.Errorf("%w: broker id %d", errInvalidRequest, c.ID)
+		return nil, false, fmt.Errorf("%w: broker id %d", ctlwire.ErrBadRequest, c.ID)
 	}
 	prev := m.st.Brokers[c.ID]
 	b := metadata.Broker{

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -13,17 +14,9 @@ import (
 // it. Each item is judged alone, exactly as completeMoveCmd judges it; the value is one
 // error (nil: handed off) per item, in order.
 type completeMovesCmd struct {
-	From      int32          `json:"from"`
-	FromEpoch int64          `json:"from_epoch"`
-	Items     []moveDoneItem `json:"items"`
-}
-
-// moveDoneItem is one partition of a completeMovesCmd.
-type moveDoneItem struct {
-	TopicID   metadata.TopicID `json:"topic_id"`
-	Partition int32            `json:"partition"`
-	EndOffset int64            `json:"end_offset"`
-	MoveGen   uint64           `json:"move_gen"`
+	From      int32                  `json:"from"`
+	FromEpoch int64                  `json:"from_epoch"`
+	Items     []ctlwire.MoveDoneItem `json:"items"`
 }
 
 func (*completeMovesCmd) kind() cmdType { return cmdCompleteMoves }
@@ -49,6 +42,3 @@ func (c *completeMovesCmd) apply(m *machine) (any, bool, error) {
 	}
 	return errs, tc.put(), nil
 }
-
-// maxMovesPerRequest bounds one POST /v1/partitions/complete-moves (one Raft entry).
-const maxMovesPerRequest = 4096

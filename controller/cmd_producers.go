@@ -1,9 +1,10 @@
 package controller
 
-import "fmt"
+import (
+	"fmt"
 
-// maxProducerIDBlock bounds one allocation.
-const maxProducerIDBlock = 1 << 20
+	"github.com/weir-io/weir/controller/ctlwire"
+)
 
 // allocateProducerIDsCmd reserves Count producer IDs; the value is the first one.
 type allocateProducerIDsCmd struct {
@@ -13,8 +14,8 @@ type allocateProducerIDsCmd struct {
 func (*allocateProducerIDsCmd) kind() cmdType { return cmdAllocateProducerIDs }
 
 func (c *allocateProducerIDsCmd) apply(m *machine) (any, bool, error) {
-	if c.Count < 1 || c.Count > maxProducerIDBlock {
-		return nil, false, fmt.Errorf("%w: producer id block of %d", errInvalidRequest, c.Count)
+	if c.Count < 1 || c.Count > ctlwire.MaxProducerIDBlock {
+		return nil, false, fmt.Errorf("%w: producer id block of %d", ctlwire.ErrBadRequest, c.Count)
 	}
 	first := m.st.NextProducerID
 	m.st.NextProducerID += c.Count

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -13,17 +14,9 @@ import (
 // completeRecoveryCmd judges it; the value is one error (nil: completed or a retry of
 // this very completion) per item, in order.
 type completeRecoveriesCmd struct {
-	Leader      int32              `json:"leader"`
-	BrokerEpoch int64              `json:"broker_epoch"`
-	Items       []recoveryDoneItem `json:"items"`
-}
-
-// recoveryDoneItem is one partition of a completeRecoveriesCmd.
-type recoveryDoneItem struct {
-	TopicID     metadata.TopicID `json:"topic_id"`
-	Partition   int32            `json:"partition"`
-	LeaderEpoch int32            `json:"leader_epoch"`
-	EndOffset   int64            `json:"end_offset"`
+	Leader      int32                      `json:"leader"`
+	BrokerEpoch int64                      `json:"broker_epoch"`
+	Items       []ctlwire.RecoveryDoneItem `json:"items"`
 }
 
 func (*completeRecoveriesCmd) kind() cmdType { return cmdCompleteRecoveries }
@@ -53,7 +46,3 @@ type recoveriesResult struct {
 	Errs []error
 	Done []bool
 }
-
-// maxRecoveriesPerRequest bounds one POST /v1/partitions/complete-recoveries (and so one
-// Raft entry): about 100 bytes of JSON per item.
-const maxRecoveriesPerRequest = 4096

@@ -13,19 +13,13 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/security/tlsconf"
 )
 
-// Peer is one controller of the static quorum: its Raft address and its API address.
-type Peer struct {
-	ID       int32  `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	APIAddr  string `json:"api_addr"`
-}
-
 // Peers is the static peer list; as a flag.Value it parses
 // "1=raftHost:port/apiHost:port,2=raftHost:port/apiHost:port,...".
-type Peers []Peer
+type Peers []ctlwire.Peer
 
 // ParsePeers parses "1=raftHost:port/apiHost:port,2=...".
 func ParsePeers(s string) (Peers, error) {
@@ -73,7 +67,7 @@ func (p *Peers) Set(s string) error {
 				return fmt.Errorf("peer %q: address %q: %v", item, a, err)
 			}
 		}
-		out = append(out, Peer{ID: int32(id), RaftAddr: raftAddr, APIAddr: apiAddr})
+		out = append(out, ctlwire.Peer{ID: int32(id), RaftAddr: raftAddr, APIAddr: apiAddr})
 	}
 	*p = out
 	return nil
@@ -306,7 +300,7 @@ func (c *Config) Validate() error {
 	}
 	c.Peers = append(Peers(nil), c.Peers...) // sorted below; never touch the caller's slice
 	seen := map[int32]bool{}
-	var self *Peer
+	var self *ctlwire.Peer
 	for i := range c.Peers {
 		p := &c.Peers[i]
 		if seen[p.ID] {
@@ -356,9 +350,9 @@ func (c *Config) Validate() error {
 	if c.ApplyTimeout <= 0 || c.LeaseTimeout <= 0 || c.LeaseGrace < 0 || c.SuspectTimeout <= 0 || c.LeaseCheckInterval <= 0 || c.LeaderWaitTimeout < 0 {
 		return errors.New("controller: apply/lease/suspect timeouts and the lease check interval must be positive")
 	}
-	if g := c.GrantedLease(); g < 2*MinHeartbeatInterval {
+	if g := c.GrantedLease(); g < 2*ctlwire.MinHeartbeatInterval {
 		return fmt.Errorf("%w: the lease granted to brokers, suspect timeout %v - margin %v = %v, "+
-			"must be at least 2 x the minimum heartbeat interval %v", ErrBadConfig, c.SuspectTimeout, LeaseSafetyMargin, g, MinHeartbeatInterval)
+			"must be at least 2 x the minimum heartbeat interval %v", ErrBadConfig, c.SuspectTimeout, LeaseSafetyMargin, g, ctlwire.MinHeartbeatInterval)
 	}
 	if c.LeaseTimeout+c.LeaseGrace < c.SuspectTimeout {
 		return fmt.Errorf("%w: lease timeout %v + lease grace %v is below the suspect timeout %v: a broker nothing says is gone would be fenced sooner than one whose connection closed",
@@ -382,13 +376,6 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
-
-// MinHeartbeatInterval is the shortest heartbeat interval a broker client uses
-// (ClientConfig.HeartbeatInterval is raised to it). Config.Validate refuses settings
-// whose granted lease is below twice this, and a client refuses a granted lease below
-// twice its own interval (RegisterBroker fails), so a broker always has at least two
-// heartbeats per lease.
-const MinHeartbeatInterval = 100 * time.Millisecond
 
 // LeaseSafetyMargin is taken off the granted lease for clock-rate differences between
 // a broker and the controller and for scheduling delays (GrantedLease).
@@ -420,7 +407,7 @@ func (c *Config) fenceAfter() fenceAfter {
 	return fenceAfter{Closed: c.SuspectTimeout, Reported: min(max(c.ReportedTimeout, c.SuspectTimeout), silent), Silent: silent}
 }
 
-func (c *Config) peer(id int32) *Peer {
+func (c *Config) peer(id int32) *ctlwire.Peer {
 	for i := range c.Peers {
 		if c.Peers[i].ID == id {
 			return &c.Peers[i]

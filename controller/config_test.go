@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
@@ -125,7 +126,7 @@ func TestSingleControllerOwnListeners(t *testing.T) {
 	}
 	c := start()
 	ctx := ctxT(t)
-	cl, err := NewClient(ClientConfig{Controllers: []string{apiAddr}, BrokerID: 7})
+	cl, err := ctlclient.NewClient(ctlclient.ClientConfig{Controllers: []string{apiAddr}, BrokerID: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +273,7 @@ func TestInjectedRaft(t *testing.T) {
 // TestGrantedLeaseAndValidate: the granted lease is the suspect timeout minus the
 // margin, 300 ms with the defaults (a controller votes for a fence only after the
 // suspect timeout of silence, leases.go); settings whose lease would not hold two
-// heartbeats at MinHeartbeatInterval, or whose silent-broker timeout is shorter than
+// heartbeats at ctlwire.MinHeartbeatInterval, or whose silent-broker timeout is shorter than
 // the suspect timeout, are refused.
 func TestGrantedLeaseAndValidate(t *testing.T) {
 	base := func() Config {
@@ -290,7 +291,7 @@ func TestGrantedLeaseAndValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if d := DefaultClientConfig(); d.HeartbeatInterval != 100*time.Millisecond || c.GrantedLease() < 2*d.HeartbeatInterval {
+	if d := ctlclient.DefaultClientConfig(); d.HeartbeatInterval != 100*time.Millisecond || c.GrantedLease() < 2*d.HeartbeatInterval {
 		t.Fatalf("the default heartbeat interval %v does not fit twice in the default lease", d.HeartbeatInterval)
 	}
 	cases := []struct {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -199,9 +200,9 @@ func (c *Controller) View() *metadata.View { return c.fsm.View() }
 func (c *Controller) IsLeader() bool { return c.raftState() == raft.Leader }
 
 // Status describes this controller's Raft state.
-func (c *Controller) Status() Status {
+func (c *Controller) Status() ctlwire.Status {
 	v := c.fsm.View()
-	st := Status{ID: c.cfg.NodeID, State: "Starting", LeaderID: -1, Version: v.Version, ClusterID: v.ClusterID, Peers: c.cfg.Peers,
+	st := ctlwire.Status{ID: c.cfg.NodeID, State: "Starting", LeaderID: -1, Version: v.Version, ClusterID: v.ClusterID, Peers: c.cfg.Peers,
 		AuthRequired: c.auth != nil && c.auth.required()}
 	r := c.r.Load()
 	if r == nil {
@@ -262,10 +263,10 @@ func (c *Controller) leader() (int32, string, bool) {
 func (c *Controller) propose(cmd command) (*applyResult, error) {
 	r := c.r.Load()
 	if r == nil || c.ctx.Err() != nil {
-		return nil, ErrUnavailable
+		return nil, ctlwire.ErrUnavailable
 	}
 	if r.State() != raft.Leader {
-		return nil, ErrNotLeader
+		return nil, ctlwire.ErrNotLeader
 	}
 	data, err := encodeCommand(cmd)
 	if err != nil {
@@ -275,14 +276,14 @@ func (c *Controller) propose(cmd command) (*applyResult, error) {
 	f := r.Apply(data, c.cfg.ApplyTimeout)
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
-			return nil, ErrNotLeader // never entered the log
+			return nil, ctlwire.ErrNotLeader // never entered the log
 		}
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", ctlwire.ErrUnavailable, err)
 	}
 	c.metrics.applyDuration.Observe(time.Since(start).Seconds())
 	res, ok := f.Response().(*applyResult)
 	if !ok {
-		return nil, errInternal
+		return nil, ctlwire.ErrInternal
 	}
 	return res, res.Err
 }
@@ -319,10 +320,10 @@ func (c *Controller) leadershipLoop() {
 func (c *Controller) ensureClusterID() error {
 	r := c.r.Load()
 	if r == nil || r.State() != raft.Leader {
-		return ErrNotLeader
+		return ctlwire.ErrNotLeader
 	}
 	if err := r.Barrier(c.cfg.ApplyTimeout).Error(); err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", ctlwire.ErrUnavailable, err)
 	}
 	if c.fsm.View().ClusterID != "" {
 		return nil
@@ -376,10 +377,4 @@ func newClusterID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return strings.TrimRight(base64.URLEncoding.EncodeToString(b[:]), "=")
-}
-
-func newTopicID() metadata.TopicID {
-	var id metadata.TopicID
-	_, _ = rand.Read(id[:])
-	return id
 }

@@ -2,14 +2,13 @@ package controller
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"sync"
 	"unsafe"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/acl"
 )
@@ -205,17 +204,6 @@ func (h *stepHistory) since(after, to uint64) (viewStep, bool) {
 	return out, true
 }
 
-// TopicPartsJSON is a delta's change to a topic that kept its name, ID and partition
-// count: its configs and the changed partitions, each with its position (At).
-type TopicPartsJSON struct {
-	ID         metadata.TopicID     `json:"id"`
-	Count      int                  `json:"count"`
-	Configs    map[string]string    `json:"configs,omitempty"`
-	Partitions []metadata.Partition `json:"partitions"`
-	// At is each of Partitions' position in the topic's partition list.
-	At []int32 `json:"at"`
-}
-
 // buildDelta encodes the delta from the View at `after` to cur, or returns nil when the
 // history does not reach back to it.
 func (h *stepHistory) buildDelta(after uint64, cur *metadata.View) []byte {
@@ -223,7 +211,7 @@ func (h *stepHistory) buildDelta(after uint64, cur *metadata.View) []byte {
 	if !ok {
 		return nil
 	}
-	vj := ViewJSON{Version: cur.Version, ClusterID: cur.ClusterID, ControllerID: cur.ControllerID, Brokers: cur.Brokers, DeltaFrom: after}
+	vj := ctlwire.ViewJSON{Version: cur.Version, ClusterID: cur.ClusterID, ControllerID: cur.ControllerID, Brokers: cur.Brokers, DeltaFrom: after}
 	for name, ts := range st.topics {
 		t := cur.Topics[name]
 		switch {
@@ -236,13 +224,13 @@ func (h *stepHistory) buildDelta(after uint64, cur *metadata.View) []byte {
 			vj.Topics[name] = t
 		default:
 			slices.Sort(ts.parts)
-			tp := TopicPartsJSON{ID: t.ID, Count: len(t.Partitions), Configs: t.Configs}
+			tp := ctlwire.TopicPartsJSON{ID: t.ID, Count: len(t.Partitions), Configs: t.Configs}
 			for _, i := range slices.Compact(ts.parts) {
 				tp.Partitions = append(tp.Partitions, t.Partitions[i])
 				tp.At = append(tp.At, i)
 			}
 			if vj.TopicParts == nil {
-				vj.TopicParts = map[string]TopicPartsJSON{}
+				vj.TopicParts = map[string]ctlwire.TopicPartsJSON{}
 			}
 			vj.TopicParts[name] = tp
 		}
@@ -273,76 +261,4 @@ func (h *stepHistory) buildDelta(after uint64, cur *metadata.View) []byte {
 		panic(fmt.Sprintf("controller: encode delta: %v", err))
 	}
 	return b
-}
-
-// errStaleDelta: a delta does not fit the client's View (another base version, or a
-// topic that differs); the client fetches a full View instead.
-var errStaleDelta = errors.New("controller client: delta does not fit the view")
-
-// applyDelta returns the View that delta vj (DeltaFrom == base.Version) makes of base,
-// sharing base's unchanged topics, or an error when vj does not fit base.
-func applyDelta(base *metadata.View, vj *ViewJSON, controllerID int32) (*metadata.View, error) {
-	if base == nil || base.Version != vj.DeltaFrom {
-		return nil, fmt.Errorf("%w: delta from version %d, have %d", errStaleDelta, vj.DeltaFrom, base.Version)
-	}
-	topics := make(map[string]*metadata.Topic, len(base.Topics)+len(vj.Topics))
-	for name, t := range base.Topics {
-		topics[name] = t
-	}
-	for _, name := range vj.DeletedTopics {
-		delete(topics, name)
-	}
-	for name, t := range vj.Topics {
-		topics[name] = t
-	}
-	for name, tp := range vj.TopicParts {
-		o := topics[name]
-		if o == nil || o.ID != tp.ID || len(o.Partitions) != tp.Count {
-			return nil, fmt.Errorf("%w: topic %q does not match the base", errStaleDelta, name)
-		}
-		if len(tp.Partitions) == 0 && maps.Equal(o.Configs, tp.Configs) {
-			continue // nothing a View shows changed: keep the topic (brokers skip it)
-		}
-		t := &metadata.Topic{Name: name, ID: tp.ID, Configs: tp.Configs, Partitions: slices.Clone(o.Partitions)}
-		if len(tp.At) != len(tp.Partitions) {
-			return nil, fmt.Errorf("%w: topic %q: %d positions for %d partitions", errStaleDelta, name, len(tp.At), len(tp.Partitions))
-		}
-		for k, p := range tp.Partitions {
-			at := tp.At[k]
-			if at < 0 || int(at) >= len(t.Partitions) {
-				return nil, fmt.Errorf("%w: topic %q position %d out of range", errStaleDelta, name, at)
-			}
-			t.Partitions[at] = p
-		}
-		topics[name] = t
-	}
-	objects := base.Objects
-	if len(vj.Objects) > 0 || len(vj.DeletedObjects) > 0 {
-		objects = make(map[uint64]metadata.Object, len(base.Objects)+len(vj.Objects))
-		for id, o := range base.Objects {
-			objects[id] = o
-		}
-		for _, id := range vj.DeletedObjects {
-			delete(objects, id)
-		}
-		for id, o := range vj.Objects {
-			objects[id] = o
-		}
-		if len(objects) == 0 {
-			objects = nil
-		}
-	}
-	v := metadata.NewViewWithObjects(vj.Version, vj.ClusterID, controllerID, vj.Brokers, topics, objects)
-	v.Scram, v.ACLs = base.Scram, base.ACLs
-	v.SetTopicTombstones(base.TopicTombstones())
-	if vj.TopicTombstones != nil {
-		v.SetTopicTombstones(vj.TopicTombstones)
-	}
-	if vj.ScramSet {
-		v.Scram = vj.Scram
-	}
-	if vj.ACLsSet {
-		v.ACLs = acl.NewSet(vj.ACLs)
-	}
-	return v, nil
 }

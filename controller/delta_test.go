@@ -9,7 +9,10 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
+	"github.com/weir-io/weir/controller/ctlwire"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security"
 	"github.com/weir-io/weir/security/acl"
@@ -71,21 +74,16 @@ func randomCommand(r *rand.Rand, nextObj *uint64) command {
 // viewFromFull decodes a full View's JSON as a client does.
 func viewFromFull(t *testing.T, body []byte) *metadata.View {
 	t.Helper()
-	c := &Client{changed: make(chan struct{})}
-	c.selfID.Store(-1)
-	var vj ViewJSON
+	var vj ctlwire.ViewJSON
 	if err := json.Unmarshal(body, &vj); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.publishView(&vj); err != nil {
-		t.Fatal(err)
-	}
-	return c.view
+	return ctlwire.ToView(&vj, -1)
 }
 
 func wireJSON(t *testing.T, v *metadata.View) []byte {
 	t.Helper()
-	b, err := json.Marshal(viewToWire(v))
+	b, err := json.Marshal(ctlwire.FromView(v))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +122,7 @@ func TestDeltaMatchesFullView(t *testing.T) {
 				if b == nil {
 					t.Fatalf("seed %d: no delta from %d to %d", seed, from, cur)
 				}
-				var vj ViewJSON
+				var vj ctlwire.ViewJSON
 				if err := json.Unmarshal(b, &vj); err != nil {
 					t.Fatal(err)
 				}
@@ -132,7 +130,7 @@ func TestDeltaMatchesFullView(t *testing.T) {
 					t.Fatalf("delta %d→%d says %d→%d", from, cur, vj.DeltaFrom, vj.Version)
 				}
 				base := viewFromFull(t, fulls[from])
-				got, err := applyDelta(base, &vj, -1)
+				got, err := ctlwire.ApplyDelta(base, &vj, -1)
 				if err != nil {
 					t.Fatalf("seed %d: apply delta %d→%d: %v", seed, from, cur, err)
 				}
@@ -162,7 +160,7 @@ func TestDeltaRefusals(t *testing.T) {
 	v2 := f.published().json()
 	mustApply(t, f, &setLogStartOffsetCmd{TopicID: topicID(1), Partition: 1, Offset: 5})
 	cur := f.View()
-	var vj ViewJSON
+	var vj ctlwire.ViewJSON
 	if err := json.Unmarshal(f.steps.delta(2, cur), &vj); err != nil {
 		t.Fatal(err)
 	}
@@ -170,12 +168,12 @@ func TestDeltaRefusals(t *testing.T) {
 		t.Fatalf("delta = %+v: want only a/1", vj)
 	}
 	base := viewFromFull(t, v2)
-	if _, err := applyDelta(viewFromFull(t, f.published().json()), &vj, -1); err == nil {
+	if _, err := ctlwire.ApplyDelta(viewFromFull(t, f.published().json()), &vj, -1); err == nil {
 		t.Fatal("a delta applied to another version")
 	}
 	bad := vj
-	bad.TopicParts = map[string]TopicPartsJSON{"a": {ID: topicID(2), Count: 2, Partitions: vj.TopicParts["a"].Partitions, At: []int32{1}}}
-	if _, err := applyDelta(base, &bad, -1); err == nil {
+	bad.TopicParts = map[string]ctlwire.TopicPartsJSON{"a": {ID: topicID(2), Count: 2, Partitions: vj.TopicParts["a"].Partitions, At: []int32{1}}}
+	if _, err := ctlwire.ApplyDelta(base, &bad, -1); err == nil {
 		t.Fatal("a delta of another topic ID applied")
 	}
 	if b := f.steps.delta(cur.Version, cur); b != nil {
@@ -221,7 +219,7 @@ func TestClientWatchDeltas(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := cl.View().Version
-	w.waitVersion(ctx, want)
+	testutil.Eventually(t, 30*time.Second, "the watcher to catch up", func() bool { return w.View().Version >= want })
 	var full *metadata.View
 	for _, c := range tc.ctrls { // the one w watches may be a little behind cl's
 		if c.fsm.View().Version == want {
@@ -234,8 +232,8 @@ func TestClientWatchDeltas(t *testing.T) {
 	if g, f := wireJSON(t, w.View()), wireJSON(t, full); !bytes.Equal(g, f) {
 		t.Fatalf("watcher's View\n%s\ncontroller's\n%s", g, f)
 	}
-	if d, f := w.deltas.Load(), w.fulls.Load(); d == 0 || f != 1 {
-		t.Fatalf("watcher installed %d deltas and %d full Views; want deltas after the first", d, f)
+	if st := w.Stats(); st.DeltaViews == 0 || st.FullViews != 1 {
+		t.Fatalf("watcher installed %d deltas and %d full Views; want deltas after the first", st.DeltaViews, st.FullViews)
 	}
 	if tp := w.View().Topics["big"]; tp != big && tp.Partitions[7].LogStartOffset != 11 {
 		t.Fatalf("big/7 = %+v", tp.Partitions[7])
@@ -247,7 +245,7 @@ func TestClientWatchDeltas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var vj ViewJSON
+	var vj ctlwire.ViewJSON
 	if err := json.NewDecoder(resp.Body).Decode(&vj); err != nil {
 		t.Fatal(err)
 	}

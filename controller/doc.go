@@ -21,8 +21,10 @@
 //     but never an injected store, which keeps its state across a restart like a data
 //     dir does.
 //   - controller.go, config.go, metrics.go: the Controller life cycle, Config, metrics.
-//   - api*.go, wire.go, errors.go: the HTTP API (route table in api.go), its JSON bodies
-//     and error codes; writes reaching a follower are proxied to the leader.
+//   - api*.go: the HTTP API's handlers (routes in api.go); writes reaching a follower
+//     are proxied to the leader. The route table, the JSON bodies, the error codes and
+//     the watch's delta format are package ctlwire's, shared with the client.
+//     errors.go: the errors that never cross the API.
 //   - placement.go: where new partitions go. leases.go: quorum broker leases (every
 //     controller's table) and the timing argument; leasevote.go: the fence votes and
 //     the closed-connection hint; votelog.go: the votes on disk; Config.GrantedLease
@@ -32,10 +34,11 @@
 //     applied in cmd_brokers.go.
 //   - balancer.go: the leader's balancer (planBalance, a pure function, and its loop);
 //     loads.go: the partitions' reported traffic (leader only).
-//   - client*.go: what a broker uses: metadata.Store, metadata.Registrar,
-//     metadata.Mover, metadata.Recoverer, metadata.Leaser, metadata.Drainer and
-//     metadata.ObjectManifest over the API, with a long-poll watch; leaseclock*.go:
-//     the clock its lease is measured on (CLOCK_BOOTTIME on Linux).
+//   - delta.go: the step history the metadata watch's deltas are built from.
+//   - The client brokers and weir admin use is package ctlclient (controller/ctlclient:
+//     metadata.Store, Registrar, Mover, Recoverer, Leaser, Drainer and ObjectManifest
+//     over the API, with a long-poll watch, and the lease clock); it imports ctlwire and
+//     never this package, which never imports it either (its cluster tests here do).
 //
 // # Failover
 //
@@ -60,13 +63,13 @@
 // Graceful moves have generations: BeginMove sets Partition.MoveGen to the state
 // version it produces, and CompleteMove carrying a MoveGen is refused unless that move
 // is the pending one, so a retried completion of a cancelled move cannot complete a
-// later move with an old end offset (the Client's CompleteMoveGen).
+// later move with an old end offset (ctlclient.Client.CompleteMoveGen).
 //
 // # Drain
 //
-// DrainBroker (a broker on SIGTERM: Client.DrainBroker; an operator: weir admin drain)
-// drains one live registration: in one command (drainBrokerCmd, metadata.PlanDrain) the
-// broker turns draining and every partition it leads that is neither Recovering nor
+// DrainBroker (a broker on SIGTERM: ctlclient.Client.DrainBroker; an operator: weir
+// admin drain) drains one live registration: in one command (drainBrokerCmd,
+// metadata.PlanDrain) the broker turns draining and every partition it leads that is neither Recovering nor
 // moving already begins a graceful move (MoveGen = the command's version) to an
 // accepting broker: its zone first, then the fewest partitions (moves under way counted
 // at their target), then the lowest ID; moves to it are cancelled. A draining broker is
@@ -86,8 +89,8 @@
 // BalanceInterval (3 s): planBalance decides, from the View, the reported loads and its
 // own recent moves, a few graceful moves, proposed as BeginMove. Cost of a partition:
 // 1 + its bytes/s over the mean bytes/s per partition (brokers report rates with their
-// heartbeats every ClientConfig.LoadReportInterval, only partitions with traffic, the
-// 4096 hottest; the leader keeps them in memory for 30 s, like leases). Throttle: no move
+// heartbeats every ctlclient.ClientConfig.LoadReportInterval, only partitions with
+// traffic, the 4096 hottest; the leader keeps them in memory for 30 s, like leases). Throttle: no move
 // starts while BalanceMaxMoves (4) partitions are moving, whatever moved them, but for
 // a catch-up (below). Never moved: Recovering or moving partitions, or one it moved
 // within BalanceCooldown (5 min); no move from A to B within the cooldown of one from B
@@ -144,12 +147,13 @@
 // (TestBalancerSteadyUnderNoisyLoads: a balanced cluster under rates jittering ±30 %
 // makes no move in 200 rounds).
 //
-// Registration: a RegisterRequest carries the process's incarnation (random per
-// Client). While the ID's active registration belongs to another incarnation heard from
-// within the granted lease, the leader refuses it (metadata.ErrDuplicateBroker, 409
-// duplicate_broker); Client.RegisterBroker retries until its context ends. A heartbeat
-// answered "fenced" closes Client.Fenced(); the client does not register again by
-// itself (the broker restarts its storage first).
+// Registration: a ctlwire.RegisterRequest carries the process's incarnation (random per
+// ctlclient.Client). While the ID's active registration belongs to another incarnation
+// heard from within the granted lease, the leader refuses it
+// (metadata.ErrDuplicateBroker, 409 duplicate_broker); ctlclient.Client.RegisterBroker
+// retries until its context ends. A heartbeat answered "fenced" closes
+// ctlclient.Client.Fenced(); the client does not register again by itself (the broker
+// restarts its storage first).
 //
 // # Formats
 //
@@ -203,10 +207,10 @@
 // from a snapshot written before log starts trimmed manifests).
 //
 // Metadata watch (api_metadata.go, delta.go): GET /v1/metadata?after=V&wait=D is a long
-// poll answered with ViewJSON once the version exceeds V. With delta=1 (brokers' watches
-// ask for it) the answer is a delta when the FSM's step history (what each of the last
+// poll answered with ctlwire.ViewJSON once the version exceeds V. With delta=1 (brokers'
+// watches ask for it) the answer is a delta when the FSM's step history (what each of the last
 // versions changed, at most maxSteps versions and maxStepParts partition indices) reaches
-// back to V: ViewJSON with "delta_from": V, the cluster fields and "brokers" whole,
+// back to V: a ViewJSON with "delta_from": V, the cluster fields and "brokers" whole,
 // "topics" only topics created or replaced (or changed in most of their partitions),
 // "topic_parts": {"<name>": {"id", "count", "configs", "partitions": [...], "at":
 // [position, ...]}} for topics that kept name, ID and count, "deleted_topics",
@@ -234,8 +238,9 @@
 // Controller.adminMu → FSM.mu and Controller.regMu → FSM.mu, leaseTable.mu (via
 // propose, which waits for Apply); FSM.mu → stepHistory.mu (record on publish) and
 // stepHistory.cacheMu → stepHistory.mu (building a delta); FSM.mu, leaseTable.mu, loadTable.mu, balancer.mu
-// (never held while proposing) and the Client's mutexes are leaves, except Client.regMu → Client.leaseMu and Client.pidMu held across an RPC.
-// No lock is held while waiting on the network except Client.regMu (registration,
-// including its wait for a duplicate's lease to lapse), Controller.regMu (a
-// registration's proposal) and Client.pidMu (producer-ID block).
+// (never held while proposing) and ctlclient.Client's mutexes are leaves, except
+// Client.regMu → Client.leaseMu and Client.pidMu held across an RPC. No lock is held
+// while waiting on the network except Client.regMu (registration, including its wait for
+// a duplicate's lease to lapse), Controller.regMu (a registration's proposal) and
+// Client.pidMu (producer-ID block).
 package controller

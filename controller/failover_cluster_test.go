@@ -10,11 +10,12 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weir-io/weir/controller/ctlclient"
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
@@ -47,7 +48,7 @@ func TestMemQuorumFailoverSurvivesLeaderChange(t *testing.T) {
 	must(&registerBrokerCmd{ID: 1, Host: "h1", Port: 1, Rack: "a"})
 	must(&registerBrokerCmd{ID: 2, Host: "h2", Port: 2, Rack: "a"})
 	must(&registerBrokerCmd{ID: 3, Host: "h3", Port: 3, Rack: "b"})
-	tid := newTopicID()
+	tid := metadata.NewTopicID()
 	must(&createTopicCmd{Topic: metadata.Topic{Name: "t", ID: tid, Partitions: []metadata.Partition{{Leader: 1}, {Leader: 1}, {Leader: 2}, {Leader: 3}}}})
 	res := must(&fenceBrokerCmd{ID: 1, Epoch: 1, Plan: true})
 	if fr := res.Value.(fenceResult); fr.FailedOver != 2 {
@@ -118,7 +119,7 @@ func TestLeaseExpiryFailover(t *testing.T) {
 	tc.waitLeader()
 	ctx := ctxT(t)
 	var epochChanges sync.Map
-	b1 := tc.client(1, func(c *ClientConfig) {
+	b1 := tc.client(1, func(c *ctlclient.ClientConfig) {
 		c.OnEpochChange = func(o, n int64) { epochChanges.Store(o, n) }
 	})
 	if err := b1.RegisterBroker(ctx, brokerFor(1, "a")); err != nil {
@@ -146,7 +147,7 @@ func TestLeaseExpiryFailover(t *testing.T) {
 	}
 
 	fenced := b1.Fenced()
-	b1.hbPaused.Store(true)
+	b1.PauseHeartbeats(true)
 	testutil.Eventually(t, 30*time.Second, "broker 1 to be fenced", func() bool {
 		b, ok := b2.View().Broker(1)
 		return ok && b.State == metadata.BrokerFenced && b.Epoch == 1
@@ -208,7 +209,7 @@ func TestLeaseExpiryFailover(t *testing.T) {
 		return sumMetric(t, reg, "weir_controller_partitions_recovering") == 0
 	})
 
-	b1.hbPaused.Store(false) // the next heartbeat is answered "fenced"
+	b1.PauseHeartbeats(false) // the next heartbeat is answered "fenced"
 	testutil.Eventually(t, 30*time.Second, "broker 1 to learn it was fenced", func() bool { return isClosed(fenced) })
 	// Let a few heartbeat intervals pass on purpose: the client must not register again.
 	time.Sleep(3 * 200 * time.Millisecond)
@@ -238,8 +239,8 @@ func TestLeaseExpiryFailover(t *testing.T) {
 		}
 	}
 	// A heartbeat with a stale epoch is refused.
-	var resp LeaseResponse
-	if _, err := b2.call(ctx, http.MethodPost, "/v1/brokers/heartbeat", HeartbeatRequest{ID: 1, Epoch: 1}, &resp); !errors.Is(err, metadata.ErrFenced) {
+	var resp ctlwire.LeaseResponse
+	if err := tc.post(ctlwire.PathHeartbeat, ctlwire.HeartbeatRequest{ID: 1, Epoch: 1}, &resp); !errors.Is(err, metadata.ErrFenced) {
 		t.Fatalf("stale-epoch heartbeat: %v", err)
 	}
 }
@@ -264,14 +265,14 @@ func TestDuplicateBrokerRefused(t *testing.T) {
 	if !errors.Is(err, metadata.ErrDuplicateBroker) || !strings.Contains(err.Error(), "in use by a live process") {
 		t.Fatalf("a second process with the same ID: %v", err)
 	}
-	body, _ := json.Marshal(RegisterRequest{ID: 9, Host: "127.0.0.1", Port: 1, Incarnation: "someone-else"})
+	body, _ := json.Marshal(ctlwire.RegisterRequest{ID: 9, Host: "127.0.0.1", Port: 1, Incarnation: "someone-else"})
 	resp, err := http.Post("http://"+tc.peers[0].APIAddr+"/v1/brokers/register", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var ae APIError
+	var ae ctlwire.APIError
 	if json.Unmarshal(raw, &ae); resp.StatusCode != http.StatusConflict || ae.Code != "duplicate_broker" || !strings.Contains(ae.Message, "live process") {
 		t.Fatalf("raw duplicate registration: %d %s", resp.StatusCode, raw)
 	}
@@ -283,7 +284,7 @@ func TestDuplicateBrokerRefused(t *testing.T) {
 	}
 
 	fenced := a.Fenced()
-	a.hbPaused.Store(true) // the first process hangs (or died)
+	a.PauseHeartbeats(true) // the first process hangs (or died)
 	start := time.Now()
 	if err := b.RegisterBroker(ctx, brokerFor(9, "a")); err != nil {
 		t.Fatal(err)
@@ -295,7 +296,7 @@ func TestDuplicateBrokerRefused(t *testing.T) {
 	if a.LeaseValid(time.Now()) {
 		t.Fatal("the second process got in while the first one's lease still held")
 	}
-	a.hbPaused.Store(false)
+	a.PauseHeartbeats(false)
 	testutil.Eventually(t, 10*time.Second, "the first process to learn its registration is over", func() bool { return isClosed(fenced) })
 	sctx, cancel = context.WithTimeout(ctx, 400*time.Millisecond)
 	err = a.RegisterBroker(sctx, brokerFor(9, "a"))
@@ -306,7 +307,7 @@ func TestDuplicateBrokerRefused(t *testing.T) {
 }
 
 // TestClientRefusesShortLease: a client whose heartbeat interval does not fit twice in
-// the granted lease refuses to run (RegisterBroker fails with ErrBadConfig and the
+// the granted lease refuses to run (RegisterBroker fails with ctlclient.ErrBadConfig and the
 // lease stays invalid); one whose interval fits registers.
 func TestClientRefusesShortLease(t *testing.T) {
 	tc := newTestCluster(t, 1, func(c *Config) { c.SuspectTimeout = 300 * time.Millisecond }) // granted 200 ms
@@ -315,66 +316,12 @@ func TestClientRefusesShortLease(t *testing.T) {
 		t.Fatalf("granted lease %v", g)
 	}
 	ctx := ctxT(t)
-	slow := tc.client(1, func(c *ClientConfig) { c.HeartbeatInterval = 150 * time.Millisecond })
-	if err := slow.RegisterBroker(ctx, brokerFor(1, "a")); !errors.Is(err, ErrBadConfig) || slow.LeaseValid(time.Now()) {
+	slow := tc.client(1, func(c *ctlclient.ClientConfig) { c.HeartbeatInterval = 150 * time.Millisecond })
+	if err := slow.RegisterBroker(ctx, brokerFor(1, "a")); !errors.Is(err, ctlclient.ErrBadConfig) || slow.LeaseValid(time.Now()) {
 		t.Fatalf("heartbeat 150ms, lease 200ms: %v (lease %v)", err, slow.LeaseValid(time.Now()))
 	}
-	fast := tc.client(2, func(c *ClientConfig) { c.HeartbeatInterval = 50 * time.Millisecond }) // raised to MinHeartbeatInterval
-	if fast.cfg.HeartbeatInterval != MinHeartbeatInterval {
-		t.Fatalf("heartbeat interval %v, want it raised to %v", fast.cfg.HeartbeatInterval, MinHeartbeatInterval)
-	}
+	fast := tc.client(2, func(c *ctlclient.ClientConfig) { c.HeartbeatInterval = 50 * time.Millisecond }) // raised to ctlwire.MinHeartbeatInterval
 	if err := fast.RegisterBroker(ctx, brokerFor(2, "a")); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestClientLeaseClockAndView: the lease is measured on the lease clock (on Linux
-// CLOCK_BOOTTIME, which runs on while a VM is paused), not on the monotonic clock, and
-// it counts only once the client's View includes the registration.
-func TestClientLeaseClockAndView(t *testing.T) {
-	cl, err := NewClient(ClientConfig{Controllers: []string{"127.0.0.1:1"}, BrokerID: 1, StartTimeout: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var clock atomic.Int64
-	cl.leaseClock = func() time.Duration { return time.Duration(clock.Load()) }
-	if cl.LeaseValid(time.Now()) {
-		t.Fatal("a lease before registering")
-	}
-	clock.Store(int64(time.Hour))
-	cl.leaseMu.Lock()
-	cl.epoch.Store(1)
-	end := time.Hour + 650*time.Millisecond
-	// One of three controllers acknowledged: no majority, no lease.
-	cl.acks, cl.voters, cl.hasAck, cl.leaseDur, cl.regVersion = map[int32]time.Duration{1: end}, 3, true, 650*time.Millisecond, 5
-	cl.leaseMu.Unlock()
-	cl.publish(&ViewJSON{Version: 5})
-	if cl.LeaseValid(time.Now()) {
-		t.Fatal("a lease from one controller of three")
-	}
-	cl.leaseMu.Lock()
-	cl.acks[2] = end + time.Hour // the majority-th latest end counts: still `end`
-	cl.regVersion = 6
-	cl.leaseMu.Unlock()
-	if cl.LeaseValid(time.Now()) {
-		t.Fatal("the lease counted before the View included the registration")
-	}
-	cl.publish(&ViewJSON{Version: 6})
-	if !cl.LeaseValid(time.Now()) {
-		t.Fatal("no lease once two of three controllers acknowledged and the View includes the registration")
-	}
-	clock.Store(int64(time.Hour + 600*time.Millisecond))
-	if !cl.LeaseValid(time.Now()) || cl.LeaseValid(time.Now().Add(100*time.Millisecond)) {
-		t.Fatal("600 ms into a 650 ms lease: valid now, expired 100 ms later")
-	}
-	// A pause: the lease clock jumped while the monotonic clock (time.Now) hardly moved.
-	clock.Store(int64(time.Hour + 2*time.Second))
-	if cl.LeaseValid(time.Now()) {
-		t.Fatal("the lease survived a pause of the lease clock")
-	}
-	real := newLeaseClock()
-	if a, b := real(), real(); a <= 0 || b < a {
-		t.Fatalf("the real lease clock read %v then %v", a, b)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -32,7 +33,7 @@ type published struct {
 
 func (p *published) json() []byte {
 	p.once.Do(func() {
-		b, err := json.Marshal(viewToWire(p.view))
+		b, err := json.Marshal(ctlwire.FromView(p.view))
 		if err != nil { // cannot happen: plain data
 			panic(fmt.Sprintf("controller: encode view: %v", err))
 		}
@@ -116,7 +117,7 @@ func (f *FSM) applyData(data []byte) (res *applyResult) {
 	defer func() {
 		if r := recover(); r != nil {
 			f.log.Error("controller: command panicked", "type", cmd.kind(), "panic", r)
-			res = &applyResult{Version: f.m.st.Version, Err: fmt.Errorf("%w: command %d: %v", errInternal, cmd.kind(), r)}
+			res = &applyResult{Version: f.m.st.Version, Err: fmt.Errorf("%w: command %d: %v", ctlwire.ErrInternal, cmd.kind(), r)}
 		}
 	}()
 	value, changed, err := cmd.apply(f.m)

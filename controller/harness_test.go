@@ -1,14 +1,21 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weir-io/weir/controller/ctlclient"
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/internal/testutil"
 )
 
@@ -49,7 +56,7 @@ func newTestCluster(t testing.TB, n int, mutate func(*Config)) *testCluster {
 	for i := 0; i < n; i++ {
 		raftLns[i] = listenLoopback(t, "127.0.0.1:0")
 		apiLns[i] = listenLoopback(t, "127.0.0.1:0")
-		tc.peers = append(tc.peers, Peer{ID: int32(i + 1), RaftAddr: raftLns[i].Addr().String(), APIAddr: apiLns[i].Addr().String()})
+		tc.peers = append(tc.peers, ctlwire.Peer{ID: int32(i + 1), RaftAddr: raftLns[i].Addr().String(), APIAddr: apiLns[i].Addr().String()})
 		tc.dirs = append(tc.dirs, t.TempDir())
 	}
 	t.Cleanup(tc.stopAll)
@@ -142,9 +149,9 @@ func (tc *testCluster) follower(leader int) int {
 }
 
 // client connects a client to the given controllers (all if none).
-func (tc *testCluster) client(brokerID int32, mutate func(*ClientConfig), idx ...int) *Client {
+func (tc *testCluster) client(brokerID int32, mutate func(*ctlclient.ClientConfig), idx ...int) *ctlclient.Client {
 	tc.t.Helper()
-	cfg := DefaultClientConfig()
+	cfg := ctlclient.DefaultClientConfig()
 	cfg.BrokerID = brokerID
 	cfg.Logger = testLogger()
 	if len(idx) == 0 {
@@ -156,7 +163,7 @@ func (tc *testCluster) client(brokerID int32, mutate func(*ClientConfig), idx ..
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	c, err := NewClient(cfg)
+	c, err := ctlclient.NewClient(cfg)
 	if err != nil {
 		tc.t.Fatalf("NewClient: %v", err)
 	}
@@ -164,10 +171,50 @@ func (tc *testCluster) client(brokerID int32, mutate func(*ClientConfig), idx ..
 	return c
 }
 
-// broker returns a registered, heartbeating broker client.
-func (tc *testCluster) broker(id int32, rack string) *Client {
+// post sends one request to the leader as a client would and turns an error answer
+// back into its sentinels (ctlwire.APIError.ToError): for requests the Client would not
+// send (a stale epoch's).
+func (tc *testCluster) post(path string, in, out any) error {
 	tc.t.Helper()
-	c := tc.client(id, func(cfg *ClientConfig) { cfg.Rack = rack })
+	b, err := json.Marshal(in)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	resp, err := http.Post("http://"+tc.peers[tc.waitLeader()].APIAddr+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var ae ctlwire.APIError
+		if json.Unmarshal(body, &ae) != nil || ae.Code == "" {
+			return fmt.Errorf("HTTP %d: %.200s", resp.StatusCode, body)
+		}
+		return ae.ToError()
+	}
+	return json.Unmarshal(body, out)
+}
+
+// leaderFirst lists every controller's index, leader first: a client given them in
+// this order talks to the leader first.
+func (tc *testCluster) leaderFirst(leader int) []int {
+	idx := []int{leader}
+	for i := range tc.peers {
+		if i != leader {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// broker returns a registered, heartbeating broker client.
+func (tc *testCluster) broker(id int32, rack string) *ctlclient.Client {
+	tc.t.Helper()
+	c := tc.client(id, func(cfg *ctlclient.ClientConfig) { cfg.Rack = rack })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.RegisterBroker(ctx, brokerFor(id, rack)); err != nil {

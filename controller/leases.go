@@ -10,10 +10,11 @@ import (
 // leaseTable is one controller's part of the brokers' quorum leases. Every controller,
 // leader or not, keeps one: a broker heartbeats every controller, and its lease is valid
 // only while a majority of them acknowledged a heartbeat sent less than GrantedLease ago
-// (the client counts, client_store.go). A fence (and a registration that replaces a live
-// one) needs a majority of controllers to vote for it (vote), and a controller votes
-// only for a broker it has not heard from for SuspectTimeout, and from then on refuses
-// that registration's heartbeats for good (refused, kept on disk: votelog.go).
+// (the client counts, ctlclient/client_store.go). A fence (and a registration that
+// replaces a live one) needs a majority of controllers to vote for it (vote), and a
+// controller votes only for a broker it has not heard from for SuspectTimeout, and from
+// then on refuses that registration's heartbeats for good (refused, kept on disk:
+// votelog.go).
 //
 // Why that is safe: say the broker holds a valid lease at time t: a majority M1 of
 // controllers each acknowledged a heartbeat sent at s_c with s_c + GrantedLease > t. A

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
@@ -43,7 +44,7 @@ func TestLeaderCannotFenceABrokerTheOthersHear(t *testing.T) {
 
 	// Now the broker stops: the followers' silence reaches the suspect timeout, they
 	// vote yes, and the fence goes through.
-	b.hbPaused.Store(true)
+	b.PauseHeartbeats(true)
 	testutil.Eventually(t, 30*time.Second, "broker 1 fenced once silent everywhere", func() bool {
 		br, _ := tc.ctrls[leader].View().Broker(1)
 		return br.State == metadata.BrokerFenced
@@ -52,7 +53,7 @@ func TestLeaderCannotFenceABrokerTheOthersHear(t *testing.T) {
 		t.Fatal("fenced while the broker's lease looked valid")
 	}
 	// A follower that voted yes refuses the registration's heartbeats from then on.
-	b.hbPaused.Store(false)
+	b.PauseHeartbeats(false)
 	fenced := b.Fenced()
 	testutil.Eventually(t, 30*time.Second, "the broker told it is fenced", func() bool { return isClosed(fenced) })
 }
@@ -69,9 +70,9 @@ func TestLeaseHoldsWithoutALeader(t *testing.T) {
 	for _, p := range mc.peers {
 		addrs = append(addrs, p.APIAddr)
 	}
-	cfg := DefaultClientConfig()
+	cfg := ctlclient.DefaultClientConfig()
 	cfg.BrokerID, cfg.Controllers, cfg.Logger = 1, addrs, testLogger()
-	b, err := NewClient(cfg)
+	b, err := ctlclient.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/weir-io/weir/controller/ctlwire"
 )
 
 // Votes on fences (leases.go has the argument). The leader asks every controller,
@@ -56,7 +58,7 @@ func (c *Controller) handleLeaseVote(w http.ResponseWriter, r *http.Request) {
 		err = decode(body, &req)
 	}
 	if err == nil && (req.ID < 0 || req.Epoch <= 0) {
-		err = fmt.Errorf("%w: broker %d epoch %d", ErrBadRequest, req.ID, req.Epoch)
+		err = fmt.Errorf("%w: broker %d epoch %d", ctlwire.ErrBadRequest, req.ID, req.Epoch)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -64,7 +66,7 @@ func (c *Controller) handleLeaseVote(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := c.voteLocal(req.ID, req.Epoch)
 	if err != nil {
-		writeError(w, fmt.Errorf("%w: %v", ErrUnavailable, err))
+		writeError(w, fmt.Errorf("%w: %v", ctlwire.ErrUnavailable, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -117,7 +119,7 @@ func (c *Controller) fenceVotes(ctx context.Context, id int32, epoch int64) (boo
 
 func (c *Controller) askVote(ctx context.Context, api string, body []byte) (LeaseVoteResponse, error) {
 	var v LeaseVoteResponse
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.auth.scheme+"://"+api+"/v1/brokers/lease-vote", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.auth.scheme+"://"+api+ctlwire.PathLeaseVote, bytes.NewReader(body))
 	if err != nil {
 		return v, err
 	}

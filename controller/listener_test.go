@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
@@ -72,7 +73,7 @@ func TestRegisterListeners(t *testing.T) {
 		bc := tc.client(2, nil)
 		b := brokerFor(2, "a")
 		b.Listeners = bad
-		if err := bc.RegisterBroker(ctxT(t), b); !errors.Is(err, ErrBadRequest) {
+		if err := bc.RegisterBroker(ctxT(t), b); !errors.Is(err, ctlwire.ErrBadRequest) {
 			t.Errorf("%s: registered: %v", name, err)
 		}
 	}

@@ -4,19 +4,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
-// loadTTL is how long a partition's reported rate counts without a newer report. Brokers
-// report every ClientConfig.LoadReportInterval (2 s by default); a rate its reporter
-// stopped mentioning (no traffic any more) is dropped at once, one reported by a broker
-// that no longer leads the partition (it moved or failed over) counts until its new
-// leader reports it or this runs out.
+// loadTTL is how long a partition's reported rate counts without a newer report.
+// Brokers report every ctlclient.ClientConfig.LoadReportInterval (2 s by default); a
+// rate its reporter stopped mentioning (no traffic any more) is dropped at once, one
+// reported by a broker that no longer leads the partition (it moved or failed over)
+// counts until its new leader reports it or this runs out.
 const loadTTL = 30 * time.Second
-
-// maxLoadReport bounds the partitions one heartbeat reports (the hottest first): a
-// report must never make a heartbeat too large to be accepted.
-const maxLoadReport = 4096
 
 // partKey names a partition by topic name and index.
 type partKey struct {
@@ -25,7 +22,7 @@ type partKey struct {
 }
 
 // loadTable holds the partitions' recent traffic as their leaders report it with their
-// heartbeats (HeartbeatRequest.Load). Like the leases it lives in the leader's memory
+// heartbeats (ctlwire.HeartbeatRequest.Load). Like the leases it lives in the leader's memory
 // only: it is an input of the balancer's decisions, never part of the replicated state.
 // A new leader starts empty and knows the load again within a report interval.
 type loadTable struct {
@@ -57,7 +54,7 @@ func (l *loadTable) report(v *metadata.View, broker int32, loads []metadata.Part
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, pl := range loads {
-		if i >= maxLoadReport {
+		if i >= ctlwire.MaxLoadReport {
 			break
 		}
 		if pl.Topic == "" || len(pl.Topic) > 255 || pl.Partition < 0 || pl.BytesPerSec < 0 {

@@ -2,15 +2,16 @@ package controller
 
 import (
 	"errors"
-	"net/http"
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlclient"
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
 // waitView waits until cond holds for the client's View, following its Changed channel.
-func waitView(t *testing.T, c *Client, what string, cond func(*metadata.View) bool) {
+func waitView(t *testing.T, c *ctlclient.Client, what string, cond func(*metadata.View) bool) {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
@@ -127,12 +128,12 @@ func TestObjectManifestCluster(t *testing.T) {
 		t.Fatalf("commit of an object prepared under the old epoch: %v", err)
 	}
 	// The old registration itself is refused as fenced (both codes cross the API).
-	var resp ObjectResponse
-	_, err = b1.call(ctx, http.MethodPost, "/v1/objects/commit", CommitObjectRequest{ID: o4.ID, Broker: 1, Epoch: oldEpoch, Size: 1, Ranges: next}, &resp)
+	var resp ctlwire.ObjectResponse
+	err = tc.post(ctlwire.PathCommitObject, ctlwire.CommitObjectRequest{ID: o4.ID, Broker: 1, Epoch: oldEpoch, Size: 1, Ranges: next}, &resp)
 	if !errors.Is(err, metadata.ErrObjectRejected) || !errors.Is(err, metadata.ErrFenced) {
 		t.Fatalf("commit from the old epoch: %v", err)
 	}
-	if _, err := b1.call(ctx, http.MethodPost, "/v1/objects/prepare", PrepareObjectRequest{Broker: 1, Epoch: oldEpoch}, &resp); !errors.Is(err, metadata.ErrObjectRejected) || !errors.Is(err, metadata.ErrFenced) {
+	if err := tc.post(ctlwire.PathPrepareObject, ctlwire.PrepareObjectRequest{Broker: 1, Epoch: oldEpoch}, &resp); !errors.Is(err, metadata.ErrObjectRejected) || !errors.Is(err, metadata.ErrFenced) {
 		t.Fatalf("prepare from the old epoch: %v", err)
 	}
 	if g := b1.View().GarbageObjects(); len(g) != 1 || g[0].ID != o4.ID {

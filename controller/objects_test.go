@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -564,8 +565,8 @@ func TestFSMRestoreReservedObjects(t *testing.T) {
 }
 
 // TestFSMCommitObjectTimestampAndBytes: a range's MaxTimestamp and Bytes reach the
-// manifest in the View (and the snapshot); negative Bytes are refused; Client.committed
-// recognises the commit with them.
+// manifest in the View (and the snapshot); negative Bytes are refused;
+// ctlwire.CommitObjectRequest.AppliedIn recognises the commit with them.
 func TestFSMCommitObjectTimestampAndBytes(t *testing.T) {
 	f := objectFSM(t)
 	o := prepare(t, f, 1, 1)
@@ -589,15 +590,14 @@ func TestFSMCommitObjectTimestampAndBytes(t *testing.T) {
 		t.Fatalf("state JSON: %s", st)
 	}
 
-	req := CommitObjectRequest{ID: cmd.ID, Broker: cmd.Broker, Epoch: cmd.Epoch, Size: cmd.Size, Ranges: cmd.Ranges}
-	var c Client
-	if !c.committed(f.View(), req) {
-		t.Fatal("committed does not recognise the commit")
+	req := ctlwire.CommitObjectRequest{ID: cmd.ID, Broker: cmd.Broker, Epoch: cmd.Epoch, Size: cmd.Size, Ranges: cmd.Ranges}
+	if !req.AppliedIn(f.View()) {
+		t.Fatal("AppliedIn does not recognise the commit")
 	}
 	req.Ranges = []metadata.PartitionRange{r0, r1}
 	req.Ranges[0].Bytes++
-	if c.committed(f.View(), req) {
-		t.Fatal("committed matched a range with other bytes")
+	if req.AppliedIn(f.View()) {
+		t.Fatal("AppliedIn matched a range with other bytes")
 	}
 }
 
@@ -608,7 +608,7 @@ func TestCommitRequestFitsBody(t *testing.T) {
 	for i := range r.Topic {
 		r.Topic[i] = 255
 	}
-	req := CommitObjectRequest{ID: ^uint64(0), Broker: -1 << 31, Epoch: -1 << 63, Size: -1 << 63, Ranges: make([]metadata.PartitionRange, metadata.MaxCommitRanges)}
+	req := ctlwire.CommitObjectRequest{ID: ^uint64(0), Broker: -1 << 31, Epoch: -1 << 63, Size: -1 << 63, Ranges: make([]metadata.PartitionRange, metadata.MaxCommitRanges)}
 	for i := range req.Ranges {
 		req.Ranges[i] = r
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -45,9 +46,8 @@ func TestFSMCommitProducerSnapshot(t *testing.T) {
 	if got := producers(r, 0); !reflect.DeepEqual(got, r0.Producers) {
 		t.Fatalf("restored t/0 snapshot %+v", got)
 	}
-	var c Client
-	if !c.committed(f.View(), CommitObjectRequest{ID: cmd.ID, Broker: 1, Epoch: 1, Size: 10, Ranges: cmd.Ranges}) {
-		t.Fatal("committed does not recognise a commit with snapshots")
+	if !(&ctlwire.CommitObjectRequest{ID: cmd.ID, Broker: 1, Epoch: 1, Size: 10, Ranges: cmd.Ranges}).AppliedIn(f.View()) {
+		t.Fatal("AppliedIn does not recognise a commit with snapshots")
 	}
 
 	for _, g := range []*FSM{f, r} {
@@ -91,7 +91,7 @@ func TestCommitWithSnapshotsFitsBody(t *testing.T) {
 		r.Topic[i] = 255
 	}
 	for _, producers := range []int{0, 1, 2, 10, metadata.MaxSnapshotProducers} {
-		req := CommitObjectRequest{ID: ^uint64(0), Broker: -1 << 31, Epoch: -1 << 63, Size: -1 << 63}
+		req := ctlwire.CommitObjectRequest{ID: ^uint64(0), Broker: -1 << 31, Epoch: -1 << 63, Size: -1 << 63}
 		with := r
 		if producers > 0 {
 			with.Producers = widest(producers)

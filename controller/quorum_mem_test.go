@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
@@ -41,7 +42,7 @@ func newMemCluster(t testing.TB, n int, tune func(*Config)) *memCluster {
 	apiLns := make([]net.Listener, n)
 	for i := 0; i < n; i++ {
 		apiLns[i] = listenLoopback(t, "127.0.0.1:0")
-		mc.peers = append(mc.peers, Peer{ID: int32(i + 1), RaftAddr: string(memAddr(i)), APIAddr: apiLns[i].Addr().String()})
+		mc.peers = append(mc.peers, ctlwire.Peer{ID: int32(i + 1), RaftAddr: string(memAddr(i)), APIAddr: apiLns[i].Addr().String()})
 		mc.logs = append(mc.logs, raft.NewInmemStore())
 		mc.snaps = append(mc.snaps, raft.NewInmemSnapshotStore())
 	}
@@ -183,7 +184,7 @@ func topicCmd(name string, id metadata.TopicID) *createTopicCmd {
 // leader, retrying through elections, and returns the version it left the leader at.
 func (mc *memCluster) write(name string, skip ...int) uint64 {
 	mc.t.Helper()
-	cmd := topicCmd(name, newTopicID())
+	cmd := topicCmd(name, metadata.NewTopicID())
 	var version uint64
 	testutil.EventuallyNoError(mc.t, memTimeout, "committing topic "+name, func() error {
 		c := mc.ctrls[mc.waitLeader(skip...)]
@@ -251,7 +252,7 @@ func TestMemQuorumElectsAndReplicates(t *testing.T) {
 		}
 	}
 	follower := (leader + 1) % 3
-	if _, err := mc.ctrls[follower].propose(topicCmd("on-a-follower", newTopicID())); !errors.Is(err, ErrNotLeader) {
+	if _, err := mc.ctrls[follower].propose(topicCmd("on-a-follower", metadata.NewTopicID())); !errors.Is(err, ctlwire.ErrNotLeader) {
 		t.Fatalf("propose on a follower: %v, want ErrNotLeader", err)
 	}
 }
@@ -325,13 +326,13 @@ func TestMemQuorumMinorityCannotCommit(t *testing.T) {
 		c := mc.ctrls[old]
 		last := c.r.Load().LastIndex()
 		mc.isolate(old)
-		_, err := c.propose(topicCmd("minority", newTopicID()))
-		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNotLeader) {
-			t.Fatalf("a write on the cut-off leader: %v, want ErrUnavailable or ErrNotLeader", err)
+		_, err := c.propose(topicCmd("minority", metadata.NewTopicID()))
+		if !errors.Is(err, ctlwire.ErrUnavailable) && !errors.Is(err, ctlwire.ErrNotLeader) {
+			t.Fatalf("a write on the cut-off leader: %v, want ctlwire.ErrUnavailable or ErrNotLeader", err)
 		}
 		lastAfter, commit := c.r.Load().LastIndex(), c.r.Load().CommitIndex()
 		t.Logf("minority write: %v (log %d → %d, commit %d)", err, last, lastAfter, commit)
-		if errors.Is(err, ErrUnavailable) && (lastAfter <= last || commit >= lastAfter) {
+		if errors.Is(err, ctlwire.ErrUnavailable) && (lastAfter <= last || commit >= lastAfter) {
 			t.Fatalf("the write was lost while committing, yet no uncommitted entry is in the log (log %d → %d, commit %d)", last, lastAfter, commit)
 		}
 		if c.View().Topics["minority"] != nil {
@@ -362,7 +363,7 @@ func TestMemQuorumMinorityCannotCommit(t *testing.T) {
 		f := mc.ctrls[follower]
 		before := f.View().Version
 		mc.isolate(follower)
-		if _, err := f.propose(topicCmd("on-the-cut-off-follower", newTopicID())); !errors.Is(err, ErrNotLeader) {
+		if _, err := f.propose(topicCmd("on-the-cut-off-follower", metadata.NewTopicID())); !errors.Is(err, ctlwire.ErrNotLeader) {
 			t.Fatalf("a write on the cut-off follower: %v, want ErrNotLeader", err)
 		}
 		for i := 0; i < 20; i++ { // past SnapshotThreshold: the leader snapshots and trims its log

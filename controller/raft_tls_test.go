@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/tlsconf"
@@ -29,9 +30,9 @@ func TestRaftMutualTLS(t *testing.T) {
 	files := tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile, CAFile: ca.CAFile}
 	tc := newTestCluster(t, 3, func(c *Config) { c.TLS, c.RaftTLS = files, true })
 	leader := tc.waitLeader()
-	cl := tc.client(-1, func(c *ClientConfig) { c.TLS = tlsconf.Files{CAFile: ca.CAFile} })
+	cl := tc.client(-1, func(c *ctlclient.ClientConfig) { c.TLS = tlsconf.Files{CAFile: ca.CAFile} })
 	ctx := ctxT(t)
-	br := tc.client(1, func(c *ClientConfig) { c.TLS = tlsconf.Files{CAFile: ca.CAFile} })
+	br := tc.client(1, func(c *ctlclient.ClientConfig) { c.TLS = tlsconf.Files{CAFile: ca.CAFile} })
 	if err := br.RegisterBroker(ctx, brokerFor(1, "a")); err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +110,8 @@ func TestRaftTLSPinnedPrincipals(t *testing.T) {
 	files := tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile, CAFile: ca.CAFile}
 	tc := newTestCluster(t, 3, func(c *Config) { c.TLS, c.RaftTLS, c.RaftPrincipals = files, true, []string{"CN=controller"} })
 	leader := tc.waitLeader()
-	cl := tc.client(-1, func(c *ClientConfig) { c.TLS = tlsconf.Files{CAFile: ca.CAFile} })
-	br := tc.client(1, func(c *ClientConfig) { c.TLS = tlsconf.Files{CAFile: ca.CAFile} })
+	cl := tc.client(-1, func(c *ctlclient.ClientConfig) { c.TLS = tlsconf.Files{CAFile: ca.CAFile} })
+	br := tc.client(1, func(c *ctlclient.ClientConfig) { c.TLS = tlsconf.Files{CAFile: ca.CAFile} })
 	if err := br.RegisterBroker(ctxT(t), brokerFor(1, "a")); err != nil {
 		t.Fatal(err)
 	}

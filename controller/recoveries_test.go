@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -19,10 +20,10 @@ func TestCompleteRecoveriesJudgesEachItem(t *testing.T) {
 	mustApply(t, f, &createTopicCmd{Topic: metadata.Topic{Name: "t", ID: topicID(1), Partitions: []metadata.Partition{{Leader: 1}, {Leader: 1}, {Leader: 1}}}})
 	fence(t, f, 1) // every partition → 2, Recovering, leader epoch 1
 	le := part(f, "t", 0).LeaderEpoch
-	refuse(t, f, &completeRecoveriesCmd{Leader: 2, BrokerEpoch: 9, Items: []recoveryDoneItem{{TopicID: topicID(1), Partition: 0, LeaderEpoch: le, EndOffset: 5}}}, metadata.ErrFenced)
+	refuse(t, f, &completeRecoveriesCmd{Leader: 2, BrokerEpoch: 9, Items: []ctlwire.RecoveryDoneItem{{TopicID: topicID(1), Partition: 0, LeaderEpoch: le, EndOffset: 5}}}, metadata.ErrFenced)
 
 	v0 := f.View().Version
-	res := mustApply(t, f, &completeRecoveriesCmd{Leader: 2, BrokerEpoch: 1, Items: []recoveryDoneItem{
+	res := mustApply(t, f, &completeRecoveriesCmd{Leader: 2, BrokerEpoch: 1, Items: []ctlwire.RecoveryDoneItem{
 		{TopicID: topicID(1), Partition: 0, LeaderEpoch: le, EndOffset: 5},
 		{TopicID: topicID(1), Partition: 1, LeaderEpoch: le - 1, EndOffset: 5}, // an older leader epoch
 		{TopicID: topicID(1), Partition: 2, LeaderEpoch: le, EndOffset: -1},    // a negative end
@@ -65,9 +66,9 @@ func TestCompleteMovesJudgesEachItem(t *testing.T) {
 		mustApply(t, f, &beginMoveCmd{TopicID: topicID(1), Partition: i, Target: 2, Gen: true})
 	}
 	gen := func(i int) uint64 { return part(f, "t", i).MoveGen }
-	refuse(t, f, &completeMovesCmd{From: 1, FromEpoch: 9, Items: []moveDoneItem{{TopicID: topicID(1), Partition: 0, EndOffset: 5, MoveGen: gen(0)}}}, metadata.ErrFenced)
+	refuse(t, f, &completeMovesCmd{From: 1, FromEpoch: 9, Items: []ctlwire.MoveDoneItem{{TopicID: topicID(1), Partition: 0, EndOffset: 5, MoveGen: gen(0)}}}, metadata.ErrFenced)
 	v0 := f.View().Version
-	res := mustApply(t, f, &completeMovesCmd{From: 1, FromEpoch: 1, Items: []moveDoneItem{
+	res := mustApply(t, f, &completeMovesCmd{From: 1, FromEpoch: 1, Items: []ctlwire.MoveDoneItem{
 		{TopicID: topicID(1), Partition: 0, EndOffset: 5, MoveGen: gen(0)},
 		{TopicID: topicID(1), Partition: 1, EndOffset: 5, MoveGen: gen(1) + 7}, // another move's generation
 		{TopicID: topicID(1), Partition: 2, EndOffset: -1, MoveGen: gen(2)},    // a negative end
@@ -95,8 +96,8 @@ func TestCompleteMovesJudgesEachItem(t *testing.T) {
 		}
 	}
 	// The same hand-off again is refused (not moving any more): the client then judges
-	// by its View whether an earlier attempt did it (Client.handedOff).
-	res = mustApply(t, f, &completeMovesCmd{From: 1, FromEpoch: 1, Items: []moveDoneItem{{TopicID: topicID(1), Partition: 0, EndOffset: 5, MoveGen: 99}}})
+	// by its View whether an earlier attempt did it (ctlclient.Client.handedOff).
+	res = mustApply(t, f, &completeMovesCmd{From: 1, FromEpoch: 1, Items: []ctlwire.MoveDoneItem{{TopicID: topicID(1), Partition: 0, EndOffset: 5, MoveGen: 99}}})
 	if errs := res.Value.([]error); !errors.Is(errs[0], metadata.ErrMoveRefused) {
 		t.Fatalf("a repeated hand-off: %v", errs[0])
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
@@ -59,7 +60,7 @@ func TestScramFSMSnapshot(t *testing.T) {
 		t.Fatalf("restored view: %v %v", c, ok)
 	}
 	// The wire View carries them to the brokers' clients.
-	if w := viewToWire(g.View()); len(w.Scram["alice"]) != 1 {
+	if w := ctlwire.FromView(g.View()); len(w.Scram["alice"]) != 1 {
 		t.Fatal("ViewJSON without the credentials")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -38,7 +39,7 @@ func TestClientWrapConn(t *testing.T) {
 		dialed  []string
 		in, out atomic.Int64
 	)
-	c := tc.client(1, func(cfg *ClientConfig) {
+	c := tc.client(1, func(cfg *ctlclient.ClientConfig) {
 		cfg.WrapConn = func(addr string, nc net.Conn) net.Conn {
 			mu.Lock()
 			dialed = append(dialed, addr)
@@ -48,7 +49,7 @@ func TestClientWrapConn(t *testing.T) {
 	})
 	// NewClient read a first View through it.
 	if in.Load() == 0 || out.Load() == 0 {
-		t.Fatalf("after NewClient: %d bytes in, %d out", in.Load(), out.Load())
+		t.Fatalf("after ctlclient.NewClient: %d bytes in, %d out", in.Load(), out.Load())
 	}
 	ctx := ctxT(t)
 	if err := c.RegisterBroker(ctx, brokerFor(1, "a")); err != nil {

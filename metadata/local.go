@@ -132,12 +132,6 @@ func newClusterID() string {
 	return strings.TrimRight(base64.URLEncoding.EncodeToString(b[:]), "=")
 }
 
-func newTopicID() TopicID {
-	var id TopicID
-	_, _ = rand.Read(id[:])
-	return id
-}
-
 // View implements Store.
 func (s *LocalStore) View() *View {
 	s.mu.Lock()
@@ -270,7 +264,7 @@ func (s *LocalStore) CreateTopic(_ context.Context, spec TopicSpec, validateOnly
 	if _, ok := s.state.Topics[spec.Name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrTopicExists, spec.Name)
 	}
-	t := &Topic{Name: spec.Name, ID: newTopicID(), Configs: map[string]string{}}
+	t := &Topic{Name: spec.Name, ID: NewTopicID(), Configs: map[string]string{}}
 	for k, v := range spec.Configs {
 		t.Configs[k] = v
 	}

@@ -11,6 +11,7 @@ package metadata
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -62,6 +63,13 @@ func (id TopicID) String() string {
 
 // IsZero reports whether id is the all-zero UUID Kafka uses for "no topic ID".
 func (id TopicID) IsZero() bool { return id == TopicID{} }
+
+// NewTopicID returns a random topic UUID.
+func NewTopicID() TopicID {
+	var id TopicID
+	_, _ = rand.Read(id[:])
+	return id
+}
 
 // Broker is one broker as clients see it, plus its liveness as the controller sees it.
 type Broker struct {
@@ -642,10 +650,29 @@ type Registrar interface {
 	RegisterBroker(ctx context.Context, b Broker) error
 }
 
+// Epocher is implemented by stores that register brokers in epochs (the Raft
+// controller's client, metatest's BrokerStore): a broker names its WAL after its
+// registration's epoch.
+type Epocher interface {
+	// Epoch is the broker's current registration epoch (0 before it registered).
+	Epoch() int64
+}
+
+// MoveCompleter is implemented by stores in which a partition's leader hands it to a
+// move's target (the Raft controller's client as a Mover, metatest's Store).
+type MoveCompleter interface {
+	// CompleteMoveGen hands the partition to the move's target for the move moveGen
+	// (Partition.MoveGen as the leader saw it when it began handing off): the target
+	// leads from endOffset on with the next leader epoch. Only the current leader may
+	// complete; refused (ErrMoveRefused) when the pending move is another one or none.
+	CompleteMoveGen(ctx context.Context, id TopicID, partition int32, endOffset int64, moveGen uint64) error
+}
+
 // Mover is implemented by stores that support graceful partition moves (the Raft
 // controller's client). The current leader of a partition completes a move to the target
 // the controller recorded, telling the offset where the new leader's log starts.
 type Mover interface {
+	MoveCompleter
 	// MovePartition starts moving a partition to target (an active broker).
 	MovePartition(ctx context.Context, id TopicID, partition int32, target int32) error
 	// CompleteMove hands the partition to the move's target: the target leads from
@@ -656,10 +683,6 @@ type Mover interface {
 	// records acked after it). Use CompleteMoveGen with the Partition.MoveGen the end
 	// offset was captured for.
 	CompleteMove(ctx context.Context, id TopicID, partition int32, endOffset int64) error
-	// CompleteMoveGen is CompleteMove for the move moveGen (Partition.MoveGen as the
-	// leader saw it when it began handing off): refused (ErrMoveRefused) when the
-	// pending move is another one or none.
-	CompleteMoveGen(ctx context.Context, id TopicID, partition int32, endOffset int64, moveGen uint64) error
 	// CancelMove abandons a started move; the leader stays.
 	CancelMove(ctx context.Context, id TopicID, partition int32) error
 }
@@ -734,9 +757,12 @@ type Drainer interface {
 
 // Leaser is implemented by stores that hold a broker lease: a broker acks writes only
 // while LeaseValid, and reports peers its gossip suspects so they are fenced sooner.
+//
+// A broker whose store is a Leaser is one of a cluster: partitions fail over to it, so
+// it refuses to start unless the store is a Registrar, a Recoverer and a MoveCompleter
+// too (and a ControllerAuth when it enforces ACLs).
 type Leaser interface {
-	// Epoch is the broker's current registration epoch (0 before it registered).
-	Epoch() int64
+	Epocher
 	// LeaseValid reports whether the broker's lease, measured on its own clock from the
 	// send time of its last acknowledged heartbeat, still holds at now.
 	LeaseValid(now time.Time) bool
@@ -747,4 +773,15 @@ type Leaser interface {
 	// store does not register again by itself: the broker must restart its storage
 	// (a new WAL for the new epoch) and register anew.
 	Fenced() <-chan struct{}
+	// SinceLeaseAck is how long before now the lease was last renewed; ok is false
+	// before the first renewal (for the broker's logs).
+	SinceLeaseAck(now time.Time) (d time.Duration, ok bool)
+}
+
+// ControllerAuth is implemented by stores reached over the controllers' API (the Raft
+// controller's client): a broker that enforces ACLs asks before it starts whether that
+// API refuses unauthenticated callers; ACLs are worthless if anyone may change them
+// there.
+type ControllerAuth interface {
+	APIAuthRequired(ctx context.Context) (bool, error)
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/internal/ackcheck"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
@@ -55,7 +55,7 @@ var foBrokerArgs = []string{"--group-initial-rebalance-delay", "100ms"}
 type foEnv struct {
 	t     *testing.T
 	pc    *procCluster
-	adm   *controller.Client // the controllers' view (GET /v1/metadata) and moves
+	adm   *ctlclient.Client // the controllers' view (GET /v1/metadata) and moves
 	topic string
 	parts int
 	load  *foLoad
@@ -412,12 +412,12 @@ func (e *foEnv) checkWALDirs(id int32, oldEpoch, newEpoch int64) {
 	}
 }
 
-func (pc *procCluster) admin(t *testing.T) *controller.Client {
+func (pc *procCluster) admin(t *testing.T) *ctlclient.Client {
 	t.Helper()
-	ccfg := controller.DefaultClientConfig()
+	ccfg := ctlclient.DefaultClientConfig()
 	ccfg.Controllers = pc.apis
 	ccfg.RequestTimeout = 5 * time.Second
-	cl, err := controller.NewClient(ccfg)
+	cl, err := ctlclient.NewClient(ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/security/token"
 )
 
@@ -59,7 +60,7 @@ func runAdmin(ctx context.Context, args []string) error {
 	to := fs.Int("to", -1, "move: the broker ID that will lead the partition")
 	brokerID := fs.Int("broker", -1, "drain: the broker ID")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait")
-	ccfg := controller.DefaultClientConfig()
+	ccfg := ctlclient.DefaultClientConfig()
 	ccfg.BindSecurityFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -71,7 +72,7 @@ func runAdmin(ctx context.Context, args []string) error {
 	defer cancel()
 	ccfg.Controllers = strings.Split(*controllers, ",")
 	ccfg.StartTimeout = *timeout
-	cl, err := controller.NewClient(ccfg)
+	cl, err := ctlclient.NewClient(ccfg)
 	if err != nil {
 		return err
 	}
@@ -191,7 +192,7 @@ func runAdmin(ctx context.Context, args []string) error {
 }
 
 // printBalancer prints the leader's balancer state.
-func printBalancer(w io.Writer, bs controller.BalancerStatus) {
+func printBalancer(w io.Writer, bs ctlwire.BalancerStatus) {
 	state := "off"
 	if bs.Enabled {
 		state = "on"

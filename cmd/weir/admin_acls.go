@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/security"
 	"github.com/weir-io/weir/security/acl"
 )
@@ -73,10 +73,10 @@ func runAdminACL(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	ccfg := controller.DefaultClientConfig()
+	ccfg := ctlclient.DefaultClientConfig()
 	ccfg.Controllers = strings.Split(f.controllers, ",")
 	ccfg.StartTimeout = f.timeout
-	cl, err := controller.NewClient(ccfg)
+	cl, err := ctlclient.NewClient(ccfg)
 	if err != nil {
 		return err
 	}

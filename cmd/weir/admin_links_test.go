@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/weir-io/weir/cluster"
-	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlwire"
 )
 
 // TestAdminSecureLinks: `weir admin` against a cluster secured as `weir dev --secure`
@@ -37,7 +37,7 @@ func TestAdminSecureLinks(t *testing.T) {
 	}
 	caOnly := strings.Fields(flags)[2:] // --controller-tls-ca <file>, no token
 	err = runAdmin(ctx, append(append([]string{"describe"}, base...), caOnly...))
-	if !errors.Is(err, controller.ErrUnauthenticated) {
+	if !errors.Is(err, ctlwire.ErrUnauthenticated) {
 		t.Fatalf("weir admin describe without the token: %v, want unauthenticated", err)
 	}
 }

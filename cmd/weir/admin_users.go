@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/sasl"
 )
@@ -62,7 +62,7 @@ func runAdminUser(ctx context.Context, args []string, out io.Writer) error {
 	mechs := fs.String("mechanism", "SCRAM-SHA-256,SCRAM-SHA-512", "set, delete: comma-separated SCRAM mechanisms (delete: default all the user has)")
 	iterations := fs.Int("iterations", sasl.DefaultIterations, fmt.Sprintf("set: PBKDF2 iterations (%d..%d)", metadata.ScramMinIterations, metadata.ScramMaxIterations))
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait")
-	ccfg := controller.DefaultClientConfig()
+	ccfg := ctlclient.DefaultClientConfig()
 	ccfg.BindSecurityFlags(fs) // --cluster-token-file, --controller-tls-*
 	fs.Usage = func() {
 		fmt.Fprint(out, userHelp)
@@ -89,7 +89,7 @@ func runAdminUser(ctx context.Context, args []string, out io.Writer) error {
 	} else {
 		ccfg.Controllers = strings.Split(*controllers, ",")
 		ccfg.StartTimeout = *timeout
-		cl, err := controller.NewClient(ccfg)
+		cl, err := ctlclient.NewClient(ccfg)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/cluster"
 	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/gossip"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore/storeconfig"
@@ -207,7 +208,7 @@ func devSecurity(dir, host string) (*devSecure, error) {
 			cc.RaftTLS, cc.RaftPrincipals = true, []string{"CN=weir-controller"}
 			cc.Authorizer = "acl"
 		}
-		c.ClientConfig = func(cc *controller.ClientConfig) {
+		c.ClientConfig = func(cc *ctlclient.ClientConfig) {
 			cc.TokenFile = d.tokenFile
 			cc.TLS = tlsconf.Files{CAFile: ca.CAFile}
 		}
@@ -230,9 +231,9 @@ func devSecurity(dir, host string) (*devSecure, error) {
 // bootstrap creates (or resets) the admin SCRAM user through the controller API, as
 // `weir admin user set` does, and writes client.properties for bootstrap.
 func (d *devSecure) bootstrap(ctx context.Context, c *cluster.Cluster, nBrokers int, bootstrap string) error {
-	ccfg := controller.DefaultClientConfig()
+	ccfg := ctlclient.DefaultClientConfig()
 	ccfg.Controllers, ccfg.TokenFile, ccfg.TLS = c.APIAddrs(), d.tokenFile, tlsconf.Files{CAFile: d.caFile}
-	cl, err := controller.NewClient(ccfg)
+	cl, err := ctlclient.NewClient(ccfg)
 	if err != nil {
 		return err
 	}

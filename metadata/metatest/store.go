@@ -90,6 +90,7 @@ var (
 	_ metadata.Recoverer      = (*Store)(nil)
 	_ metadata.BatchRecoverer = (*Store)(nil)
 	_ metadata.BatchMover     = (*Store)(nil)
+	_ metadata.MoveCompleter  = (*Store)(nil)
 )
 
 // NewStore returns a store at version 0 with the given brokers (their order is the
@@ -430,6 +431,7 @@ type BrokerStore struct {
 var (
 	_ metadata.ObjectManifest = (*BrokerStore)(nil)
 	_ metadata.Drainer        = (*BrokerStore)(nil)
+	_ metadata.Epocher        = (*BrokerStore)(nil)
 )
 
 // DrainBroker implements metadata.Drainer: Store.Drain of this broker.
@@ -441,8 +443,8 @@ func (b *BrokerStore) Draining() bool {
 	return ok && br.Draining()
 }
 
-// Epoch is broker id's registration epoch as the View shows it (what the controller
-// client's Epoch says after RegisterBroker).
+// Epoch implements metadata.Epocher: broker id's registration epoch as the View shows
+// it (what the controller client's Epoch says after RegisterBroker).
 func (b *BrokerStore) Epoch() int64 {
 	br, _ := b.View().Broker(b.id)
 	return br.Epoch

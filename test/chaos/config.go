@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/test/nfsfs"
 )
 
@@ -33,7 +33,7 @@ type Config struct {
 	// coordinator-move needs; ControllerClient carries the credentials for them
 	// (--cluster-token-file, --controller-tls-*). An own cluster uses its own.
 	Controllers      string
-	ControllerClient controller.ClientConfig
+	ControllerClient ctlclient.ClientConfig
 
 	// Load.
 	Topic       string
@@ -79,7 +79,7 @@ func DefaultConfig() Config {
 		CutFor: 6 * time.Second, Settle: 5 * time.Second, StorageFor: 10 * time.Second, SlowBy: 200 * time.Millisecond, Every: 20 * time.Second, Seed: 1,
 		Kinds:            "kill,pause,controller-leader-kill,rolling-restart,isolate",
 		Interval:         5 * time.Second,
-		ControllerClient: controller.DefaultClientConfig(),
+		ControllerClient: ctlclient.DefaultClientConfig(),
 	}
 }
 

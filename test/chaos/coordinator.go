@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/controller/ctlclient"
 )
 
 // The group coordinator faults hit the broker coordinating the load's consumer group:
@@ -76,7 +76,7 @@ func findCoordinator(ctx context.Context, boot []string, group string) (int32, e
 }
 
 // controllerClient opens a client of the target's controllers.
-func controllerClient(cfg Config, t target) (*controller.Client, error) {
+func controllerClient(cfg Config, t target) (*ctlclient.Client, error) {
 	apis := t.ControllerAPIs()
 	if len(apis) == 0 {
 		return nil, errors.New("chaos: coordinator-move needs the controllers (--controllers when attached)")
@@ -85,7 +85,7 @@ func controllerClient(cfg Config, t target) (*controller.Client, error) {
 	ccfg.Controllers = apis
 	ccfg.BrokerID = -1
 	ccfg.Logger = slog.New(slog.DiscardHandler)
-	return controller.NewClient(ccfg)
+	return ctlclient.NewClient(ccfg)
 }
 
 // coordinatorNote says which broker FindCoordinator named for the group and, when the

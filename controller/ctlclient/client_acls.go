@@ -1,9 +1,10 @@
-package controller
+package ctlclient
 
 import (
 	"context"
 	"net/http"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/acl"
 )
@@ -14,9 +15,9 @@ var _ metadata.ACLStore = (*Client)(nil)
 // nothing, so a retry after an ambiguous failure is harmless.
 func (c *Client) CreateACLs(ctx context.Context, bindings []acl.Binding) error {
 	for len(bindings) > 0 {
-		n := min(len(bindings), maxACLsPerRequest)
-		var resp VersionResponse
-		if _, err := c.call(ctx, http.MethodPost, "/v1/acls", CreateACLsRequest{Bindings: bindings[:n]}, &resp); err != nil {
+		n := min(len(bindings), ctlwire.MaxACLsPerRequest)
+		var resp ctlwire.VersionResponse
+		if _, err := c.call(ctx, http.MethodPost, ctlwire.PathACLs, ctlwire.CreateACLsRequest{Bindings: bindings[:n]}, &resp); err != nil {
 			return err
 		}
 		c.waitVersion(ctx, resp.Version)
@@ -30,9 +31,9 @@ func (c *Client) CreateACLs(ctx context.Context, bindings []acl.Binding) error {
 func (c *Client) DeleteACLs(ctx context.Context, filters []acl.Filter) ([][]acl.Binding, error) {
 	var out [][]acl.Binding
 	for len(filters) > 0 {
-		n := min(len(filters), maxACLsPerRequest)
-		var resp DeleteACLsResponse
-		if _, err := c.call(ctx, http.MethodPost, "/v1/acls/delete", DeleteACLsRequest{Filters: filters[:n]}, &resp); err != nil {
+		n := min(len(filters), ctlwire.MaxACLsPerRequest)
+		var resp ctlwire.DeleteACLsResponse
+		if _, err := c.call(ctx, http.MethodPost, ctlwire.PathDeleteACLs, ctlwire.DeleteACLsRequest{Filters: filters[:n]}, &resp); err != nil {
 			return out, err
 		}
 		c.waitVersion(ctx, resp.Version)
@@ -49,8 +50,8 @@ func (c *Client) DeleteACLs(ctx context.Context, filters []acl.Filter) ([][]acl.
 // ACLs lists every binding, as the controller that answers has them (weir admin acl
 // list).
 func (c *Client) ACLs(ctx context.Context) ([]acl.Binding, error) {
-	var resp ACLsResponse
-	if _, err := c.call(ctx, http.MethodGet, "/v1/acls", nil, &resp); err != nil {
+	var resp ctlwire.ACLsResponse
+	if _, err := c.call(ctx, http.MethodGet, ctlwire.PathACLs, nil, &resp); err != nil {
 		return nil, err
 	}
 	return resp.Bindings, nil

@@ -1,4 +1,4 @@
-package controller
+package ctlclient
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -15,16 +16,16 @@ import (
 // behind (nobody commits it; the broker's own garbage collection deletes its prepared
 // objects it does not know, or it becomes garbage when the registration ends).
 func (c *Client) PrepareObject(ctx context.Context) (metadata.Object, error) {
-	req := PrepareObjectRequest{Broker: c.selfID.Load(), Epoch: c.epoch.Load()}
+	req := ctlwire.PrepareObjectRequest{Broker: c.selfID.Load(), Epoch: c.epoch.Load()}
 	if req.Broker < 0 || req.Epoch == 0 {
 		return metadata.Object{}, fmt.Errorf("%w: %w: this client is not a registered broker", metadata.ErrObjectRejected, metadata.ErrFenced)
 	}
-	var resp ObjectResponse
-	if _, err := c.call(ctx, http.MethodPost, "/v1/objects/prepare", req, &resp); err != nil {
+	var resp ctlwire.ObjectResponse
+	if _, err := c.call(ctx, http.MethodPost, ctlwire.PathPrepareObject, req, &resp); err != nil {
 		return metadata.Object{}, err
 	}
 	if resp.Object.ID == 0 {
-		return metadata.Object{}, fmt.Errorf("%w: prepare answered without an object", ErrUnavailable)
+		return metadata.Object{}, fmt.Errorf("%w: prepare answered without an object", ctlwire.ErrUnavailable)
 	}
 	c.waitVersion(ctx, resp.Version)
 	return resp.Object, nil
@@ -34,45 +35,17 @@ func (c *Client) PrepareObject(ctx context.Context) (metadata.Object, error) {
 // this broker in its current epoch. If an earlier attempt whose answer was lost already
 // committed it, the retry's refusal is recognised and CommitObject succeeds.
 func (c *Client) CommitObject(ctx context.Context, id uint64, size int64, ranges []metadata.PartitionRange) error {
-	req := CommitObjectRequest{ID: id, Broker: c.selfID.Load(), Epoch: c.epoch.Load(), Size: size, Ranges: ranges}
-	var resp ObjectResponse
-	info, err := c.call(ctx, http.MethodPost, "/v1/objects/commit", req, &resp)
+	req := ctlwire.CommitObjectRequest{ID: id, Broker: c.selfID.Load(), Epoch: c.epoch.Load(), Size: size, Ranges: ranges}
+	var resp ctlwire.ObjectResponse
+	info, err := c.call(ctx, http.MethodPost, ctlwire.PathCommitObject, req, &resp)
 	if err != nil {
-		if info.ambiguous && errors.Is(err, metadata.ErrObjectRejected) && c.refreshConsistent(ctx) == nil && c.committed(c.View(), req) {
+		if info.ambiguous && errors.Is(err, metadata.ErrObjectRejected) && c.refreshConsistent(ctx) == nil && req.AppliedIn(c.View()) {
 			return nil // an earlier attempt committed it
 		}
 		return err
 	}
 	c.waitVersion(ctx, resp.Version)
 	return nil
-}
-
-// committed reports whether v shows req applied: the object committed by this broker and
-// epoch with this size, and each range in its partition's manifest (unless the topic
-// was deleted since).
-func (c *Client) committed(v *metadata.View, req CommitObjectRequest) bool {
-	o, ok := v.Object(req.ID)
-	if !ok || o.State != metadata.ObjectCommitted || o.Broker != req.Broker || o.Epoch != req.Epoch || o.Size != req.Size {
-		return false
-	}
-	for _, r := range req.Ranges {
-		t := v.TopicByID(r.Topic)
-		if t == nil || int(r.Partition) >= len(t.Partitions) || r.Partition < 0 {
-			continue
-		}
-		want := r.ObjectRange(req.ID)
-		found := false
-		for _, have := range t.Partitions[r.Partition].Objects {
-			if have == want {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }
 
 // deleteObjectsChunk bounds the IDs of one delete request.
@@ -84,8 +57,8 @@ const deleteObjectsChunk = 10000
 func (c *Client) DeleteObjects(ctx context.Context, ids []uint64) error {
 	for len(ids) > 0 {
 		n := min(len(ids), deleteObjectsChunk)
-		var resp DeleteObjectsResponse
-		if _, err := c.call(ctx, http.MethodPost, "/v1/objects/delete", DeleteObjectsRequest{IDs: ids[:n]}, &resp); err != nil {
+		var resp ctlwire.DeleteObjectsResponse
+		if _, err := c.call(ctx, http.MethodPost, ctlwire.PathDeleteObjects, ctlwire.DeleteObjectsRequest{IDs: ids[:n]}, &resp); err != nil {
 			return err
 		}
 		c.waitVersion(ctx, resp.Version)

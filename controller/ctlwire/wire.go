@@ -1,46 +1,11 @@
-package controller
+package ctlwire
 
 import (
 	"github.com/weir-io/weir/metadata"
-	"github.com/weir-io/weir/security/acl"
 )
 
-// The API's JSON bodies. Topic IDs are JSON arrays of 16 numbers (metadata.TopicID).
-
-// ViewJSON is the body of GET /v1/metadata: the whole metadata at one version.
-type ViewJSON struct {
-	Version      uint64                     `json:"version"`
-	ClusterID    string                     `json:"cluster_id"`
-	ControllerID int32                      `json:"controller_id"`
-	Brokers      []metadata.Broker          `json:"brokers"`
-	Topics       map[string]*metadata.Topic `json:"topics"`
-	// Objects: the prepared and committed objects, by ID (a JSON object keyed by the
-	// decimal ID).
-	Objects map[uint64]metadata.Object `json:"objects,omitempty"`
-	// Scram: the users' SCRAM credentials (salts and keys, never passwords), which
-	// brokers check SASL logins against.
-	Scram metadata.ScramUsers `json:"scram,omitempty"`
-	// ACLs: the ACL bindings (absent: none).
-	ACLs []acl.Binding `json:"acls,omitempty"`
-
-	// A delta (delta.go; asked for with delta=1) has DeltaFrom, the version it applies
-	// to. Then Brokers is whole, Topics holds only created or replaced topics and
-	// TopicParts changed partitions of others, Objects only changed objects; Scram and
-	// ACLs count only when ScramSet and ACLsSet.
-	DeltaFrom      uint64                    `json:"delta_from,omitempty"`
-	TopicParts     map[string]TopicPartsJSON `json:"topic_parts,omitempty"`
-	DeletedTopics  []string                  `json:"deleted_topics,omitempty"`
-	DeletedObjects []uint64                  `json:"deleted_objects,omitempty"`
-	ScramSet       bool                      `json:"scram_set,omitempty"`
-	ACLsSet        bool                      `json:"acls_set,omitempty"`
-	// TopicTombstones: the IDs of every deleted topic (View.TopicDeleted), whole in a
-	// delta too; absent in a delta: unchanged (tombstones are only ever added).
-	TopicTombstones []metadata.TopicID `json:"topic_tombstones,omitempty"`
-}
-
-func viewToWire(v *metadata.View) ViewJSON {
-	return ViewJSON{Version: v.Version, ClusterID: v.ClusterID, ControllerID: v.ControllerID, Brokers: v.Brokers, Topics: v.Topics, Objects: v.Objects, Scram: v.Scram, ACLs: v.ACLSet().Bindings(), TopicTombstones: v.TopicTombstones()}
-}
+// The API's JSON bodies (paths.go has the route table). Topic IDs are JSON arrays of 16
+// numbers (metadata.TopicID).
 
 // RegisterRequest is the body of POST /v1/brokers/register. Incarnation identifies the
 // registering process (random per Client): while the ID's active registration belongs
@@ -198,7 +163,16 @@ type CompleteRecoveryRequest struct {
 type CompleteRecoveriesRequest struct {
 	Leader      int32              `json:"leader"`
 	BrokerEpoch int64              `json:"broker_epoch"`
-	Items       []recoveryDoneItem `json:"items"`
+	Items       []RecoveryDoneItem `json:"items"`
+}
+
+// RecoveryDoneItem is one partition of a CompleteRecoveriesRequest (and of the Raft
+// command that applies it: the JSON of both is this).
+type RecoveryDoneItem struct {
+	TopicID     metadata.TopicID `json:"topic_id"`
+	Partition   int32            `json:"partition"`
+	LeaderEpoch int32            `json:"leader_epoch"`
+	EndOffset   int64            `json:"end_offset"`
 }
 
 // CompleteRecoveriesResponse answers it: the Version to wait for and, per item in
@@ -215,7 +189,16 @@ type CompleteRecoveriesResponse struct {
 type CompleteMovesRequest struct {
 	From      int32          `json:"from"`
 	FromEpoch int64          `json:"from_epoch"`
-	Items     []moveDoneItem `json:"items"`
+	Items     []MoveDoneItem `json:"items"`
+}
+
+// MoveDoneItem is one partition of a CompleteMovesRequest (and of the Raft command that
+// applies it: the JSON of both is this).
+type MoveDoneItem struct {
+	TopicID   metadata.TopicID `json:"topic_id"`
+	Partition int32            `json:"partition"`
+	EndOffset int64            `json:"end_offset"`
+	MoveGen   uint64           `json:"move_gen"`
 }
 
 // CompleteMovesResponse answers it: the Version to wait for and, per item in order, nil
@@ -259,6 +242,35 @@ type CommitObjectRequest struct {
 	Ranges []metadata.PartitionRange `json:"ranges"`
 }
 
+// AppliedIn reports whether v shows req applied: the object committed by req's broker
+// and epoch with its size, and each range in its partition's manifest (unless the topic
+// was deleted since). A client asks after an ambiguous failure (an earlier attempt may
+// have committed it).
+func (req *CommitObjectRequest) AppliedIn(v *metadata.View) bool {
+	o, ok := v.Object(req.ID)
+	if !ok || o.State != metadata.ObjectCommitted || o.Broker != req.Broker || o.Epoch != req.Epoch || o.Size != req.Size {
+		return false
+	}
+	for _, r := range req.Ranges {
+		t := v.TopicByID(r.Topic)
+		if t == nil || int(r.Partition) >= len(t.Partitions) || r.Partition < 0 {
+			continue
+		}
+		want := r.ObjectRange(req.ID)
+		found := false
+		for _, have := range t.Partitions[r.Partition].Objects {
+			if have == want {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
 // DeleteObjectsRequest is the body of POST /v1/objects/delete.
 type DeleteObjectsRequest struct {
 	IDs []uint64 `json:"ids"`
@@ -284,8 +296,16 @@ type Status struct {
 	LastSnapshotIndex uint64 `json:"last_snapshot_index"`
 	Version           uint64 `json:"version"`
 	ClusterID         string `json:"cluster_id"`
-	Peers             Peers  `json:"peers"`
+	Peers             []Peer `json:"peers"`
 	// AuthRequired: the API refuses unauthenticated callers (auth.go). Brokers that
 	// enforce ACLs refuse to start against controllers without it.
 	AuthRequired bool `json:"auth_required,omitempty"`
+}
+
+// Peer is one controller of the static quorum: its Raft address and its API address
+// (the controller's Config.Peers, which Status lists).
+type Peer struct {
+	ID       int32  `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	APIAddr  string `json:"api_addr"`
 }

@@ -1,4 +1,4 @@
-package controller
+package ctlclient
 
 import (
 	"bytes"
@@ -17,8 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
-	"github.com/weir-io/weir/security/acl"
 	"github.com/weir-io/weir/security/tlsconf"
 )
 
@@ -37,11 +37,11 @@ type ClientConfig struct {
 	// Listeners are the broker's per-zone Kafka listeners (metadata.Broker.Listeners).
 	Listeners []metadata.Listener
 	// HeartbeatInterval is how often a registered broker heartbeats (at least
-	// MinHeartbeatInterval). RegisterBroker fails if the controllers grant a lease
-	// shorter than twice this.
+	// ctlwire.MinHeartbeatInterval). RegisterBroker fails if the controllers grant a
+	// lease shorter than twice this.
 	HeartbeatInterval time.Duration
 	// LeaseTimeout is the lease assumed if a controller's answer carries none (an older
-	// controller); the controllers' own (Config.GrantedLease) is used otherwise.
+	// controller); the controllers' own (their Config.GrantedLease) is used otherwise.
 	LeaseTimeout time.Duration
 	// RequestTimeout bounds one HTTP attempt; RetryTimeout bounds a write's retries
 	// across controllers (after it the write fails with metadata.ErrNotController).
@@ -98,7 +98,7 @@ func DefaultClientConfig() ClientConfig {
 		RetryTimeout:      30 * time.Second,
 		WatchWait:         30 * time.Second,
 		StartTimeout:      30 * time.Second,
-		ProducerIDBlock:   DefaultProducerIDBlock,
+		ProducerIDBlock:   ctlwire.DefaultProducerIDBlock,
 
 		LoadReportInterval: 2 * time.Second,
 	}
@@ -112,7 +112,7 @@ func (cfg *ClientConfig) fill() error {
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = d.HeartbeatInterval
 	}
-	cfg.HeartbeatInterval = max(cfg.HeartbeatInterval, MinHeartbeatInterval)
+	cfg.HeartbeatInterval = max(cfg.HeartbeatInterval, ctlwire.MinHeartbeatInterval)
 	if cfg.LeaseTimeout <= 0 {
 		cfg.LeaseTimeout = d.LeaseTimeout
 	}
@@ -131,7 +131,7 @@ func (cfg *ClientConfig) fill() error {
 	if cfg.LoadReportInterval <= 0 {
 		cfg.LoadReportInterval = d.LoadReportInterval
 	}
-	if cfg.ProducerIDBlock <= 0 || cfg.ProducerIDBlock > maxProducerIDBlock {
+	if cfg.ProducerIDBlock <= 0 || cfg.ProducerIDBlock > ctlwire.MaxProducerIDBlock {
 		cfg.ProducerIDBlock = d.ProducerIDBlock
 	}
 	if cfg.Logger == nil {
@@ -161,7 +161,9 @@ const maxResponseBytes = 256 << 20
 
 // Client is what a broker uses to reach the controllers. It implements
 // metadata.Store, metadata.Registrar, metadata.Mover, metadata.Recoverer,
-// metadata.Leaser, metadata.Drainer and metadata.ObjectManifest.
+// metadata.Leaser, metadata.Drainer, metadata.ControllerAuth and
+// metadata.ObjectManifest (and their batch forms), checked at compile time below: the
+// broker finds them by type assertion, so a missing method must not build.
 //
 // Reads come from a View kept current by a long-poll watch on any reachable controller.
 // Writes go to any controller (followers forward them to the leader), are retried on
@@ -189,7 +191,7 @@ type Client struct {
 	watchNext  atomic.Int32
 
 	hint    atomic.Int32 // index of the controller that answered the last write
-	retries atomic.Int64 // attempts that failed and were retried (tests, debugging)
+	retries atomic.Int64 // attempts that failed and were retried (Stats)
 
 	regMu       sync.Mutex // serialises registration
 	selfID      atomic.Int32
@@ -197,7 +199,7 @@ type Client struct {
 	incarnation string // random per Client: tells this process from another with the same ID
 	epoch       atomic.Int64
 	hbOnce      sync.Once
-	hbPaused    atomic.Bool // tests: stop heartbeating, as a hung broker would
+	hbPaused    atomic.Bool // PauseHeartbeats: stop heartbeating, as a hung broker would
 	// lastLoad is the leaseClock reading when a load report was last acknowledged
 	// (the heartbeat goroutine's; atomic for tests).
 	lastLoad atomic.Int64
@@ -216,8 +218,8 @@ type Client struct {
 	// acks holds, per controller (node ID) of the current registration, when the lease
 	// it granted ends on the leaseClock: the send time of the last heartbeat (or the
 	// registration) it acknowledged plus the lease it granted. The lease is valid while
-	// a majority of the voters' entries lie in the future (leases.go). hasAck is false
-	// before registering and after a fence.
+	// a majority of the voters' entries lie in the future (controller/leases.go). hasAck
+	// is false before registering and after a fence.
 	acks       map[int32]time.Duration
 	voters     int
 	hasAck     bool
@@ -242,8 +244,11 @@ var (
 	_ metadata.Recoverer      = (*Client)(nil)
 	_ metadata.BatchRecoverer = (*Client)(nil)
 	_ metadata.BatchMover     = (*Client)(nil)
+	_ metadata.MoveCompleter  = (*Client)(nil)
+	_ metadata.Epocher        = (*Client)(nil)
 	_ metadata.Leaser         = (*Client)(nil)
 	_ metadata.Drainer        = (*Client)(nil)
+	_ metadata.ControllerAuth = (*Client)(nil)
 
 	_ metadata.ObjectManifest = (*Client)(nil)
 )
@@ -282,8 +287,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}},
 	}
 	// Heartbeats have connections of their own, kept open: a controller takes the close
-	// of one for a hint that this process died (leasevote.go), so nothing else may close
-	// them (the pool of hc closes idle extras), and Close closes every one of them
+	// of one for a hint that this process died (controller/leasevote.go), so nothing
+	// else may close them (the pool of hc closes idle extras), and Close closes every one of them
 	// (closing the idle ones is not enough: the transport may put one back in its pool
 	// after the heartbeat that used it returned).
 	hbDial := dialer(cfg.WrapConn)
@@ -321,7 +326,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		scancel()
 		if err != nil {
 			cancel()
-			if errors.Is(err, ErrUnauthenticated) {
+			if errors.Is(err, ctlwire.ErrUnauthenticated) {
 				return nil, fmt.Errorf("controller client: %w", err)
 			}
 			return nil, fmt.Errorf("controller client: no consistent metadata within %v: %w", cfg.StartTimeout, err)
@@ -366,14 +371,14 @@ func (c *Client) Changed() <-chan struct{} {
 
 // publish installs a newer View (older or equal versions are ignored: every replica
 // reaches the same version with the same state).
-func (c *Client) publish(vj *ViewJSON) bool {
+func (c *Client) publish(vj *ctlwire.ViewJSON) bool {
 	ok, _ := c.publishView(vj)
 	return ok
 }
 
 // publishView is publish; a delta (vj.DeltaFrom set) that does not fit the current View
-// is refused with errStaleDelta.
-func (c *Client) publishView(vj *ViewJSON) (bool, error) {
+// is refused with ctlwire.ErrStaleDelta.
+func (c *Client) publishView(vj *ctlwire.ViewJSON) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view != nil && vj.Version <= c.view.Version {
@@ -384,17 +389,14 @@ func (c *Client) publishView(vj *ViewJSON) (bool, error) {
 		id = self
 	}
 	if vj.DeltaFrom != 0 {
-		v, err := applyDelta(c.view, vj, id)
+		v, err := ctlwire.ApplyDelta(c.view, vj, id)
 		if err != nil {
 			return false, err
 		}
 		c.view = v
 		c.deltas.Add(1)
 	} else {
-		c.view = metadata.NewViewWithObjects(vj.Version, vj.ClusterID, id, vj.Brokers, vj.Topics, vj.Objects)
-		c.view.Scram = vj.Scram
-		c.view.ACLs = acl.NewSet(vj.ACLs)
-		c.view.SetTopicTombstones(vj.TopicTombstones)
+		c.view = ctlwire.ToView(vj, id)
 		c.fulls.Add(1)
 	}
 	c.viewVersion.Store(vj.Version)
@@ -453,7 +455,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) (ca
 	if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
-			return info, fmt.Errorf("%w: %v", ErrBadRequest, err)
+			return info, fmt.Errorf("%w: %v", ctlwire.ErrBadRequest, err)
 		}
 	}
 	if c.ctx.Err() != nil {
@@ -473,24 +475,24 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) (ca
 		switch {
 		case err != nil:
 			lastErr = err
-			if !isDialError(err) {
+			if !ctlwire.IsDialError(err) {
 				info.ambiguous = true
 			}
 		case status/100 == 2:
 			c.hint.Store(int32(idx))
 			if out != nil && status != http.StatusNoContent {
 				if err := json.Unmarshal(resp, out); err != nil {
-					return info, fmt.Errorf("%w: undecodable answer from %s: %v", ErrUnavailable, c.cfg.Controllers[idx], err)
+					return info, fmt.Errorf("%w: undecodable answer from %s: %v", ctlwire.ErrUnavailable, c.cfg.Controllers[idx], err)
 				}
 			}
 			return info, nil
 		default:
-			var ae APIError
+			var ae ctlwire.APIError
 			if json.Unmarshal(resp, &ae) != nil || ae.Code == "" {
-				ae = APIError{Code: "internal", Message: fmt.Sprintf("HTTP %d: %.200s", status, resp)}
+				ae = ctlwire.APIError{Code: "internal", Message: fmt.Sprintf("HTTP %d: %.200s", status, resp)}
 			}
-			if !retriable(ae.Code) {
-				return info, ae.toError()
+			if !ae.Retriable() {
+				return info, ae.ToError()
 			}
 			if ae.Code == "unavailable" {
 				info.ambiguous = true
@@ -517,14 +519,14 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) (ca
 }
 
 // fetchView GETs a View from one controller; nil, nil on 204 (no change).
-func (c *Client) fetchView(ctx context.Context, addr, path string, timeout time.Duration) (*ViewJSON, error) {
+func (c *Client) fetchView(ctx context.Context, addr, path string, timeout time.Duration) (*ctlwire.ViewJSON, error) {
 	status, body, err := c.attempt(ctx, addr, http.MethodGet, path, nil, timeout)
 	if err != nil {
 		return nil, err
 	}
 	switch status {
 	case http.StatusOK:
-		var vj ViewJSON
+		var vj ctlwire.ViewJSON
 		if err := json.Unmarshal(body, &vj); err != nil {
 			return nil, fmt.Errorf("controller client: undecodable view from %s: %w", addr, err)
 		}
@@ -532,9 +534,9 @@ func (c *Client) fetchView(ctx context.Context, addr, path string, timeout time.
 	case http.StatusNoContent:
 		return nil, nil
 	default:
-		var ae APIError
+		var ae ctlwire.APIError
 		if json.Unmarshal(body, &ae) != nil || ae.Code == "" {
-			ae = APIError{Code: "internal", Message: fmt.Sprintf("HTTP %d", status)}
+			ae = ctlwire.APIError{Code: "internal", Message: fmt.Sprintf("HTTP %d", status)}
 		}
 		return nil, &ae
 	}
@@ -548,7 +550,7 @@ func (c *Client) refreshConsistent(ctx context.Context) error {
 	backoff := 25 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		addr := c.cfg.Controllers[(first+attempt)%n]
-		vj, err := c.fetchView(ctx, addr, "/v1/metadata?consistent=1", c.cfg.RequestTimeout)
+		vj, err := c.fetchView(ctx, addr, ctlwire.PathMetadata+"?consistent=1", c.cfg.RequestTimeout)
 		if err == nil && vj != nil {
 			c.publish(vj)
 			return nil
@@ -585,7 +587,7 @@ func (c *Client) watchLoop(idx int) {
 		c.pollCancel = cancel
 		after := c.view.Version
 		c.mu.Unlock()
-		path := fmt.Sprintf("/v1/metadata?after=%d&wait=%s", after, c.cfg.WatchWait)
+		path := fmt.Sprintf("%s?after=%d&wait=%s", ctlwire.PathMetadata, after, c.cfg.WatchWait)
 		if !full && after > 0 {
 			path += "&delta=1"
 		}

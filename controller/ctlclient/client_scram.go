@@ -1,10 +1,11 @@
-package controller
+package ctlclient
 
 import (
 	"context"
 	"errors"
 	"net/http"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -15,8 +16,8 @@ var _ metadata.ScramStore = (*Client)(nil)
 // A deletion refused as not found after an ambiguous attempt (one that may have been
 // applied) counts as done: the earlier attempt deleted it.
 func (c *Client) AlterScram(ctx context.Context, alterations []metadata.ScramAlteration) ([]metadata.ScramResult, error) {
-	var resp ScramResponse
-	info, err := c.call(ctx, http.MethodPost, "/v1/scram", ScramRequest{Alterations: alterations}, &resp)
+	var resp ctlwire.ScramResponse
+	info, err := c.call(ctx, http.MethodPost, ctlwire.PathScram, ctlwire.ScramRequest{Alterations: alterations}, &resp)
 	if err != nil {
 		return nil, err
 	}
@@ -26,7 +27,7 @@ func (c *Client) AlterScram(ctx context.Context, alterations []metadata.ScramAlt
 	}
 	out := make([]metadata.ScramResult, len(resp.Results))
 	for i, r := range resp.Results {
-		out[i] = scramResultFromWire(r)
+		out[i] = ctlwire.ScramResultFromWire(r)
 		if info.ambiguous && deletes[r.User] && errors.Is(out[i].Err, metadata.ErrScramNotFound) {
 			out[i].Err = nil
 		}

@@ -1,4 +1,4 @@
-package controller
+package ctlclient
 
 import (
 	"context"
@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/security/tlsconf"
 	"github.com/weir-io/weir/security/token"
 )
 
-// clientSecurity is how a Client proves itself to the controllers (auth.go).
+// clientSecurity is how a Client proves itself to the controllers (controller/auth.go).
 type clientSecurity struct {
 	tokens *token.File // nil: no Authorization header
 	tls    *tls.Config // nil: plain HTTP
@@ -60,13 +61,14 @@ func (cfg *ClientConfig) BindSecurityFlags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.TLS.ServerName, "controller-tls-server-name", cfg.TLS.ServerName, "name verified in the controllers' certificates (default: the host dialled)")
 }
 
-// APIAuthRequired reports whether the controllers' API refuses unauthenticated callers
-// (Status.AuthRequired of the first controller that answers). A broker enforcing ACLs
-// asks before it starts: ACLs are worthless if anyone may change them there.
+// APIAuthRequired implements metadata.ControllerAuth: whether the controllers' API
+// refuses unauthenticated callers (ctlwire.Status.AuthRequired of the first controller
+// that answers). A broker enforcing ACLs asks before it starts: ACLs are worthless if
+// anyone may change them there.
 func (c *Client) APIAuthRequired(ctx context.Context) (bool, error) {
 	var err error
 	for i := range c.cfg.Controllers {
-		var st Status
+		var st ctlwire.Status
 		if st, err = c.Status(ctx, i); err == nil {
 			return st.AuthRequired, nil
 		}

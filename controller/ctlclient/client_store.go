@@ -1,4 +1,4 @@
-package controller
+package ctlclient
 
 import (
 	"context"
@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -22,20 +22,20 @@ func (c *Client) CreateTopic(ctx context.Context, spec metadata.TopicSpec, valid
 	if n == -1 && c.cfg.DefaultPartitions > 0 {
 		n = c.cfg.DefaultPartitions
 	}
-	req := CreateTopicRequest{
+	req := ctlwire.CreateTopicRequest{
 		Name:              spec.Name,
 		Partitions:        n,
 		ReplicationFactor: spec.ReplicationFactor,
 		Configs:           spec.Configs,
 		ValidateOnly:      validateOnly,
-		ID:                newTopicID(),
+		ID:                metadata.NewTopicID(),
 	}
-	var resp TopicResponse
-	if _, err := c.call(ctx, http.MethodPost, "/v1/topics", req, &resp); err != nil {
+	var resp ctlwire.TopicResponse
+	if _, err := c.call(ctx, http.MethodPost, ctlwire.PathTopics, req, &resp); err != nil {
 		return nil, err
 	}
 	if resp.Topic == nil {
-		return nil, fmt.Errorf("%w: create answered without a topic", ErrUnavailable)
+		return nil, fmt.Errorf("%w: create answered without a topic", ctlwire.ErrUnavailable)
 	}
 	if !validateOnly {
 		c.waitVersion(ctx, resp.Version)
@@ -46,8 +46,8 @@ func (c *Client) CreateTopic(ctx context.Context, spec metadata.TopicSpec, valid
 // DeleteTopic implements metadata.Store.
 func (c *Client) DeleteTopic(ctx context.Context, name string) (*metadata.Topic, error) {
 	before := c.View().Topics[name]
-	var resp TopicResponse
-	info, err := c.call(ctx, http.MethodDelete, "/v1/topics/"+url.PathEscape(name), nil, &resp)
+	var resp ctlwire.TopicResponse
+	info, err := c.call(ctx, http.MethodDelete, ctlwire.TopicPath(ctlwire.PathTopic, name), nil, &resp)
 	if err != nil {
 		if info.ambiguous && before != nil && errors.Is(err, metadata.ErrUnknownTopic) {
 			// An earlier attempt may have deleted it: check the leader's view.
@@ -65,8 +65,8 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) (*metadata.Topic,
 
 // CreatePartitions implements metadata.Store.
 func (c *Client) CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) error {
-	var resp VersionResponse
-	info, err := c.call(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(name)+"/partitions", CreatePartitionsRequest{Total: total, ValidateOnly: validateOnly}, &resp)
+	var resp ctlwire.VersionResponse
+	info, err := c.call(ctx, http.MethodPost, ctlwire.TopicPath(ctlwire.PathTopicPartitions, name), ctlwire.CreatePartitionsRequest{Total: total, ValidateOnly: validateOnly}, &resp)
 	if err != nil {
 		if info.ambiguous && !validateOnly && errors.Is(err, metadata.ErrInvalidPartitions) && c.refreshConsistent(ctx) == nil {
 			if t := c.View().Topics[name]; t != nil && int32(len(t.Partitions)) == total {
@@ -83,12 +83,12 @@ func (c *Client) CreatePartitions(ctx context.Context, name string, total int32,
 
 // AlterTopicConfigs implements metadata.Store.
 func (c *Client) AlterTopicConfigs(ctx context.Context, name string, ops []metadata.ConfigOp, validateOnly bool) error {
-	req := AlterConfigsRequest{ValidateOnly: validateOnly, Ops: make([]ConfigOpJSON, len(ops))}
+	req := ctlwire.AlterConfigsRequest{ValidateOnly: validateOnly, Ops: make([]ctlwire.ConfigOpJSON, len(ops))}
 	for i, op := range ops {
-		req.Ops[i] = ConfigOpJSON{Key: op.Key, Op: int8(op.Op), Value: op.Value}
+		req.Ops[i] = ctlwire.ConfigOpJSON{Key: op.Key, Op: int8(op.Op), Value: op.Value}
 	}
-	var resp VersionResponse
-	if _, err := c.call(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(name)+"/configs", req, &resp); err != nil {
+	var resp ctlwire.VersionResponse
+	if _, err := c.call(ctx, http.MethodPost, ctlwire.TopicPath(ctlwire.PathTopicConfigs, name), req, &resp); err != nil {
 		return err
 	}
 	if !validateOnly {
@@ -99,8 +99,8 @@ func (c *Client) AlterTopicConfigs(ctx context.Context, name string, ops []metad
 
 // SetLogStartOffset implements metadata.Store (the offset only moves forward).
 func (c *Client) SetLogStartOffset(ctx context.Context, id metadata.TopicID, partition int32, offset int64) error {
-	var resp VersionResponse
-	if _, err := c.call(ctx, http.MethodPost, "/v1/partitions/log-start", LogStartRequest{TopicID: id, Partition: partition, Offset: offset}, &resp); err != nil {
+	var resp ctlwire.VersionResponse
+	if _, err := c.call(ctx, http.MethodPost, ctlwire.PathLogStart, ctlwire.LogStartRequest{TopicID: id, Partition: partition, Offset: offset}, &resp); err != nil {
 		return err
 	}
 	c.waitVersion(ctx, resp.Version)
@@ -114,12 +114,12 @@ func (c *Client) AllocateProducerID(ctx context.Context) (int64, error) {
 	c.pidMu.Lock()
 	defer c.pidMu.Unlock()
 	if c.pidNext >= c.pidEnd {
-		var resp ProducerIDsResponse
-		if _, err := c.call(ctx, http.MethodPost, "/v1/producer-ids", ProducerIDsRequest{Count: c.cfg.ProducerIDBlock}, &resp); err != nil {
+		var resp ctlwire.ProducerIDsResponse
+		if _, err := c.call(ctx, http.MethodPost, ctlwire.PathProducerIDs, ctlwire.ProducerIDsRequest{Count: c.cfg.ProducerIDBlock}, &resp); err != nil {
 			return 0, err
 		}
 		if resp.Count <= 0 {
-			return 0, fmt.Errorf("%w: empty producer id block", ErrUnavailable)
+			return 0, fmt.Errorf("%w: empty producer id block", ctlwire.ErrUnavailable)
 		}
 		c.pidNext, c.pidEnd = resp.First, resp.First+resp.Count
 	}
@@ -142,7 +142,7 @@ func (c *Client) AllocateProducerID(ctx context.Context) (int64, error) {
 // its storage (a new WAL for the new epoch) and calls RegisterBroker again.
 func (c *Client) RegisterBroker(ctx context.Context, b metadata.Broker) error {
 	if b.ID < 0 {
-		return fmt.Errorf("%w: broker id %d", ErrBadRequest, b.ID)
+		return fmt.Errorf("%w: broker id %d", ctlwire.ErrBadRequest, b.ID)
 	}
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
@@ -181,9 +181,9 @@ func (c *Client) RegisterBroker(ctx context.Context, b metadata.Broker) error {
 // register sends the registration; callers hold regMu.
 func (c *Client) register(ctx context.Context) error {
 	send := c.leaseClock()
-	var resp LeaseResponse
-	req := RegisterRequest{ID: c.self.ID, Host: c.self.Host, Port: c.self.Port, Rack: c.self.Rack, Listeners: c.self.Listeners, Incarnation: c.incarnation}
-	if _, err := c.call(ctx, http.MethodPost, "/v1/brokers/register", req, &resp); err != nil {
+	var resp ctlwire.LeaseResponse
+	req := ctlwire.RegisterRequest{ID: c.self.ID, Host: c.self.Host, Port: c.self.Port, Rack: c.self.Rack, Listeners: c.self.Listeners, Incarnation: c.incarnation}
+	if _, err := c.call(ctx, http.MethodPost, ctlwire.PathRegister, req, &resp); err != nil {
 		return err
 	}
 	lease := time.Duration(resp.LeaseTimeoutMs) * time.Millisecond
@@ -265,7 +265,7 @@ func (c *Client) heartbeat(idx int, lastLoad time.Duration) (time.Duration, bool
 	if over || epoch == 0 {
 		return 0, false // fenced: nothing to renew until RegisterBroker
 	}
-	req := HeartbeatRequest{ID: c.selfID.Load(), Epoch: epoch, Incarnation: c.incarnation}
+	req := ctlwire.HeartbeatRequest{ID: c.selfID.Load(), Epoch: epoch, Incarnation: c.incarnation}
 	send := c.leaseClock()
 	if c.cfg.LoadReport != nil && send-lastLoad >= c.cfg.LoadReportInterval {
 		req.LoadReport, req.Load = true, compactLoad(c.cfg.LoadReport())
@@ -277,17 +277,17 @@ func (c *Client) heartbeat(idx int, lastLoad time.Duration) (time.Duration, bool
 	addr := c.cfg.Controllers[idx]
 	// Longer than the lease: a request given up closes its connection, which the
 	// controller would take for a hint that this process died.
-	status, rb, err := c.attemptWith(c.hb, c.ctx, addr, http.MethodPost, "/v1/brokers/heartbeat", body, max(time.Second, 4*c.cfg.HeartbeatInterval))
-	var resp LeaseResponse
+	status, rb, err := c.attemptWith(c.hb, c.ctx, addr, http.MethodPost, ctlwire.PathHeartbeat, body, max(time.Second, 4*c.cfg.HeartbeatInterval))
+	var resp ctlwire.LeaseResponse
 	if err == nil {
 		if status/100 == 2 {
 			err = json.Unmarshal(rb, &resp)
 		} else {
-			var ae APIError
+			var ae ctlwire.APIError
 			if json.Unmarshal(rb, &ae) != nil || ae.Code == "" {
-				ae = APIError{Code: "internal", Message: fmt.Sprintf("HTTP %d: %.200s", status, rb)}
+				ae = ctlwire.APIError{Code: "internal", Message: fmt.Sprintf("HTTP %d: %.200s", status, rb)}
 			}
-			err = ae.toError()
+			err = ae.ToError()
 		}
 	}
 	switch {
@@ -328,7 +328,7 @@ func (c *Client) heartbeat(idx int, lastLoad time.Duration) (time.Duration, bool
 	return 0, false
 }
 
-// compactLoad keeps the partitions with traffic, the maxLoadReport hottest.
+// compactLoad keeps the partitions with traffic, the ctlwire.MaxLoadReport hottest.
 func compactLoad(in []metadata.PartitionLoad) []metadata.PartitionLoad {
 	out := make([]metadata.PartitionLoad, 0, len(in))
 	for _, l := range in {
@@ -336,9 +336,9 @@ func compactLoad(in []metadata.PartitionLoad) []metadata.PartitionLoad {
 			out = append(out, l)
 		}
 	}
-	if len(out) > maxLoadReport {
+	if len(out) > ctlwire.MaxLoadReport {
 		sort.Slice(out, func(i, j int) bool { return out[i].BytesPerSec > out[j].BytesPerSec })
-		out = out[:maxLoadReport]
+		out = out[:ctlwire.MaxLoadReport]
 	}
 	return out
 }
@@ -361,9 +361,9 @@ func (c *Client) DrainBroker(ctx context.Context) error {
 
 // DrainRegistration drains broker id's registration epoch (admin tools; a broker uses
 // DrainBroker). On return this client's View shows the drain.
-func (c *Client) DrainRegistration(ctx context.Context, id int32, epoch int64) (DrainResponse, error) {
-	var resp DrainResponse
-	if _, err := c.call(ctx, http.MethodPost, "/v1/brokers/drain", DrainRequest{ID: id, Epoch: epoch}, &resp); err != nil {
+func (c *Client) DrainRegistration(ctx context.Context, id int32, epoch int64) (ctlwire.DrainResponse, error) {
+	var resp ctlwire.DrainResponse
+	if _, err := c.call(ctx, http.MethodPost, ctlwire.PathDrain, ctlwire.DrainRequest{ID: id, Epoch: epoch}, &resp); err != nil {
 		return resp, err
 	}
 	c.waitVersion(ctx, resp.Version)
@@ -378,9 +378,9 @@ func (c *Client) Draining() bool {
 }
 
 // Balancer returns the balancer's state from the controller leader (GET /v1/balancer).
-func (c *Client) Balancer(ctx context.Context) (BalancerStatus, error) {
-	var st BalancerStatus
-	_, err := c.call(ctx, http.MethodGet, "/v1/balancer", nil, &st)
+func (c *Client) Balancer(ctx context.Context) (ctlwire.BalancerStatus, error) {
+	var st ctlwire.BalancerStatus
+	_, err := c.call(ctx, http.MethodGet, ctlwire.PathBalancer, nil, &st)
 	return st, err
 }
 
@@ -407,7 +407,7 @@ func (c *Client) Fenced() <-chan struct{} {
 // is mapped onto that clock through the monotonic clock, so time.Now() asks about the
 // present. False before registering, after a fence, and until this client's View
 // includes the registration (so the broker never acks from an older View that
-// predates it). No fence can be committed before the lease ends (leases.go), so a
+// predates it). No fence can be committed before the lease ends (controller/leases.go), so a
 // broker that checks LeaseValid before acking stops acking before it can be fenced.
 func (c *Client) LeaseValid(now time.Time) bool {
 	at := c.leaseClock() + time.Until(now)
@@ -448,14 +448,14 @@ func (c *Client) SinceLeaseAck(now time.Time) (d time.Duration, ok bool) {
 
 // ReportSuspect implements metadata.Leaser.
 func (c *Client) ReportSuspect(ctx context.Context, id int32) error {
-	_, err := c.call(ctx, http.MethodPost, "/v1/brokers/suspect", SuspectRequest{ID: id, Reporter: c.selfID.Load()}, nil)
+	_, err := c.call(ctx, http.MethodPost, ctlwire.PathSuspect, ctlwire.SuspectRequest{ID: id, Reporter: c.selfID.Load()}, nil)
 	return err
 }
 
 // MovePartition implements metadata.Mover.
 func (c *Client) MovePartition(ctx context.Context, id metadata.TopicID, partition int32, target int32) error {
-	var resp VersionResponse
-	if _, err := c.call(ctx, http.MethodPost, "/v1/partitions/move", MoveRequest{TopicID: id, Partition: partition, Target: target}, &resp); err != nil {
+	var resp ctlwire.VersionResponse
+	if _, err := c.call(ctx, http.MethodPost, ctlwire.PathMove, ctlwire.MoveRequest{TopicID: id, Partition: partition, Target: target}, &resp); err != nil {
 		return err
 	}
 	c.waitVersion(ctx, resp.Version)
@@ -478,9 +478,9 @@ func (c *Client) CompleteMove(ctx context.Context, id metadata.TopicID, partitio
 // answer was lost succeeds.
 func (c *Client) CompleteMoveGen(ctx context.Context, id metadata.TopicID, partition int32, endOffset int64, moveGen uint64) error {
 	self := c.selfID.Load()
-	req := CompleteMoveRequest{TopicID: id, Partition: partition, From: self, FromEpoch: c.epoch.Load(), EndOffset: endOffset, MoveGen: moveGen}
-	var resp VersionResponse
-	info, err := c.call(ctx, http.MethodPost, "/v1/partitions/complete-move", req, &resp)
+	req := ctlwire.CompleteMoveRequest{TopicID: id, Partition: partition, From: self, FromEpoch: c.epoch.Load(), EndOffset: endOffset, MoveGen: moveGen}
+	var resp ctlwire.VersionResponse
+	info, err := c.call(ctx, http.MethodPost, ctlwire.PathCompleteMove, req, &resp)
 	if err != nil {
 		if info.ambiguous && errors.Is(err, metadata.ErrMoveRefused) && c.refreshConsistent(ctx) == nil && c.handedOff(id, partition, endOffset) {
 			return nil // an earlier attempt completed it
@@ -510,22 +510,22 @@ func (c *Client) handedOff(id metadata.TopicID, partition int32, endOffset int64
 func (c *Client) CompleteMovesGen(ctx context.Context, done []metadata.MoveDone) ([]error, error) {
 	errs := make([]error, 0, len(done))
 	for len(done) > 0 {
-		n := min(len(done), maxMovesPerRequest)
-		req := CompleteMovesRequest{From: c.selfID.Load(), FromEpoch: c.epoch.Load(), Items: make([]moveDoneItem, n)}
+		n := min(len(done), ctlwire.MaxMovesPerRequest)
+		req := ctlwire.CompleteMovesRequest{From: c.selfID.Load(), FromEpoch: c.epoch.Load(), Items: make([]ctlwire.MoveDoneItem, n)}
 		for i, d := range done[:n] {
-			req.Items[i] = moveDoneItem{TopicID: d.Topic, Partition: d.Partition, EndOffset: d.EndOffset, MoveGen: d.MoveGen}
+			req.Items[i] = ctlwire.MoveDoneItem{TopicID: d.Topic, Partition: d.Partition, EndOffset: d.EndOffset, MoveGen: d.MoveGen}
 		}
-		var resp CompleteMovesResponse
-		info, err := c.call(ctx, http.MethodPost, "/v1/partitions/complete-moves", req, &resp)
+		var resp ctlwire.CompleteMovesResponse
+		info, err := c.call(ctx, http.MethodPost, ctlwire.PathCompleteMoves, req, &resp)
 		if err != nil {
 			return nil, err
 		}
 		if len(resp.Errors) != n {
-			return nil, fmt.Errorf("%w: %d answers to %d hand-offs", ErrUnavailable, len(resp.Errors), n)
+			return nil, fmt.Errorf("%w: %d answers to %d hand-offs", ctlwire.ErrUnavailable, len(resp.Errors), n)
 		}
 		refreshed := false
 		for i, ae := range resp.Errors {
-			err := ae.asError()
+			err := ae.AsError()
 			if info.ambiguous && errors.Is(err, metadata.ErrMoveRefused) {
 				// An earlier attempt may have been applied: judge by a consistent View.
 				if !refreshed {
@@ -549,9 +549,9 @@ func (c *Client) CompleteMovesGen(ctx context.Context, done []metadata.MoveDone)
 // it), so a retry of one that was applied although its answer was lost succeeds, in
 // this call or a later one. On return the local View shows the completion.
 func (c *Client) CompleteRecovery(ctx context.Context, id metadata.TopicID, partition int32, leaderEpoch int32, endOffset int64) error {
-	req := CompleteRecoveryRequest{TopicID: id, Partition: partition, Leader: c.selfID.Load(), BrokerEpoch: c.epoch.Load(), LeaderEpoch: leaderEpoch, EndOffset: endOffset}
-	var resp VersionResponse
-	if _, err := c.call(ctx, http.MethodPost, "/v1/partitions/complete-recovery", req, &resp); err != nil {
+	req := ctlwire.CompleteRecoveryRequest{TopicID: id, Partition: partition, Leader: c.selfID.Load(), BrokerEpoch: c.epoch.Load(), LeaderEpoch: leaderEpoch, EndOffset: endOffset}
+	var resp ctlwire.VersionResponse
+	if _, err := c.call(ctx, http.MethodPost, ctlwire.PathCompleteRecovery, req, &resp); err != nil {
 		return err
 	}
 	c.waitVersion(ctx, resp.Version)
@@ -563,20 +563,20 @@ func (c *Client) CompleteRecovery(ctx context.Context, id metadata.TopicID, part
 func (c *Client) CompleteRecoveries(ctx context.Context, done []metadata.Recovered) ([]error, error) {
 	errs := make([]error, 0, len(done))
 	for len(done) > 0 {
-		n := min(len(done), maxRecoveriesPerRequest)
-		req := CompleteRecoveriesRequest{Leader: c.selfID.Load(), BrokerEpoch: c.epoch.Load(), Items: make([]recoveryDoneItem, n)}
+		n := min(len(done), ctlwire.MaxRecoveriesPerRequest)
+		req := ctlwire.CompleteRecoveriesRequest{Leader: c.selfID.Load(), BrokerEpoch: c.epoch.Load(), Items: make([]ctlwire.RecoveryDoneItem, n)}
 		for i, d := range done[:n] {
-			req.Items[i] = recoveryDoneItem{TopicID: d.Topic, Partition: d.Partition, LeaderEpoch: d.LeaderEpoch, EndOffset: d.EndOffset}
+			req.Items[i] = ctlwire.RecoveryDoneItem{TopicID: d.Topic, Partition: d.Partition, LeaderEpoch: d.LeaderEpoch, EndOffset: d.EndOffset}
 		}
-		var resp CompleteRecoveriesResponse
-		if _, err := c.call(ctx, http.MethodPost, "/v1/partitions/complete-recoveries", req, &resp); err != nil {
+		var resp ctlwire.CompleteRecoveriesResponse
+		if _, err := c.call(ctx, http.MethodPost, ctlwire.PathCompleteRecoveries, req, &resp); err != nil {
 			return nil, err
 		}
 		if len(resp.Errors) != n {
-			return nil, fmt.Errorf("%w: %d answers to %d recoveries", ErrUnavailable, len(resp.Errors), n)
+			return nil, fmt.Errorf("%w: %d answers to %d recoveries", ctlwire.ErrUnavailable, len(resp.Errors), n)
 		}
 		for _, ae := range resp.Errors {
-			errs = append(errs, ae.asError())
+			errs = append(errs, ae.AsError())
 		}
 		c.waitVersion(ctx, resp.Version)
 		done = done[n:]
@@ -586,8 +586,8 @@ func (c *Client) CompleteRecoveries(ctx context.Context, done []metadata.Recover
 
 // CancelMove implements metadata.Mover.
 func (c *Client) CancelMove(ctx context.Context, id metadata.TopicID, partition int32) error {
-	var resp VersionResponse
-	if _, err := c.call(ctx, http.MethodPost, "/v1/partitions/cancel-move", MoveRequest{TopicID: id, Partition: partition}, &resp); err != nil {
+	var resp ctlwire.VersionResponse
+	if _, err := c.call(ctx, http.MethodPost, ctlwire.PathCancelMove, ctlwire.MoveRequest{TopicID: id, Partition: partition}, &resp); err != nil {
 		return err
 	}
 	c.waitVersion(ctx, resp.Version)
@@ -595,17 +595,17 @@ func (c *Client) CancelMove(ctx context.Context, id metadata.TopicID, partition 
 }
 
 // Status asks one controller (by index in ClientConfig.Controllers) for its status.
-func (c *Client) Status(ctx context.Context, idx int) (Status, error) {
-	var st Status
+func (c *Client) Status(ctx context.Context, idx int) (ctlwire.Status, error) {
+	var st ctlwire.Status
 	if idx < 0 || idx >= len(c.cfg.Controllers) {
-		return st, fmt.Errorf("%w: controller index %d", ErrBadRequest, idx)
+		return st, fmt.Errorf("%w: controller index %d", ctlwire.ErrBadRequest, idx)
 	}
-	status, body, err := c.attempt(ctx, c.cfg.Controllers[idx], http.MethodGet, "/v1/status", nil, c.cfg.RequestTimeout)
+	status, body, err := c.attempt(ctx, c.cfg.Controllers[idx], http.MethodGet, ctlwire.PathStatus, nil, c.cfg.RequestTimeout)
 	if err != nil {
 		return st, err
 	}
 	if status != http.StatusOK {
-		return st, fmt.Errorf("%w: HTTP %d", ErrUnavailable, status)
+		return st, fmt.Errorf("%w: HTTP %d", ctlwire.ErrUnavailable, status)
 	}
 	return st, json.Unmarshal(body, &st)
 }
