@@ -2,10 +2,12 @@ GO      ?= go
 BIN     := bin/weir
 PKGS    := ./...
 # Unit and in-process tests run with the race detector; the process-level tests in test/
-# build their own weir binary. Packages run one at a time (-p 1): the cluster tests bind
-# many loopback ports and run Raft with sub-second timeouts, and on a 2-core machine
-# packages running side by side steal ports and CPU from each other.
-TESTFLAGS ?= -count=1 -timeout 25m -p 1
+# build their own weir binary. Most of the suite waits (on processes, sockets, timeouts),
+# so packages run side by side (-p 3); the longest start first (SLOWPKGS), so the suite
+# is not left waiting on one of them at the end. The in-process clusters' tests give
+# leases and Raft room for a busy machine (cluster/cluster_test.go: testTimeouts).
+TESTFLAGS ?= -count=1 -timeout 25m -p 3
+SLOWPKGS  := ./test/ ./test/zonelab/ ./cluster/ ./test/chaos/ ./controller/ ./test/hostile/ ./broker/ ./wal/
 
 .PHONY: run build test vet fuzz bench bench-quick fsxlab clean
 
@@ -19,7 +21,7 @@ vet:
 	$(GO) vet $(PKGS)
 
 test: vet ## everything CI runs
-	$(GO) test $(TESTFLAGS) -race $(PKGS)
+	$(GO) test $(TESTFLAGS) -race $(SLOWPKGS) $(PKGS)
 
 # Every func FuzzX in a *_test.go file has a line here: internal/repocheck's
 # TestMakeFuzzRunsEveryTarget fails otherwise. -fuzz is a regexp that must match one target.
