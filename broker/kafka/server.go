@@ -174,15 +174,18 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) {
 // Close stops accepting, closes every connection and waits for their goroutines.
 func (s *Server) Close() {
 	s.closed.Do(func() {
-		s.cancel()
 		s.connsMu.Lock()
-		for _, ln := range s.lns {
-			ln.Close()
-		}
+		// Before the cancel, which ends connections from their own goroutines too.
 		for c := range s.conns {
 			if !c.answered.Load() {
 				resetOnClose(c.nc)
 			}
+		}
+		s.cancel()
+		for _, ln := range s.lns {
+			ln.Close()
+		}
+		for c := range s.conns {
 			c.nc.Close()
 		}
 		s.connsMu.Unlock()
