@@ -13,7 +13,7 @@ import (
 	"github.com/weir-io/weir/security/token"
 )
 
-// Security of the links between brokers (broker/peer): with a cluster token file, a
+// Security of the connections between brokers (broker/peer): with a cluster token file, a
 // connection to another broker proves it knows the token before any internal request
 // (peer/auth.go), and this broker's Kafka listener refuses internal requests of
 // connections that did not (kafka/internal.go); with PeerTLS, connections to other
@@ -22,8 +22,8 @@ import (
 
 // peerSecurity is what Config's ClusterTokenFile and PeerTLS load to.
 type peerSecurity struct {
-	tokens *token.File // nil: links are not authenticated
-	tls    *tls.Config // nil: links are plaintext
+	tokens *token.File // nil: peer connections are not authenticated
+	tls    *tls.Config // nil: peer connections are plaintext
 }
 
 func newPeerSecurity(cfg *Config) (peerSecurity, error) {
@@ -38,7 +38,7 @@ func newPeerSecurity(cfg *Config) (peerSecurity, error) {
 	if cfg.PeerTLS.Enabled() {
 		src, err := tlsconf.New(cfg.PeerTLS, cfg.Logger)
 		if err != nil {
-			return ps, fmt.Errorf("broker: links to other brokers: %w", err)
+			return ps, fmt.Errorf("broker: connections to other brokers: %w", err)
 		}
 		ps.tls = src.Client()
 	}
@@ -48,25 +48,25 @@ func newPeerSecurity(cfg *Config) (peerSecurity, error) {
 // PeerTokens implements kafka.PeerAuthenticator.
 func (ps peerServer) PeerTokens() [][]byte {
 	if t := ps.b.peerSec.tokens; t != nil {
-		return t.Keys(token.PurposeBrokerLink)
+		return t.Keys(token.PurposePeer)
 	}
 	return nil
 }
 
-// securePeer sets the TLS and the authentication of a link to another broker.
+// securePeer sets the TLS and the authentication of a connection to another broker.
 func (b *Broker) securePeer(cfg *peer.Config) {
 	cfg.BrokerID = b.cfg.NodeID
 	cfg.TLS = b.peerSec.tls
 	if t := b.peerSec.tokens; t != nil {
-		cfg.Token = func() []byte { return t.Key(token.PurposeBrokerLink) }
+		cfg.Token = func() []byte { return t.Key(token.PurposePeer) }
 	}
 }
 
-// bindPeerFlags registers the flags of links to other brokers. The cluster token file
+// bindPeerFlags registers the flags of connections to other brokers. The cluster token file
 // is --cluster-token-file, shared with the controller client (cluster.StartBroker).
 func (c *Config) bindPeerFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.PeerTLS.CAFile, "peer-tls-ca", c.PeerTLS.CAFile, "PEM CA bundle verifying other brokers' listeners; setting it makes links to other brokers (zone proxies, read replicas) TLS: use it when the Kafka listeners are TLS")
-	fs.StringVar(&c.PeerTLS.CertFile, "peer-tls-cert", c.PeerTLS.CertFile, "PEM client certificate presented on links to other brokers (when their listener asks for one)")
+	fs.StringVar(&c.PeerTLS.CAFile, "peer-tls-ca", c.PeerTLS.CAFile, "PEM CA bundle verifying other brokers' listeners; setting it makes connections to other brokers (zone proxies, read replicas) TLS: use it when the Kafka listeners are TLS")
+	fs.StringVar(&c.PeerTLS.CertFile, "peer-tls-cert", c.PeerTLS.CertFile, "PEM client certificate presented on connections to other brokers (when their listener asks for one)")
 	fs.StringVar(&c.PeerTLS.KeyFile, "peer-tls-key", c.PeerTLS.KeyFile, "PEM private key of --peer-tls-cert")
 	fs.StringVar(&c.PeerTLS.ServerName, "peer-tls-server-name", c.PeerTLS.ServerName, "name verified in other brokers' certificates (default: the advertised host dialled)")
 }

@@ -22,7 +22,7 @@ package kafka
 //     then served only where nothing else is checked either (no SASL on the listener, no
 //     authorizer), so they give nobody more than a plain Fetch or Produce would. With
 //     SASL or an authorizer on and no token they are refused (broker.Config refuses to
-//     start a cluster broker so configured: links would fail).
+//     start a cluster broker so configured: peer connections would fail).
 //
 // These checks are per connection and happen on the reader goroutine, where the
 // requests of a connection are dispatched in order.
@@ -99,12 +99,12 @@ func (m *internalMsg) ReadFrom(b []byte) error {
 }
 
 // PeerAuthenticator is implemented by an InternalHandler whose broker has cluster
-// tokens: PeerTokens returns every accepted token (nil: links are not authenticated).
+// tokens: PeerTokens returns every accepted token (nil: peer connections are not authenticated).
 type PeerAuthenticator interface {
 	PeerTokens() [][]byte
 }
 
-// peerTokens returns the cluster tokens links must prove (nil: none configured).
+// peerTokens returns the cluster tokens peer connections must prove (nil: none configured).
 func (s *Server) peerTokens() [][]byte {
 	if pa, ok := s.internal.(PeerAuthenticator); ok {
 		return pa.PeerTokens()

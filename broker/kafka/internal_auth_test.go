@@ -36,8 +36,8 @@ func (e *echoInternal) ServeInternal(body []byte, respond func([]byte)) {
 func (e *echoInternal) PeerTokens() [][]byte { return e.tokens }
 
 var (
-	linkTokenA = []byte("link-token-a-0123456789")
-	linkTokenB = []byte("link-token-b-0123456789")
+	peerTokenA = []byte("peer-token-a-0123456789")
+	peerTokenB = []byte("peer-token-b-0123456789")
 )
 
 func startInternalServer(t *testing.T, h *echoInternal, lis Listener) string {
@@ -79,12 +79,12 @@ var offsetsBody = peer.AppendOffsetsRequest(nil, []peer.PartitionRef{{Partition:
 // authenticate, or proved a wrong token, or replayed another connection's proof, is
 // refused and closed before the handler sees anything.
 func TestInternalAuth(t *testing.T) {
-	h := &echoInternal{tokens: [][]byte{linkTokenA, linkTokenB}}
+	h := &echoInternal{tokens: [][]byte{peerTokenA, peerTokenB}}
 	addr := startInternalServer(t, h, Listener{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	for _, tok := range [][]byte{linkTokenA, linkTokenB} {
+	for _, tok := range [][]byte{peerTokenA, peerTokenB} {
 		got, err := peerClient(t, addr, tok, nil).Call(ctx, offsetsBody)
 		if err != nil || string(got) != string(offsetsBody) {
 			t.Fatalf("authenticated call with token %q: %x %v", tok[:12], got, err)
@@ -97,7 +97,7 @@ func TestInternalAuth(t *testing.T) {
 	if _, err := peerClient(t, addr, nil, nil).Call(ctx, offsetsBody); !errors.Is(err, peer.ErrLost) {
 		t.Fatalf("unauthenticated call: %v, want the connection closed (ErrLost)", err)
 	}
-	_, err := peerClient(t, addr, []byte("link-token-wrong-012345"), nil).Call(ctx, offsetsBody)
+	_, err := peerClient(t, addr, []byte("peer-token-wrong-012345"), nil).Call(ctx, offsetsBody)
 	if !errors.Is(err, peer.ErrAuth) || !errors.Is(err, peer.ErrUnavailable) {
 		t.Fatalf("call with a wrong token: %v, want ErrAuth (not sent: ErrUnavailable)", err)
 	}
@@ -115,7 +115,7 @@ func TestInternalAuth(t *testing.T) {
 		t.Fatalf("challenge: %x %v", nonce1, err)
 	}
 	req := peer.AuthRequest{Broker: 9, ClientNonce: peer.NewNonce()}
-	req.MAC = peer.ClientMAC(linkTokenA, nonce1, req.ClientNonce, 9)
+	req.MAC = peer.ClientMAC(peerTokenA, nonce1, req.ClientNonce, 9)
 	r2 := dialRaw(t, &Server{lns: []net.Listener{fakeAddrListener(addr)}})
 	r2.sendInternal(1, []byte{peer.OpChallenge})
 	if _, _, err := r2.recv(5 * time.Second); err != nil {
@@ -159,14 +159,14 @@ func TestInternalAuthOff(t *testing.T) {
 	if got, err := peerClient(t, addr, nil, nil).Call(ctx, offsetsBody); err != nil || string(got) != string(offsetsBody) {
 		t.Fatalf("call without authentication: %x %v", got, err)
 	}
-	_, err := peerClient(t, addr, linkTokenA, nil).Call(ctx, offsetsBody)
+	_, err := peerClient(t, addr, peerTokenA, nil).Call(ctx, offsetsBody)
 	if !errors.Is(err, peer.ErrAuth) {
 		t.Fatalf("client with a token against a broker without: %v, want ErrAuth", err)
 	}
 	t.Logf("token against a broker without one: %v", err)
 }
 
-// TestInternalAuthTLS: links to a TLS listener: the peer client handshakes TLS
+// TestInternalAuthTLS: connections to a TLS listener: the peer client handshakes TLS
 // (verifying the listener against the CA), then authenticates; a plaintext client gets
 // nothing from the TLS listener.
 func TestInternalAuthTLS(t *testing.T) {
@@ -187,23 +187,23 @@ func TestInternalAuthTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &echoInternal{tokens: [][]byte{linkTokenA}}
+	h := &echoInternal{tokens: [][]byte{peerTokenA}}
 	addr := startInternalServer(t, h, Listener{TLS: srv.Server()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if got, err := peerClient(t, addr, linkTokenA, cli).Call(ctx, offsetsBody); err != nil || string(got) != string(offsetsBody) {
+	if got, err := peerClient(t, addr, peerTokenA, cli).Call(ctx, offsetsBody); err != nil || string(got) != string(offsetsBody) {
 		t.Fatalf("call over TLS: %x %v", got, err)
 	}
-	if _, err := peerClient(t, addr, linkTokenA, nil).Call(ctx, offsetsBody); err == nil {
-		t.Fatal("a plaintext link to a TLS listener was answered")
+	if _, err := peerClient(t, addr, peerTokenA, nil).Call(ctx, offsetsBody); err == nil {
+		t.Fatal("a plaintext connection to a TLS listener was answered")
 	}
 	other, err := tlstest.NewCA(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	wrongCA, _ := tlsconf.New(tlsconf.Files{CAFile: other.CAFile}, nil)
-	if _, err := peerClient(t, addr, linkTokenA, wrongCA).Call(ctx, offsetsBody); err == nil {
-		t.Fatal("a link verified against another CA was answered")
+	if _, err := peerClient(t, addr, peerTokenA, wrongCA).Call(ctx, offsetsBody); err == nil {
+		t.Fatal("a connection verified against another CA was answered")
 	}
 	if n := h.served.Load(); n != 1 {
 		t.Fatalf("handler served %d requests, want 1", n)
@@ -226,7 +226,7 @@ func (r *rawConn) sendInternal(corr int32, body []byte) {
 	r.send(corr, &internalMsg{body: body})
 }
 
-// BenchmarkPeerConnect: the cost of opening a peer link and its first request, plain,
+// BenchmarkPeerConnect: the cost of opening a peer connection and its first request, plain,
 // authenticated (two more round trips, three HMACs) and authenticated over TLS.
 func BenchmarkPeerConnect(b *testing.B) {
 	dir := b.TempDir()
@@ -238,7 +238,7 @@ func BenchmarkPeerConnect(b *testing.B) {
 		name string
 		tok  []byte
 		tls  bool
-	}{{"plain", nil, false}, {"auth", linkTokenA, false}, {"tls+auth", linkTokenA, true}} {
+	}{{"plain", nil, false}, {"auth", peerTokenA, false}, {"tls+auth", peerTokenA, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			h := &echoInternal{}
 			if bc.tok != nil {
@@ -324,14 +324,14 @@ func TestInternalRefusedWithoutClusterToken(t *testing.T) {
 }
 
 // TestInternalOnlyOnInterBrokerListener (issue 20, item 1): with cluster tokens, a
-// named listener (one for clients) serves no internal request, not even to a link that
+// named listener (one for clients) serves no internal request, not even to a connection that
 // proves the token; the main listener does.
 func TestInternalOnlyOnInterBrokerListener(t *testing.T) {
-	h := &echoInternal{tokens: [][]byte{linkTokenA}}
+	h := &echoInternal{tokens: [][]byte{peerTokenA}}
 	addr := startInternalServer(t, h, Listener{Name: "EXTERNAL"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if got, err := peerClient(t, addr, linkTokenA, nil).Call(ctx, offsetsBody); err == nil {
+	if got, err := peerClient(t, addr, peerTokenA, nil).Call(ctx, offsetsBody); err == nil {
 		t.Fatalf("a named listener served an internal request: %x", got)
 	}
 	refusedInternal(t, rawAt(t, addr), 1, "named listener")
@@ -339,7 +339,7 @@ func TestInternalOnlyOnInterBrokerListener(t *testing.T) {
 		t.Fatalf("handler served %d requests, want 0", n)
 	}
 	main := startInternalServer(t, h, Listener{})
-	if got, err := peerClient(t, main, linkTokenA, nil).Call(ctx, offsetsBody); err != nil || string(got) != string(offsetsBody) {
+	if got, err := peerClient(t, main, peerTokenA, nil).Call(ctx, offsetsBody); err != nil || string(got) != string(offsetsBody) {
 		t.Fatalf("main listener: %x %v", got, err)
 	}
 }
