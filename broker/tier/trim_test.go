@@ -164,20 +164,12 @@ type fixedMeta struct {
 
 func (m fixedMeta) View() *metadata.View { return m.v }
 
-// Trim over a real WAL of small segments: a pin keeps its segment and those after it
-// until the view releases it.
-func TestTrimKeepsPinnedSegments(t *testing.T) {
-	dir := t.TempDir()
-	cfg := wal.DefaultConfig(filepath.Join(dir, "wal"))
+// pinWAL is a WAL of 4 KiB segments holding 40 records of 1,000 bytes, and where each is.
+func pinWAL(t *testing.T) (*wal.WAL, []wal.Pos) {
+	t.Helper()
+	cfg := wal.DefaultConfig(filepath.Join(t.TempDir(), "wal"))
 	cfg.SegmentSize = 4 << 10
-	w, err := wal.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if _, err := w.Replay(func(byte, []byte, wal.Pos) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
+	w := openWAL(t, cfg)
 	var pos []wal.Pos
 	for i := 0; i < 40; i++ {
 		p, err := w.AppendSync(context.Background(), 1, make([]byte, 1000))
@@ -186,11 +178,24 @@ func TestTrimKeepsPinnedSegments(t *testing.T) {
 		}
 		pos = append(pos, p)
 	}
-	pinned := pos[20]
-	meta := &fixedMeta{v: trimView(8, 0)}
-	tr := &Tier{d: Deps{NodeID: 1, Meta: meta, WAL: w, Led: func() []*partlog.Partition { return nil }},
+	return w, pos
+}
+
+// pinTier is a tier over w that leads nothing and sees meta's view: only pins hold the
+// WAL.
+func pinTier(w *wal.WAL, meta metadata.Store) *Tier {
+	return &Tier{d: Deps{NodeID: 1, Meta: meta, WAL: w, Led: func() []*partlog.Partition { return nil }},
 		log: slog.Default(), metrics: newMetrics(prometheus.NewRegistry()),
 		pins: map[partlog.Key]walPin{}, proxyPins: map[partlog.Key][]*ProxyPin{}}
+}
+
+// Trim over a real WAL of small segments: a pin keeps its segment and those after it
+// until the view releases it.
+func TestTrimKeepsPinnedSegments(t *testing.T) {
+	w, pos := pinWAL(t)
+	pinned := pos[20]
+	meta := &fixedMeta{v: trimView(8, 0)}
+	tr := pinTier(w, meta)
 	tr.Pin(trimKey, pinned, 10)
 	tr.Trim()
 	if start := w.Start(); start > pinned || start == 0 {
