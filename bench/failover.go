@@ -146,7 +146,7 @@ type MoveResult struct {
 	Moves int `json:"moves"`
 	// Switch: request → the new leader in the metadata (the bench's controller client).
 	Switch Quantiles `json:"switch"`
-	// Serve: request → the first ack at the new leader (offset at or past its link's start).
+	// Serve: request → the first ack at the new leader (offset at or past its log range's start).
 	Serve Quantiles `json:"serve"`
 	// Pause: the longest time between consecutive acks, from the last ack before the
 	// request to the first ack at the new leader (target 3).

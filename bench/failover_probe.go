@@ -20,8 +20,8 @@ import (
 //     is writable again, wherever);
 //   - a move's pause: the longest time between two consecutive acks of the partition, from
 //     the last ack before the move was requested to the first ack at the new leader (the
-//     first offset at or past the new leader's link start). With writes every 50 ms the
-//     pause cannot be shorter than 50 ms plus one ack's latency;
+//     first offset at or past the start of the new leader's log range). With writes every
+//     50 ms the pause cannot be shorter than 50 ms plus one ack's latency;
 //   - latency: from a write's send to its ack (the retries of a write included).
 
 type ack struct {

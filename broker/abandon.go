@@ -162,9 +162,9 @@ func (s *linkSender) abandon(match func(*pendingLink) bool) {
 	}
 }
 
-// SetPeerConfig adjusts the configuration of this broker's links to other brokers
-// (tests: a dialer that black-holes a link, a longer answer timeout). The links open
-// again with it: the connections are closed (what they wait for fails as lost).
+// SetPeerConfig adjusts the configuration of this broker's connections to other
+// brokers (tests: a dialer that black-holes a connection, a longer answer timeout): they
+// are closed (what they wait for fails as lost) and open again with it.
 func (b *Broker) SetPeerConfig(f func(*peer.Config)) {
 	px := b.proxy
 	px.mu.Lock()

@@ -66,13 +66,13 @@ type Broker struct {
 	synced viewSync
 	moves  movePrep // a move target's preloads (moveprep.go)
 
-	proxy    *proxy      // zone routing: links to other brokers (proxy.go)
+	proxy    *proxy      // zone routing: connections to other brokers and their link senders (proxy.go)
 	replicas *replicaSet // zone routing: partitions read here for this zone (replica.go)
 	polls    pollSet     // read replicas' long polls of partitions led here
 
 	loads loadTracker // recent traffic per partition, for the controller's balancer
 
-	peerSec peerSecurity // links to other brokers: cluster token, TLS (peerauth.go)
+	peerSec peerSecurity // connections to other brokers: cluster token, TLS (peerauth.go)
 
 	loadMu      sync.Mutex
 	loadQ       map[*partlog.Partition]loadJob // partitions waiting to be loaded (loadqueue.go)
@@ -166,7 +166,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		PrincipalRules:    cfg.ACL.PrincipalRules(),
 		SlowRequests:      slow,
 	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Internal: peerServer{b},
-		PeerAuth: linkAuth{tokens: b.peerTokens}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
+		PeerAuth: peerHandshake{tokens: b.peerTokens}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil
 }
 

@@ -119,10 +119,10 @@ type Config struct {
 	// alone.
 	LinkGrace time.Duration
 	// Traffic, when set, counts the bytes this broker moves by peer zone and kind:
-	// clients', links', and reads of other brokers' WALs.
+	// clients', inter-broker connections', and reads of other brokers' WALs.
 	Traffic *routing.Traffic
 
-	// ClusterTokenFile (security/token) authenticates the links between brokers, and
+	// ClusterTokenFile (security/token) authenticates the connections between brokers, and
 	// PeerTLS makes them TLS when its CAFile or CertFile is set (peerauth.go).
 	ClusterTokenFile string
 	PeerTLS          tlsconf.Files
@@ -341,14 +341,14 @@ func (c *Config) Validate() error {
 }
 
 // ErrNoClusterToken: a broker of a cluster with SASL or an authorizer on and no cluster
-// token, whose links other brokers could not tell from a client's.
+// token, whose connections other brokers could not tell from a client's.
 var ErrNoClusterToken = errors.New("broker: SASL or an authorizer is on but no cluster token is set")
 
 // ValidateCluster checks what a broker of a cluster needs on top of Validate: with a
 // SASL listener or the authorizer on, a cluster token (ClusterTokenFile). Internal
 // requests carry no ACL check (kafka/internal.go); without a token to prove, the
-// listeners refuse them, so links between brokers would fail. A standalone broker has
-// no links and does not need one.
+// listeners refuse them, so connections between brokers would fail. A standalone broker
+// has no peer connections and does not need one.
 func (c *Config) ValidateCluster() error {
 	if c.ClusterTokenFile != "" {
 		return nil

@@ -91,7 +91,7 @@ type partKey struct {
 func (b *Broker) syncPartitions(v *metadata.View) {
 	self := b.cfg.NodeID
 	var toLoad []*partlog.Partition
-	preloaded := map[*partlog.Partition]int{} // partitions taken from a preload: links read already
+	preloaded := map[*partlog.Partition]int{} // partitions taken from a preload: ranges read already
 	var toHandoff []handoffJob
 	b.parts.Update(func(tx partlog.SetTx) {
 		prev := b.synced.view

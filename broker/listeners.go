@@ -194,11 +194,11 @@ func (c *Config) bindListenerFlags(fs *flag.FlagSet) {
 
 // newTLSSource loads the listeners' certificate when a listener needs it (nil: none).
 // It also warns of a main listener that is not PLAINTEXT: the main address is the one
-// other brokers' links and the consumer-lag collector dial, in plaintext and without
-// SASL, until the internal links speak the listener's protocol.
+// other brokers' peer connections and the consumer-lag collector dial, in plaintext and
+// without SASL, until the inter-broker connections speak the listener's protocol.
 func (c *Config) newTLSSource(log *slog.Logger) (*tlsconf.Source, error) {
 	if c.ListenProtocol != "" && c.ListenProtocol != metadata.ProtocolPlaintext {
-		log.Warn("the main listener is not PLAINTEXT: inter-broker links and the consumer-lag metrics dial it in plaintext and fail; "+
+		log.Warn("the main listener is not PLAINTEXT: inter-broker connections and the consumer-lag metrics dial it in plaintext and fail; "+
 			"in a cluster keep --listen PLAINTEXT on a private network and serve clients on a named --listener", "protocol", c.ListenProtocol)
 	}
 	if !c.needsTLS() {

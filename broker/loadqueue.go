@@ -17,8 +17,8 @@ import (
 
 type loadJob struct {
 	p     *partlog.Partition
-	whole bool      // read its whole chain (start-up) rather than up to its own link
-	from  int       // links of the chain read already (a move's preload); 0 after a failed load
+	whole bool      // read its whole chain (start-up) rather than up to its own range
+	from  int       // ranges of the chain read already (a move's preload); 0 after a failed load
 	after time.Time // not before (backoff)
 	delay time.Duration
 }
@@ -28,8 +28,8 @@ func (b *Broker) queueLoad(p *partlog.Partition, whole bool) {
 	b.queueLoadJob(loadJob{p: p, whole: whole})
 }
 
-// queueLoadFrom asks the load runner to load p, led here from the start of its last link,
-// from link from of its chain on: the links before it were read already (a preload).
+// queueLoadFrom asks the load runner to load p, led here from the start of its last range,
+// from range from of its chain on: the ranges before it were read already (a preload).
 func (b *Broker) queueLoadFrom(p *partlog.Partition, from int) {
 	b.queueLoadJob(loadJob{p: p, from: from})
 }

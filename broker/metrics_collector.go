@@ -22,10 +22,10 @@ import (
 // A group's committed offsets live on its coordinator, but the partitions it consumes may
 // be led by other brokers, whose high watermarks only they know. The coordinator reads
 // the high watermarks of its own partitions directly and asks the other leaders with one
-// peer OpOffsets request per leader per scrape, over the brokers' authenticated links,
-// bounded by lagLookupTimeout; partitions it cannot get are left out of that scrape and counted in
-// weir_broker_consumer_group_lag_lookup_failures_total. So every lag series comes from
-// exactly one broker: the group's coordinator.
+// peer OpOffsets request per leader per scrape, over the brokers' authenticated
+// connections, bounded by lagLookupTimeout; partitions it cannot get are left out of
+// that scrape and counted in weir_broker_consumer_group_lag_lookup_failures_total. So
+// every lag series comes from exactly one broker: the group's coordinator.
 type brokerCollector struct {
 	b        *Broker
 	failures prometheus.Counter
@@ -162,14 +162,14 @@ func (c *brokerCollector) collectLag(ch chan<- prometheus.Metric, infos []group.
 }
 
 // remoteHighWatermarks asks the partitions' leaders for their high watermarks, over the
-// brokers' own authenticated links (peer OpOffsets), as any inter-broker request: a
+// brokers' own authenticated connections (peer OpOffsets), as any inter-broker request: a
 // Kafka client dialing the listeners would need the listeners' TLS and SASL, which a
 // secure cluster's brokers do not have for themselves. Partitions that fail are missing
 // from the map.
 func (c *brokerCollector) remoteHighWatermarks(tps []topicPartition) (map[topicPartition]int64, error) {
 	b := c.b
 	if b.proxy == nil {
-		return nil, errors.New("broker: no links to other brokers")
+		return nil, errors.New("broker: no connections to other brokers")
 	}
 	v := b.meta.View()
 	byLeader := map[int32][]topicPartition{}
@@ -231,5 +231,5 @@ func (c *brokerCollector) askOffsets(ctx context.Context, v *metadata.View, l in
 	return out, nil
 }
 
-// close releases nothing: the links belong to the broker.
+// close releases nothing: the peer connections belong to the broker.
 func (c *brokerCollector) close() {}

@@ -16,8 +16,8 @@ import (
 //
 //  1. The controller marks the partition Moving (MoveGen G, MovingTo T).
 //  2. T, seeing that, preloads it: a partition object of its own, not served, that
-//     collects the batches of every link of the chain but the leader's (those links are
-//     closed: their ranges never change). A drain's hundreds of moves are preloaded
+//     collects the batches of every range of the chain but the leader's (those ranges are
+//     closed: their ends never change). A drain's hundreds of moves are preloaded
 //     together, one scan per WAL directory (preloadRunner).
 //  3. The leader L keeps serving meanwhile and asks T (peer.OpMoveReady, a long poll)
 //     whether its preload for G is done. On T's answer — ready, not ready (a failed
@@ -26,12 +26,12 @@ import (
 //     of it, as after a restart, answers not ready within 200 ms) — L closes the partition for the
 //     hand-off as before (Closing, the prepared batches synced, CompleteMoveGen).
 //  4. At the switch T takes the preloaded partition if the new chain is the preloaded
-//     links plus L's link plus T's own, and reads only L's link (loadJob.from); any
+//     ranges plus L's range plus T's own, and reads only L's range (loadJob.from); any
 //     other chain, or a preload not done, is loaded whole, as before.
 //
-// Nothing of the safety argument changes: L alone decides the end of its link, after
+// Nothing of the safety argument changes: L alone decides the end of its range, after
 // it stopped appending; T serves only after it read every offset up to that end
-// (FinishLoad); the preload only moves the reading of the links before L's to before
+// (FinishLoad); the preload only moves the reading of the ranges before L's to before
 // the switch. A load that comes up short forgets what it collected (FinishLoad) and is
 // retried whole.
 
@@ -45,10 +45,10 @@ const preloadGather = 25 * time.Millisecond
 // preload is a target's partition read ahead of a move's switch.
 type preload struct {
 	p         *partlog.Partition
-	gen       uint64             // the move it was started for (updated when another move to here starts over the same links)
-	links     []partlog.LogRange // the links read: the chain but its last (the leader's) link
+	gen       uint64             // the move it was started for (updated when another move to here starts over the same ranges)
+	ranges    []partlog.LogRange // the ranges read: the chain but its last (the leader's) range
 	done      chan struct{}      // closed once the read finished
-	ok        bool               // set before done closes: every link read
+	ok        bool               // set before done closes: every range read
 	cancelled bool               // the move ended otherwise; the read is forgotten
 }
 
@@ -79,8 +79,8 @@ func (b *Broker) notePreload(t *metadata.Topic, mp metadata.Partition, v *metada
 		return
 	}
 	chain := partlog.ChainOf(mp)
-	links := chain[:len(chain)-1]
-	if cur != nil && slices.Equal(cur.links, links) {
+	closed := chain[:len(chain)-1]
+	if cur != nil && slices.Equal(cur.ranges, closed) {
 		if cur.gen != mp.MoveGen {
 			cur.gen = mp.MoveGen
 			m.signalLocked()
@@ -93,13 +93,13 @@ func (b *Broker) notePreload(t *metadata.Topic, mp metadata.Partition, v *metada
 	p := partlog.New(t.Name, t.ID, mp.Index, mp.LeaderEpoch, mp.LogStartOffset)
 	p.UseOwn(b.wal, partlog.SourceID{Broker: b.cfg.NodeID, Epoch: b.epoch})
 	p.Apply(mp, v, b.tier != nil) // chain, epoch, log start, manifest; a Loading partition does not close
-	pre := &preload{p: p, gen: mp.MoveGen, links: append([]partlog.LogRange(nil), links...), done: make(chan struct{})}
+	pre := &preload{p: p, gen: mp.MoveGen, ranges: append([]partlog.LogRange(nil), closed...), done: make(chan struct{})}
 	if m.pre == nil {
 		m.pre = map[partKey]*preload{}
 	}
 	m.pre[k] = pre
 	m.signalLocked()
-	if len(links) == 0 { // a chain of one link: nothing but the leader's to read
+	if len(closed) == 0 { // a chain of one range: nothing but the leader's to read
 		pre.ok = true
 		close(pre.done)
 		return
@@ -132,7 +132,7 @@ func (b *Broker) cancelPreloads(id metadata.TopicID) {
 	}
 }
 
-// takePreload returns the preloaded partition for mp, now led here, and how many links of
+// takePreload returns the preloaded partition for mp, now led here, and how many ranges of
 // its chain are read already; nil when there is none that fits (the caller loads the
 // partition whole). The preload is forgotten either way.
 func (b *Broker) takePreload(id metadata.TopicID, mp metadata.Partition) (*partlog.Partition, int) {
@@ -152,8 +152,8 @@ func (b *Broker) takePreload(id metadata.TopicID, mp metadata.Partition) (*partl
 		return nil, 0 // still reading: the switch came first (the leader gave up waiting)
 	}
 	chain := partlog.ChainOf(mp)
-	n := len(pre.links)
-	if !pre.ok || mp.Recovering || len(chain) != n+2 || chain[n+1].Broker != b.cfg.NodeID || !slices.Equal(chain[:n], pre.links) {
+	n := len(pre.ranges)
+	if !pre.ok || mp.Recovering || len(chain) != n+2 || chain[n+1].Broker != b.cfg.NodeID || !slices.Equal(chain[:n], pre.ranges) {
 		return nil, 0
 	}
 	return pre.p, n
@@ -187,7 +187,7 @@ func (b *Broker) preloadRunner() {
 		for _, pre := range batch {
 			if !pre.cancelled {
 				parts = append(parts, pre.p)
-				ranges[pre.p] = pre.links
+				ranges[pre.p] = pre.ranges
 			}
 		}
 		m.mu.Unlock()

@@ -19,8 +19,8 @@ import (
 	"github.com/weir-io/weir/wal/waltest"
 )
 
-// A graceful move's target reads the partition's earlier links while the leader still
-// serves it, and at the switch reads only the leader's link (moveprep.go). Partition mv/0
+// A graceful move's target reads the partition's earlier ranges while the leader still
+// serves it, and at the switch reads only the leader's range (moveprep.go). Partition mv/0
 // was written on broker 1, moved to broker 2 and written there (chain [1, 2]); then it
 // moves to broker 3, whose reads of broker 1's WAL stall:
 //   - while broker 3 cannot finish its preload, broker 2 still acks writes (before, it
@@ -151,7 +151,7 @@ func TestMoveTargetPreloadsWhileLeaderServes(t *testing.T) {
 	produce(b3)
 	counting.Store(false)
 	if n := opensAfterSwitch.Load(); n != 0 {
-		t.Fatalf("broker 3 opened broker 1's WAL files %d times after the switch: its load read the links it had preloaded", n)
+		t.Fatalf("broker 3 opened broker 1's WAL files %d times after the switch: its load read the ranges it had preloaded", n)
 	}
 
 	// Everything reads back from broker 3 (broker 1's batches through the preload's readers).

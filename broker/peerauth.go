@@ -15,7 +15,7 @@ import (
 	"github.com/weir-io/weir/security/token"
 )
 
-// Security of the links between brokers (broker/peer): with a cluster token file, a
+// Security of the connections between brokers (broker/peer): with a cluster token file, a
 // connection to another broker proves it knows the token before any internal request
 // (peer/auth.go), and this broker's Kafka listener refuses internal requests of
 // connections that did not (kafka/internal.go); with PeerTLS, connections to other
@@ -24,8 +24,8 @@ import (
 
 // peerSecurity is what Config's ClusterTokenFile and PeerTLS load to.
 type peerSecurity struct {
-	tokens *token.File // nil: links are not authenticated
-	tls    *tls.Config // nil: links are plaintext
+	tokens *token.File // nil: peer connections are not authenticated
+	tls    *tls.Config // nil: peer connections are plaintext
 }
 
 func newPeerSecurity(cfg *Config) (peerSecurity, error) {
@@ -40,37 +40,37 @@ func newPeerSecurity(cfg *Config) (peerSecurity, error) {
 	if cfg.PeerTLS.Enabled() {
 		src, err := tlsconf.New(cfg.PeerTLS, cfg.Logger)
 		if err != nil {
-			return ps, fmt.Errorf("broker: links to other brokers: %w", err)
+			return ps, fmt.Errorf("broker: connections to other brokers: %w", err)
 		}
 		ps.tls = src.Client()
 	}
 	return ps, nil
 }
 
-// peerTokens returns every cluster token a link may prove (nil: links are not
-// authenticated).
+// peerTokens returns every cluster token a peer connection may prove (nil: peer
+// connections are not authenticated).
 func (b *Broker) peerTokens() [][]byte {
 	if t := b.peerSec.tokens; t != nil {
-		return t.Keys(token.PurposeBrokerLink)
+		return t.Keys(token.PurposePeer)
 	}
 	return nil
 }
 
-// linkAuth gives the Kafka front end broker/peer's handshake (peer/auth.go) for the
+// peerHandshake gives the Kafka front end broker/peer's handshake (peer/auth.go) for the
 // connections internal requests come on (kafka.PeerAuthenticator): the front end keeps
 // each connection's state, this answers the steps. tokens is read at every step, so a
 // reloaded token file applies to the next handshake.
-type linkAuth struct{ tokens func() [][]byte }
+type peerHandshake struct{ tokens func() [][]byte }
 
-var _ kafka.PeerAuthenticator = linkAuth{}
+var _ kafka.PeerAuthenticator = peerHandshake{}
 
 // PeerAuthRequired implements kafka.PeerAuthenticator.
-func (a linkAuth) PeerAuthRequired() bool { return len(a.tokens()) > 0 }
+func (a peerHandshake) PeerAuthRequired() bool { return len(a.tokens()) > 0 }
 
 // PeerHandshake implements kafka.PeerAuthenticator: a challenge gets a fresh nonce; a
 // proof is checked against nonce and every accepted token (a malformed one is refused
 // with the same answer as a wrong one).
-func (a linkAuth) PeerHandshake(body, nonce []byte) kafka.PeerStep {
+func (a peerHandshake) PeerHandshake(body, nonce []byte) kafka.PeerStep {
 	switch body[0] {
 	case peer.OpChallenge:
 		n := peer.NewNonce()
@@ -88,20 +88,20 @@ func (a linkAuth) PeerHandshake(body, nonce []byte) kafka.PeerStep {
 	return kafka.PeerStep{Kind: kafka.PeerRequest}
 }
 
-// securePeer sets the TLS and the authentication of a link to another broker.
+// securePeer sets the TLS and the authentication of a connection to another broker.
 func (b *Broker) securePeer(cfg *peer.Config) {
 	cfg.BrokerID = b.cfg.NodeID
 	cfg.TLS = b.peerSec.tls
 	if t := b.peerSec.tokens; t != nil {
-		cfg.Token = func() []byte { return t.Key(token.PurposeBrokerLink) }
+		cfg.Token = func() []byte { return t.Key(token.PurposePeer) }
 	}
 }
 
-// bindPeerFlags registers the flags of links to other brokers. The cluster token file
+// bindPeerFlags registers the flags of connections to other brokers. The cluster token file
 // is --cluster-token-file, shared with the controller client (cluster.StartBroker).
 func (c *Config) bindPeerFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.PeerTLS.CAFile, "peer-tls-ca", c.PeerTLS.CAFile, "PEM CA bundle verifying other brokers' listeners; setting it makes links to other brokers (zone proxies, read replicas) TLS: use it when the Kafka listeners are TLS")
-	fs.StringVar(&c.PeerTLS.CertFile, "peer-tls-cert", c.PeerTLS.CertFile, "PEM client certificate presented on links to other brokers (when their listener asks for one)")
+	fs.StringVar(&c.PeerTLS.CAFile, "peer-tls-ca", c.PeerTLS.CAFile, "PEM CA bundle verifying other brokers' listeners; setting it makes connections to other brokers (zone proxies, read replicas) TLS: use it when the Kafka listeners are TLS")
+	fs.StringVar(&c.PeerTLS.CertFile, "peer-tls-cert", c.PeerTLS.CertFile, "PEM client certificate presented on connections to other brokers (when their listener asks for one)")
 	fs.StringVar(&c.PeerTLS.KeyFile, "peer-tls-key", c.PeerTLS.KeyFile, "PEM private key of --peer-tls-cert")
 	fs.StringVar(&c.PeerTLS.ServerName, "peer-tls-server-name", c.PeerTLS.ServerName, "name verified in other brokers' certificates (default: the advertised host dialled)")
 }

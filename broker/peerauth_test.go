@@ -20,7 +20,7 @@ import (
 )
 
 // The inter-broker authentication end to end: a Kafka front end given broker/peer's
-// handshake as the broker gives it (linkAuth), and peer clients (or hand-made frames)
+// handshake as the broker gives it (peerHandshake), and peer clients (or hand-made frames)
 // connecting to it.
 
 // echoInternal answers every internal request with its own body and counts them.
@@ -36,7 +36,7 @@ func (e *echoInternal) ServeInternal(body []byte, respond func([]byte)) {
 
 // auth is the authenticator the broker would give the front end with e's tokens.
 func (e *echoInternal) auth() kafka.PeerAuthenticator {
-	return linkAuth{tokens: func() [][]byte { return e.tokens }}
+	return peerHandshake{tokens: func() [][]byte { return e.tokens }}
 }
 
 var (

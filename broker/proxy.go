@@ -127,7 +127,7 @@ func (px *proxy) clientIn(clients map[int32]*peer.Client, v *metadata.View, id i
 		if zone == "" {
 			zone = routing.UnknownZone
 		}
-		cfg.Wrap = func(nc net.Conn) net.Conn { return tr.Conn(nc, zone, routing.KindLink) }
+		cfg.Wrap = func(nc net.Conn) net.Conn { return tr.Conn(nc, zone, routing.KindPeer) }
 	}
 	c := peer.NewClient(addr, cfg)
 	clients[id] = c

@@ -22,7 +22,7 @@ import (
 //     of each partition's chain (no byte is copied: batches are served from X's WAL
 //     until the uploader moves them to objects);
 //  3. tells the controller where X's part ends (CompleteRecovery), which appends this
-//     broker's link to the chain;
+//     broker's log range to the chain;
 //  4. serves.
 //
 // Until then the partition answers NOT_LEADER_OR_FOLLOWER here and Metadata says

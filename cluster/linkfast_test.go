@@ -46,9 +46,9 @@ func (c *holeConn) Close() error {
 	return c.Conn.Close()
 }
 
-// holeLinks makes px's links to other brokers open again with the given answer timeout
-// through holeConns, the hole of each given by holeOf(its address).
-func holeLinks(px *broker.Broker, timeout time.Duration, holeOf func(addr string) *atomic.Bool) {
+// holePeerConns makes px's connections to other brokers open again with the given
+// answer timeout through holeConns, the hole of each given by holeOf(its address).
+func holePeerConns(px *broker.Broker, timeout time.Duration, holeOf func(addr string) *atomic.Bool) {
 	px.SetPeerConfig(func(cfg *peer.Config) {
 		cfg.Timeout = timeout
 		dial := cfg.Dial
@@ -83,8 +83,8 @@ func TestLinkToMovedLeaderAnsweredAtOnce(t *testing.T) {
 	proxy := leader%3 + 1
 	px := c.Broker(int(proxy) - 1).Broker
 	var hole atomic.Bool
-	holeLinks(px, 10*time.Minute, func(string) *atomic.Bool { return &hole })
-	// A first record through the proxy: the link is up.
+	holePeerConns(px, 10*time.Minute, func(string) *atomic.Bool { return &hole })
+	// A first record through the proxy: the connection is up.
 	r := proxyProduce(t, c, proxy, "cut", 0, kafkatest.Batch(4242, 0, 0, []byte("r0")))
 	if r.ErrorCode != 0 || r.BaseOffset != 0 {
 		t.Fatalf("first produce through broker %d: code %d base %d", proxy, r.ErrorCode, r.BaseOffset)
@@ -206,13 +206,13 @@ func TestLostLinkFenceAtNewLeaderKeepsLinksToIt(t *testing.T) {
 	var holeB atomic.Bool
 	var none atomic.Bool
 	lbAddr := c.KafkaAddrs()[lb-1]
-	holeLinks(px, time.Second, func(addr string) *atomic.Bool {
+	holePeerConns(px, time.Second, func(addr string) *atomic.Bool {
 		if addr == lbAddr {
 			return &holeB
 		}
 		return &none
 	})
-	// Links up to both leaders: the proxy's sender to la runs from here on.
+	// Connections up to both leaders: the proxy's sender to la runs from here on.
 	for _, p := range []int32{pa, pb} {
 		if r := proxyProduce(t, c, proxy, "rot", p, kafkatest.Batch(-1, 0, 0, []byte("warm"))); r.ErrorCode != 0 {
 			t.Fatalf("partition %d through broker %d: %v", p, proxy, kerr.ErrorForCode(r.ErrorCode))

@@ -99,7 +99,7 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 	o.Broker.Logger = log
 	o.Broker.Registerer = o.Registerer
 	if o.Broker.ClusterTokenFile == "" {
-		// One cluster token for every link: the controller API and the other brokers.
+		// One cluster token for every connection: the controller API and the other brokers.
 		o.Broker.ClusterTokenFile = o.Client.TokenFile
 	}
 	if err := o.Broker.ValidateCluster(); err != nil {
@@ -107,7 +107,7 @@ func StartBroker(o BrokerOptions) (*BrokerNode, error) {
 	}
 	n := &BrokerNode{log: log, stopped: make(chan struct{})}
 	if o.Broker.Traffic == nil && o.Registerer != nil {
-		// Bytes by peer zone and kind: clients', links', WAL reads', the controllers'
+		// Bytes by peer zone and kind: clients', peer connections', WAL reads', the controllers'
 		// and gossip's (weir_traffic_bytes_total).
 		n.traffic = routing.NewTraffic(o.Broker.Rack, o.Registerer)
 		o.Broker.Traffic = n.traffic

@@ -5,7 +5,7 @@ package controller
 // (--controller-tls-client-auth request|require), every route but GET /v1/status needs
 // either `Authorization: Bearer <key>`, where key is the controller-API key derived from
 // one of the file's tokens (token.File.Bearer: the raw token never travels, and the key
-// the broker links use is another one), compared in constant time, or a client
+// the brokers' peer connections use is another one), compared in constant time, or a client
 // certificate verified against --controller-tls-ca whose principal (its subject DN,
 // mapped by --controller-tls-principal-mapping-rules) is one of
 // --controller-tls-principals; anything else gets 401 and the ctlwire.APIError code

@@ -58,7 +58,7 @@ func TestAPIConfigRefusesOpenSetups(t *testing.T) {
 // brokers' ACLs need (--authorizer acl, token, TLS, client certificates of listed
 // principals), over real TCP: an unauthenticated caller granting itself ALL on the
 // cluster or reading /v1/metadata (SCRAM keys) is refused; so is one sending the raw
-// cluster token or the broker-link key as its bearer (the keys are separate
+// cluster token or the peer key as its bearer (the keys are separate
 // derivations), and one presenting a certificate of the controllers' CA whose principal
 // is not listed. The holder of the controller-API key, and of a listed certificate, is
 // served.
@@ -123,7 +123,7 @@ func TestAPISecureAttacks(t *testing.T) {
 	}{
 		"no credentials":                  {https(nil), ""},
 		"the raw cluster token":           {https(nil), tokenA},
-		"the broker-link key, base64url":  {https(nil), bearerOfKey(f.Key(token.PurposeBrokerLink))},
+		"the peer key, base64url":         {https(nil), bearerOfKey(f.Key(token.PurposePeer))},
 		"a certificate of an unlisted CN": {https(&mallory), ""},
 	} {
 		if s := call(hc.hc, "POST", "/v1/acls", hc.bearer, grantAll); s != http.StatusUnauthorized {

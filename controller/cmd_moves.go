@@ -141,7 +141,7 @@ func (c *cancelMoveCmd) apply(m *machine) (any, bool, error) {
 // completeRecoveryCmd ends the recovery of a partition its leader took over from a
 // fenced broker (metadata.ApplyRecovery): only the leader (Leader, in its current
 // registration epoch BrokerEpoch) in the takeover's leader epoch (LeaderEpoch) may
-// complete, with an end offset at or after the recovered link's start; {Leader,
+// complete, with an end offset at or after the recovered range's start; {Leader,
 // EndOffset} joins the log chain and the partition is no longer Recovering. The same
 // completion again succeeds without a change (a retry whose answer was lost). The value
 // reports whether this command completed it (false for such a retry).

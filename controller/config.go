@@ -197,7 +197,7 @@ type Config struct {
 	// bolt log and stable store in DataDir/raft.db, the file snapshots in
 	// DataDir/snapshots. Nil keeps that default, so `weir controller` never sets them.
 	// They exist so tests can run a quorum without sockets or files
-	// (raft.NewInmemTransport, NewInmemStore, NewInmemSnapshotStore) and cut its links
+	// (raft.NewInmemTransport, NewInmemStore, NewInmemSnapshotStore) and cut its connections
 	// at will.
 	//
 	// The transport's LocalAddr must be this node's RaftAddr in Peers, because the

@@ -16,7 +16,7 @@
 //     RaftTransport, LogStore, StableStore and SnapshotStore replace any of those
 //     defaults; `weir controller` leaves them nil. They are the seam for tests that run
 //     a quorum in memory (quorum_mem_test.go: raft.NewInmemTransport and in-memory
-//     stores; links cut with Disconnect to make a minority). An injected transport's
+//     stores; connections cut with Disconnect to make a minority). An injected transport's
 //     address must be the node's RaftAddr in Peers; the Controller closes the transport
 //     but never an injected store, which keeps its state across a restart like a data
 //     dir does.
@@ -57,7 +57,7 @@
 // The new leader seals the fenced broker's WAL directories of epochs <= RecoverEpoch,
 // reads them to their end and calls CompleteRecovery: accepted from the partition's
 // leader in its current registration, in the takeover's leader epoch, with an end at
-// or after the recovered link's start; {leader, end} joins the chain. The same
+// or after the recovered range's start; {leader, end} joins the chain. The same
 // completion again is a no-op success (a retry whose answer was lost).
 //
 // Graceful moves have generations: BeginMove sets Partition.MoveGen to the state

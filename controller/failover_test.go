@@ -211,7 +211,7 @@ func TestFailoverDeadTakerAndCascade(t *testing.T) {
 
 // TestCompleteRecoveryRules: only the leader, in its current registration and in the
 // takeover's leader epoch, completes a recovery, once, with an end at or after the
-// recovered link's start; the same completion again is a harmless no-op; a Recovering
+// recovered range's start; the same completion again is a harmless no-op; a Recovering
 // partition cannot be moved.
 func TestCompleteRecoveryRules(t *testing.T) {
 	f := NewFSM(nil)

@@ -59,7 +59,7 @@ func TestLeaderCannotFenceABrokerTheOthersHear(t *testing.T) {
 }
 
 // TestLeaseHoldsWithoutALeader: brokers' leases need no Raft leader. With the leader
-// stopped and the two others unable to elect one (their Raft links cut), a broker
+// stopped and the two others unable to elect one (their Raft connections cut), a broker
 // heartbeating them keeps a valid lease long after any lease granted by the old
 // leader ran out, and is fenced by nobody.
 func TestLeaseHoldsWithoutALeader(t *testing.T) {

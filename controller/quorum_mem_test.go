@@ -27,7 +27,7 @@ type memCluster struct {
 	logs  []*raft.InmemStore // log and stable store
 	snaps []*raft.InmemSnapshotStore
 	ctrls []*Controller // nil while stopped
-	cut   []bool        // true: the node's links are cut (isolate)
+	cut   []bool        // true: the node's connections are cut (isolate)
 	tune  func(*Config)
 }
 
@@ -60,7 +60,7 @@ func (mc *memCluster) restart(i int) {
 }
 
 // startWith starts controller i with a fresh transport, connected to every node whose
-// links are not cut (a stopped node's old transport was closed by raft's shutdown).
+// connections are not cut (a stopped node's old transport was closed by raft's shutdown).
 func (mc *memCluster) startWith(i int, apiLn net.Listener) {
 	mc.t.Helper()
 	_, tr := raft.NewInmemTransport(memAddr(i))
@@ -97,7 +97,7 @@ func (mc *memCluster) startWith(i int, apiLn net.Listener) {
 	mc.ctrls[i] = c
 }
 
-// wire connects every pair of transports whose links are not cut, both ways
+// wire connects every pair of transports whose connections are not cut, both ways
 // (ConnectAll for transports that come and go).
 func (mc *memCluster) wire() {
 	for i, a := range mc.trans {
@@ -122,7 +122,7 @@ func (mc *memCluster) isolate(i int) {
 	}
 }
 
-// heal gives node i its links back.
+// heal gives node i its connections back.
 func (mc *memCluster) heal(i int) {
 	mc.cut[i] = false
 	mc.wire()
@@ -303,7 +303,7 @@ func TestMemQuorumLeaderFailover(t *testing.T) {
 // TestMemQuorumMinorityCannotCommit: a leader cut off from the other two is a minority.
 // A write proposed on it fails (it loses leadership without ever reaching a quorum)
 // and is applied nowhere; meanwhile the majority elects a leader and commits. Once the
-// link is back the old leader drops its uncommitted entry and takes the majority's
+// connection is back the old leader drops its uncommitted entry and takes the majority's
 // state. A cut-off follower misses writes (and cannot become leader to make its own)
 // until it is back, then catches up through a snapshot the majority took meanwhile.
 func TestMemQuorumMinorityCannotCommit(t *testing.T) {

@@ -175,7 +175,7 @@ func PlanAdopt(topics map[string]*Topic, b Broker) []PartitionUpdate {
 // Recovering. Refused with ErrRecoveryRefused when p is not Recovering, leader does
 // not lead it or leaderEpoch is not its leader epoch (a completion of an earlier
 // takeover), with ErrInvalidOffset when endOffset is negative or before the last
-// link's start. Whether leader's registration is current is the caller's check.
+// log range's start. Whether leader's registration is current is the caller's check.
 func ApplyRecovery(topic string, p Partition, leader int32, leaderEpoch int32, endOffset int64) (Partition, error) {
 	if !p.Recovering {
 		return p, fmt.Errorf("%w: %s/%d is not recovering", ErrRecoveryRefused, topic, p.Index)
@@ -187,7 +187,7 @@ func ApplyRecovery(topic string, p Partition, leader int32, leaderEpoch int32, e
 		return p, fmt.Errorf("%w: %s/%d is in leader epoch %d, not %d", ErrRecoveryRefused, topic, p.Index, p.LeaderEpoch, leaderEpoch)
 	}
 	if n := len(p.Logs); endOffset < 0 || (n > 0 && endOffset < p.Logs[n-1].StartOffset) {
-		return p, fmt.Errorf("%w: end offset %d before the recovered link's first offset", ErrInvalidOffset, endOffset)
+		return p, fmt.Errorf("%w: end offset %d before the recovered log range's first offset", ErrInvalidOffset, endOffset)
 	}
 	np := p
 	np.Logs = append(slices.Clone(p.Logs), LogRange{Broker: leader, StartOffset: endOffset})

@@ -7,8 +7,8 @@ import (
 )
 
 // TestPlanFenceLegacyChainAndInputs: a partition without a log chain (state written
-// before chains: its leader wrote everything) gets the fenced broker's link from 0, so
-// the recovery has a link to end; the plan copies what it changes and leaves its inputs
+// before chains: its leader wrote everything) gets the fenced broker's log range from 0, so
+// the recovery has a range to end; the plan copies what it changes and leaves its inputs
 // alone.
 func TestPlanFenceLegacyChainAndInputs(t *testing.T) {
 	brokers := []Broker{{ID: 1, Rack: "a", Epoch: 4, State: BrokerFenced}, {ID: 2, Rack: "b", Epoch: 1}}
@@ -35,7 +35,7 @@ func TestPlanFenceLegacyChainAndInputs(t *testing.T) {
 		t.Fatal("ApplyRecovery shared the chain, or RecoveryDone misjudged")
 	}
 	if _, err := ApplyRecovery("old", ups[1].Partition, 2, 1, 6); !errors.Is(err, ErrInvalidOffset) {
-		t.Fatalf("end before the recovered link's start: %v", err)
+		t.Fatalf("end before the recovered range's start: %v", err)
 	}
 	if got := PlanFence(brokers, map[string]*Topic{"old": top}, Broker{ID: 9}); got != nil {
 		t.Fatalf("fencing a broker that leads nothing: %+v", got)

@@ -209,13 +209,13 @@ type Partition struct {
 	// Recovering: Leader took the partition over from a fenced broker and must recover
 	// it before serving: seal the fenced broker's WAL directories of epochs up to
 	// RecoverEpoch, read them to their end, and report that end with CompleteRecovery
-	// (Recoverer). Until then Logs is unchanged, its last link the fenced broker's,
+	// (Recoverer). Until then Logs is unchanged, its last range the fenced broker's,
 	// open-ended. Leader is -1 while no broker is active to take it over; LeaderEpoch
 	// was bumped by the takeover.
 	Recovering bool `json:"recovering,omitempty"`
 	// RecoverEpoch is the registration epoch of the fenced broker whose WAL holds the
-	// last link (0 unless Recovering). A takeover of a partition that was already
-	// Recovering (its taker died before completing) keeps it: the last link is still
+	// last log range (0 unless Recovering). A takeover of a partition that was already
+	// Recovering (its taker died before completing) keeps it: the last range is still
 	// the earlier dead broker's.
 	RecoverEpoch int64 `json:"recover_epoch,omitempty"`
 	// Objects is the partition's manifest in object storage: the committed objects that
@@ -710,8 +710,8 @@ type BatchMover interface {
 // then reports where that WAL's part of the partition ends; only then does it serve.
 type Recoverer interface {
 	// CompleteRecovery ends the recovery of a partition this broker leads in
-	// leaderEpoch (the Partition.LeaderEpoch of the takeover): the fenced broker's link
-	// ends at endOffset (>= the link's start) and this broker's own link starts there.
+	// leaderEpoch (the Partition.LeaderEpoch of the takeover): the fenced broker's log
+	// range ends at endOffset (>= the range's start) and this broker's own range starts there.
 	// Refused with ErrRecoveryRefused when the partition is not recovering, another
 	// broker leads it or the leader epoch is not the current one; with ErrFenced when
 	// the caller's registration is over. A retry of a completion that was applied

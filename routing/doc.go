@@ -53,7 +53,8 @@
 //
 //	client_records  record batches of Produce requests (in) and Fetch answers (out)
 //	client_other    everything else on client connections (headers, metadata, groups)
-//	link            inter-broker proxy traffic (links and their answers)
+//	link            inter-broker connections (KindPeer: proxies' links and their answers,
+//	                read replicas' follows, log-end queries)
 //	wal_read        reads of another broker's WAL on the shared file system; the peer
 //	                is the WAL owner's zone (which is where the bytes would cross if the
 //	                file system served each zone locally; the NFS hop itself goes to the

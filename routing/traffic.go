@@ -18,8 +18,10 @@ const (
 	KindClientRecords Kind = iota
 	// KindClientOther: every other byte of a client connection.
 	KindClientOther
-	// KindLink: inter-broker proxy traffic (a proxied produce's link and its answer).
-	KindLink
+	// KindPeer: inter-broker traffic on peer connections (broker/peer: a proxied produce's
+	// link and its answer, read replicas' follows, log-end queries). Its label value
+	// stays "link" (label values are what dashboards and queries use).
+	KindPeer
 	// KindWALRead: bytes read from another broker's WAL on the shared file system.
 	KindWALRead
 	// KindController: traffic with the controllers.
@@ -31,7 +33,7 @@ const (
 )
 
 // Kinds lists every kind, in label order.
-var Kinds = [...]Kind{KindClientRecords, KindClientOther, KindLink, KindWALRead, KindController, KindGossip}
+var Kinds = [...]Kind{KindClientRecords, KindClientOther, KindPeer, KindWALRead, KindController, KindGossip}
 
 var kindNames = [numKinds]string{"client_records", "client_other", "link", "wal_read", "controller", "gossip"}
 
@@ -55,7 +57,7 @@ func ParseKind(s string) (Kind, bool) {
 // BothEndsCount reports whether both ends of this kind's traffic are brokers that
 // count it (link, gossip): each byte is then in two brokers' counters, as out at its
 // sender and as in at its receiver.
-func (k Kind) BothEndsCount() bool { return k == KindLink || k == KindGossip }
+func (k Kind) BothEndsCount() bool { return k == KindPeer || k == KindGossip }
 
 // Direction is whether this broker received (In) or sent (Out) the bytes.
 type Direction uint8
@@ -117,7 +119,7 @@ func NewTraffic(localZone string, reg prometheus.Registerer) *Traffic {
 	t := &Traffic{
 		local: zoneLabel(localZone),
 		desc: prometheus.NewDesc(MetricName,
-			"Bytes this broker moved, by the zone of the other end (unknown when not known), kind (client_records, client_other, link, wal_read, controller, gossip) and direction (in: received, out: sent).",
+			"Bytes this broker moved, by the zone of the other end (unknown when not known), kind (client_records, client_other, link: inter-broker connections, wal_read, controller, gossip) and direction (in: received, out: sent).",
 			[]string{"local_zone", "peer_zone", "kind", "direction"}, nil),
 		set:   metricset.New(reg),
 		peers: map[string]*peerCells{},

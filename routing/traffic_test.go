@@ -90,13 +90,13 @@ func TestTrafficKindsAndReaderAt(t *testing.T) {
 	tr := NewTraffic("us-east-1a", reg)
 	defer tr.Close()
 
-	link, peer := pipe(tr, "us-east-1b", KindLink)
-	go peer.Write([]byte("link answer"))
-	io.ReadFull(link, make([]byte, 11))
+	conn, peer := pipe(tr, "us-east-1b", KindPeer)
+	go peer.Write([]byte("peer answer"))
+	io.ReadFull(conn, make([]byte, 11))
 	go io.ReadFull(peer, make([]byte, 40))
-	link.Write(make([]byte, 40))
-	link.Records(Out, 40) // not a client connection: no-op
-	link.Close()
+	conn.Write(make([]byte, 40))
+	conn.Records(Out, 40) // not a client connection: no-op
+	conn.Close()
 	peer.Close()
 
 	r := tr.ReaderAt(bytes.NewReader(make([]byte, 4096)), "us-east-1c")
@@ -169,8 +169,8 @@ func TestTrafficLabelBounds(t *testing.T) {
 	for i := 0; i < MaxPeerZones+10; i++ {
 		tr.Counter(strings.Repeat("z", i+1), KindClientOther).Add(In, 1)
 	}
-	tr.Counter("bad zone", KindLink).Add(In, 1)
-	tr.Counter("\xff", KindLink).Add(In, 1)
+	tr.Counter("bad zone", KindPeer).Add(In, 1)
+	tr.Counter("\xff", KindPeer).Add(In, 1)
 	s := series(t, reg)
 	peers := map[string]bool{}
 	for k := range s {
@@ -184,7 +184,7 @@ func TestTrafficLabelBounds(t *testing.T) {
 	}
 	// Invalid kinds count as client_other rather than panicking.
 	tr.Counter("z", Kind(200)).Add(In, 1)
-	tr.Counter("z", KindLink).Add(Direction(7), 1)
+	tr.Counter("z", KindPeer).Add(Direction(7), 1)
 	if series(t, reg)["unknown/z/client_other/in"] != 2 {
 		t.Fatal("invalid kind")
 	}
@@ -193,7 +193,7 @@ func TestTrafficLabelBounds(t *testing.T) {
 func TestTrafficRegistration(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	tr := NewTraffic("a", reg)
-	tr.Counter("b", KindLink).Add(Out, 1)
+	tr.Counter("b", KindPeer).Add(Out, 1)
 	if len(series(t, reg)) != 1 {
 		t.Fatal("not exported")
 	}
@@ -213,7 +213,7 @@ func TestTrafficRegistration(t *testing.T) {
 	// Restart on the same registry; and without one (counts, exports nothing).
 	tr2 := NewTraffic("a", reg)
 	defer tr2.Close()
-	NewTraffic("a", nil).Counter("b", KindLink).Add(Out, 1)
+	NewTraffic("a", nil).Counter("b", KindPeer).Add(Out, 1)
 }
 
 func TestTrafficConcurrent(t *testing.T) {
@@ -310,7 +310,7 @@ func TestKindNames(t *testing.T) {
 	if _, ok := ParseKind("nope"); ok || Kind(99).String() != "invalid" {
 		t.Fatal("invalid kind")
 	}
-	if !KindLink.BothEndsCount() || !KindGossip.BothEndsCount() || KindClientRecords.BothEndsCount() || KindWALRead.BothEndsCount() || KindController.BothEndsCount() {
+	if !KindPeer.BothEndsCount() || !KindGossip.BothEndsCount() || KindClientRecords.BothEndsCount() || KindWALRead.BothEndsCount() || KindController.BothEndsCount() {
 		t.Fatal("BothEndsCount")
 	}
 	if In.String() != "in" || Out.String() != "out" {
@@ -352,7 +352,7 @@ func TestTrafficPendingConn(t *testing.T) {
 	c.Records(In, 600) // ignored: nobody's yet
 	c.SetPeer("b", KindClientOther)
 	c.Records(In, 600) // the produce's batch, marked once its zone is known
-	c.Settle("c", KindLink)
+	c.Settle("c", KindPeer)
 	got := series(t, reg)
 	want := map[string]float64{"a/b/client_other/in": 100, "a/b/client_records/in": 600}
 	if !mapsEqual(got, want) {

@@ -1,6 +1,6 @@
 // Package security holds what every part of Weir shares about who a caller is: the
 // principal of a Kafka connection (after TLS client authentication or SASL) and of a
-// caller of the controller API or of an inter-broker link.
+// caller of the controller API or of an inter-broker connection.
 //
 // Sub-packages: tlsconf (TLS configurations from certificate files, reloaded when the
 // files change), tlstest (certificates for tests). SASL mechanisms and the ACL authorizer

@@ -188,7 +188,7 @@
 // segment is ErrCorrupt, in the last one it is the torn or unsynced tail); (4)
 // commit every segment read, then read the last one again up to the end found
 // (if something vanished, scan again); (5) write SEAL to a temporary file, sync
-// it, link it to SEAL (exclusive: a taker that loses the race returns the
+// it, hard-link it to SEAL (exclusive: a taker that loses the race returns the
 // winner's seal), remove the temporary name, sync the directory. OpenReadOnly
 // of a sealed directory bounds Scan and ReadAt to End and ignores segments
 // after LastSegment, whatever bytes a late, fenced writer may still add. Open

@@ -15,11 +15,11 @@ type FS interface {
 	// Rename atomically replaces newpath with oldpath (used to publish a
 	// preallocated segment under its final name).
 	Rename(oldpath, newpath string) error
-	// Link creates newname as a hard link to oldname and fails (with an error
+	// HardLink creates newname as a hard link to oldname and fails (with an error
 	// wrapping fs.ErrExist) if newname exists: Seal publishes SEAL with it, so
-	// that of two takers exactly one creates it, also on NFS (LINK is atomic at
-	// the server, unlike a rename, which replaces).
-	Link(oldname, newname string) error
+	// that of two takers exactly one creates it, also on NFS (the NFS LINK
+	// operation is atomic at the server, unlike a rename, which replaces).
+	HardLink(oldname, newname string) error
 	ReadDir(dir string) ([]os.DirEntry, error)
 	MkdirAll(dir string, perm os.FileMode) error
 	// SyncDir makes creations, renames and removals in dir durable.
@@ -66,7 +66,7 @@ func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 
 func (osFS) Remove(name string) error                    { return os.Remove(name) }
 func (osFS) Rename(oldpath, newpath string) error        { return os.Rename(oldpath, newpath) }
-func (osFS) Link(oldname, newname string) error          { return os.Link(oldname, newname) }
+func (osFS) HardLink(oldname, newname string) error      { return os.Link(oldname, newname) }
 func (osFS) ReadDir(dir string) ([]os.DirEntry, error)   { return os.ReadDir(dir) }
 func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
 func (osFS) SyncDir(dir string) error {

@@ -150,8 +150,9 @@ func ReadSeal(fsys FS, dir string) (info SealInfo, ok bool, err error) {
 //     NFS a record the writer wrote but never committed may be served by the server
 //     and then vanish if it restarts, so nothing is sealed (and then served) below the
 //     end until it is on stable storage. If records vanished, start again at 3.
-//  5. Write SEAL: a temporary file, synced, linked to SEAL (exclusive: if another taker
-//     linked first, return its seal), the temporary file removed, the directory synced.
+//  5. Write SEAL: a temporary file, synced, hard-linked to SEAL (exclusive: if another
+//     taker hard-linked first, return its seal), the temporary file removed, the directory
+//     synced.
 //
 // Seal is idempotent and safe to run from several takers at once: all get the same
 // SealInfo. It never changes a record.
@@ -232,9 +233,9 @@ func commitSegments(fsys FS, dir string, bases []Pos) error {
 }
 
 // publishSeal creates SEAL holding info, exclusively: write and sync a temporary file,
-// then link it to SEAL. A link fails if SEAL exists, on NFS too (a rename would
+// then hard-link it to SEAL. A hard link fails if SEAL exists, on NFS too (a rename would
 // replace it), so of two takers exactly one seal is ever published; the loser returns
-// the winner's. After a lost reply the NFS client may retry a LINK that succeeded and
+// the winner's. After a lost reply the NFS client may retry a LINK (hard link) that succeeded and
 // report that SEAL exists: reading SEAL then returns our own seal, which is right too.
 func publishSeal(fsys FS, dir string, info SealInfo) (SealInfo, error) {
 	b, err := info.MarshalBinary()
@@ -258,7 +259,7 @@ func publishSeal(fsys FS, dir string, info SealInfo) (SealInfo, error) {
 		_ = fsys.Remove(tmp)
 		return SealInfo{}, ioError("writing "+tmp, err)
 	}
-	lerr := fsys.Link(tmp, path)
+	lerr := fsys.HardLink(tmp, path)
 	// Ignored: SEAL (ours or theirs) holds the data; a leftover name is harmless.
 	_ = fsys.Remove(tmp)
 	if errors.Is(lerr, fs.ErrExist) {
@@ -267,12 +268,12 @@ func publishSeal(fsys FS, dir string, info SealInfo) (SealInfo, error) {
 			return SealInfo{}, err
 		}
 		if !ok {
-			return SealInfo{}, fmt.Errorf("%w: %s existed when linking, then not", ErrIO, path)
+			return SealInfo{}, fmt.Errorf("%w: %s existed when hard-linking, then not", ErrIO, path)
 		}
 		return theirs, nil
 	}
 	if lerr != nil {
-		return SealInfo{}, ioError("linking "+path, lerr)
+		return SealInfo{}, ioError("hard-linking "+path, lerr)
 	}
 	if err := fsys.SyncDir(dir); err != nil {
 		return SealInfo{}, ioError("syncing directory "+dir, err)

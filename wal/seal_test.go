@@ -276,7 +276,7 @@ func TestReadSealDamaged(t *testing.T) {
 	}
 }
 
-// Seal and sealed reads on the real file system (link, directory sync).
+// Seal and sealed reads on the real file system (hard link, directory sync).
 func TestSealOSFS(t *testing.T) {
 	dir := t.TempDir()
 	cfg := wal.DefaultConfig(dir)

@@ -341,7 +341,7 @@ func (w *WAL) fail(cause error) error {
 // The segments leave the log at once (reads of them fail with ErrOutOfRange);
 // their files are renamed to temporary names (which Open removes), the
 // directory is synced, and only then are the files shrunk step by step and
-// removed, without holding the segment lock. Unlinking a 64 MiB file in one go
+// removed, without holding the segment lock. Removing a 64 MiB file in one go
 // made ext4 free all its extents in one journal commit, and a group commit's
 // fdatasync issued meanwhile took 20 ms; and a roll, which takes the segment
 // lock, waited for it.

@@ -9,7 +9,7 @@ package kafka
 // (broker/group/authz.go) from the same session.
 //
 // Inter-broker requests (InternalKey) are not checked here: they are not a client's, and
-// authenticating cluster links is the links' business.
+// authenticating inter-broker connections is their own business (broker/peer/auth.go).
 
 import (
 	"context"

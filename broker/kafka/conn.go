@@ -106,7 +106,7 @@ func newConn(s *Server, nc net.Conn, lis *Listener) *conn {
 	if s.cfg.Traffic != nil {
 		// Whose bytes these are is known from the first request on (zones.go): until
 		// then they are held back, then counted under the client's zone or as a peer
-		// broker's link.
+		// broker's connection (kind link).
 		c.tc = s.cfg.Traffic.PendingConn(nc)
 		c.nc = c.tc
 	}

@@ -24,7 +24,7 @@ package kafka
 //     then served only where nothing else is checked either (no SASL on the listener, no
 //     authorizer), so they give nobody more than a plain Fetch or Produce would. With
 //     SASL or an authorizer on and no token they are refused (broker.Config refuses to
-//     start a cluster broker so configured: links would fail).
+//     start a cluster broker so configured: peer connections would fail).
 //
 // These checks are per connection and happen on the reader goroutine, where the
 // requests of a connection are dispatched in order.

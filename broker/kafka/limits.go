@@ -80,7 +80,7 @@ const (
 	// that budget held by stuck half-read frames comes back quickly.
 	defaultBudgetWait = 5 * time.Second
 	// defaultFrameReadTimeout: a request of a few KiB arrives in milliseconds; seconds
-	// leave room for a congested link.
+	// leave room for a congested network.
 	defaultFrameReadTimeout = 10 * time.Second
 )
 

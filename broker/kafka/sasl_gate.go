@@ -200,7 +200,7 @@ func (c *conn) saslGate(key int16) error {
 	case 18, 17, 36: // ApiVersions, SaslHandshake, SaslAuthenticate
 		return nil
 	case InternalKey:
-		// Other brokers' links prove the cluster token instead (internal.go), on the
+		// Other brokers' connections prove the cluster token instead (internal.go), on the
 		// inter-broker listener only; without tokens there is no proof, and a SASL
 		// listener serves them nothing.
 		if c.lis.InterBroker() && c.s.peerAuthRequired() {

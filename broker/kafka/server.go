@@ -148,7 +148,7 @@ type Listener struct {
 	SASL bool
 }
 
-// InterBroker reports whether other brokers' links come in here: the main listener
+// InterBroker reports whether other brokers' connections come in here: the main listener
 // (Name ""), the address brokers register and dial. Internal requests (internal.go) are
 // refused on every other listener.
 func (l *Listener) InterBroker() bool { return l.Name == "" }

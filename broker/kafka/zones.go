@@ -100,7 +100,7 @@ func (s *Server) clientZone(c *conn, clientID string, v *metadata.View) string {
 }
 
 // peerBroker marks c as another broker's connection (inter-broker requests carry the
-// client id weir-broker-<id>): its bytes count as links with that broker's zone.
+// client id weir-broker-<id>): its bytes count as kind link (routing.KindPeer) with that broker's zone.
 func (s *Server) peerBroker(c *conn, clientID string) {
 	if c.tc == nil || c.peer.Load() {
 		return
@@ -114,5 +114,5 @@ func (s *Server) peerBroker(c *conn, clientID string) {
 		zone = br.Rack
 	}
 	c.peer.Store(true)
-	c.tc.SetPeer(zone, routing.KindLink)
+	c.tc.SetPeer(zone, routing.KindPeer)
 }

@@ -7,8 +7,8 @@ import "github.com/weir-io/weir/metadata"
 // offsets from the previous leaders' WALs on the shared file system and appends new ones
 // to its own. Nothing is copied.
 
-// LogRange is one link of a partition's log chain: Broker's WAL holds offsets
-// [Start, End); End -1 means open-ended (the current leader's link).
+// LogRange is one range of a partition's log chain: Broker's WAL holds offsets
+// [Start, End); End -1 means open-ended (the current leader's range).
 type LogRange struct {
 	Broker     int32
 	Start, End int64
@@ -30,7 +30,7 @@ func ChainOf(mp metadata.Partition) []LogRange {
 	return out
 }
 
-// Holds reports whether offset falls in the link.
+// Holds reports whether offset falls in the range.
 func (r LogRange) Holds(offset int64) bool {
 	return offset >= r.Start && (r.End < 0 || offset < r.End)
 }

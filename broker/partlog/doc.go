@@ -1,6 +1,6 @@
 // Package partlog is a partition's log on one broker: the index of its record batches in
 // write-ahead logs (this broker's own, and other brokers' on the shared file system for
-// the older links of its log chain), its high watermark and leader epochs, idempotent
+// the older ranges of its log chain), its high watermark and leader epochs, idempotent
 // producer state, the tail cache of recent batch bytes, the partition's side of the
 // object tier (which offsets objects hold, what is pending upload), and loading a
 // partition from the WALs of its chain.

@@ -24,7 +24,7 @@ type Source struct {
 }
 
 // Loader reads partitions' batches out of the WALs of their log chains: every WAL
-// directory of each link's broker (a broker writes a new one per registration epoch),
+// directory of each log range's broker (a broker writes a new one per registration epoch),
 // through read-only views kept for the loader's lifetime (a view picks up new segments
 // by itself, so repeated loads do not pile up open files). A sealed directory is read
 // only up to its seal (package wal bounds the view).

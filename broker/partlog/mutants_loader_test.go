@@ -38,9 +38,9 @@ func batchAt(base int64, n int) []byte {
 	return b
 }
 
-// A load reads every WAL directory of each chain link's broker (up to MaxEpoch), takes
-// from each only the batches whose base offset falls in that broker's links — not a
-// fenced writer's tail past its link's end, not other partitions, not proxied batches —
+// A load reads every WAL directory of each chain range's broker (up to MaxEpoch), takes
+// from each only the batches whose base offset falls in that broker's ranges — not a
+// fenced writer's tail past its range's end, not other partitions, not proxied batches —
 // indexes them as read through the directory's own Reader when it has one, hands other
 // records to Other and counts what it scanned.
 func TestMutLoaderReadsChainDirectories(t *testing.T) {
@@ -54,7 +54,7 @@ func TestMutLoaderReadsChainDirectories(t *testing.T) {
 	w.Close()
 	w = walAt(t, fs, "/wal/b1/e2")
 	appendRec(t, w, RecBatch, EncodeBatchRec(id, 0, batchAt(2, 1))) // [2]
-	appendRec(t, w, RecBatch, EncodeBatchRec(id, 0, batchAt(3, 1))) // past broker 1's link: unacked tail
+	appendRec(t, w, RecBatch, EncodeBatchRec(id, 0, batchAt(3, 1))) // past broker 1's range: unacked tail
 	w.Close()
 	w = walAt(t, fs, "/wal/b1/e3") // a later registration a recovery must not read
 	appendRec(t, w, RecBatch, EncodeBatchRec(id, 0, batchAt(9, 1)))

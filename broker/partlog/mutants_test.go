@@ -411,7 +411,7 @@ func TestMutRestoreSnapshotAtNeed(t *testing.T) {
 	}
 }
 
-// A batch at or beyond the end recorded for the link (a fenced writer's unacked tail) is
+// A batch at or beyond the end recorded for the range (a fenced writer's unacked tail) is
 // never indexed, even when that end is offset 0; a batch collected twice (two WALs) is
 // indexed once.
 func TestMutLoadStopsAtWantEnd(t *testing.T) {
@@ -520,20 +520,20 @@ func TestMutCacheLimitExact(t *testing.T) {
 }
 
 // A partition without a chain in its metadata is wholly the leader's, open-ended; each
-// link holds [Start, End).
+// range holds [Start, End).
 func TestMutChain(t *testing.T) {
 	c := ChainOf(metadata.Partition{Leader: 7})
 	if len(c) != 1 || c[0] != (LogRange{Broker: 7, Start: 0, End: -1}) {
 		t.Fatalf("chain without logs: %+v", c)
 	}
 	if !c[0].Holds(0) || !c[0].Holds(1<<40) {
-		t.Fatal("the open link does not hold everything")
+		t.Fatal("the open range does not hold everything")
 	}
-	// A leader that moved before any append owns an empty link: not even offset 0 (a
+	// A leader that moved before any append owns an empty range: not even offset 0 (a
 	// fenced writer's unacked batch there is in nobody's log).
 	c = ChainOf(metadata.Partition{Leader: 2, Logs: []metadata.LogRange{{Broker: 1, StartOffset: 0}, {Broker: 2, StartOffset: 0}}})
 	if c[0] != (LogRange{1, 0, 0}) || c[0].Holds(0) || !c[1].Holds(0) {
-		t.Fatalf("empty first link: %+v holds 0: %v %v", c, c[0].Holds(0), c[1].Holds(0))
+		t.Fatalf("empty first range: %+v holds 0: %v %v", c, c[0].Holds(0), c[1].Holds(0))
 	}
 	c = ChainOf(metadata.Partition{Leader: 2, Logs: []metadata.LogRange{{Broker: 1, StartOffset: 5}, {Broker: 2, StartOffset: 9}}})
 	if len(c) != 2 || c[0] != (LogRange{1, 5, 9}) || c[1] != (LogRange{2, 9, -1}) {

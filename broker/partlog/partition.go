@@ -366,12 +366,12 @@ func (p *Partition) collect(h *recbatch.Header, src Reader, from SourceID, pos w
 //
 // The collected batches must cover every offset the partition still needs from WALs —
 // from the highest of the log start, what object storage holds and the chain's first
-// link, up to wantEnd — without a gap. wantEnd is where the links read end: the start
-// of the link this broker appends to (a graceful move's recorded end), or -1 when the
+// range, up to wantEnd — without a gap. wantEnd is where the ranges read end: the start
+// of the range this broker appends to (a graceful move's recorded end), or -1 when the
 // end is whatever the WALs hold (a restart reading its own older WALs, or a recovery
 // that is determining the end). A scan that came up short (a stale read of a shared
 // file system, a damaged record) would otherwise let the partition assign offsets an
-// earlier link already holds, so the partition stays Loading, forgets what it collected
+// earlier range already holds, so the partition stays Loading, forgets what it collected
 // (the caller loads again) and the error says which offsets are missing. acceptGaps is
 // an operator's decision to serve despite lost data (the gaps are still returned).
 // Without serve the partition stays Loading with its index built (a recovery must first
@@ -407,7 +407,7 @@ func (p *Partition) FinishLoad(wantEnd int64, acceptGaps, serve bool) (gaps []st
 			continue // never let offsets move backwards (a batch holding next, e.g. the log start, stays)
 		}
 		if wantEnd >= 0 && loc.base >= wantEnd {
-			break // a later link's offsets, or a fenced writer's unacked tail
+			break // a later range's offsets, or a fenced writer's unacked tail
 		}
 		p.addLoc(loc)
 	}

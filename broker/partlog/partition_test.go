@@ -256,10 +256,10 @@ func TestCacheEviction(t *testing.T) {
 	}
 }
 
-// A load that finds less than the chain says the previous link holds (a stale read of
+// A load that finds less than the chain says the previous range holds (a stale read of
 // the shared file system, say) must not serve: it would hand out offsets the previous
 // leader already acked. Loading again with everything succeeds.
-func TestLoadMustReachTheLinkEnd(t *testing.T) {
+func TestLoadMustReachTheRangeEnd(t *testing.T) {
 	src, log := ready(t), &memLog{}
 	for i := 0; i < 4; i++ {
 		if _, err := appendSynced(t, src, log, -1, -1, -1, 1); err != nil {
@@ -299,7 +299,7 @@ func TestLoadMustReachTheLinkEnd(t *testing.T) {
 		t.Fatalf("first append after the move at %d (%v), want 4", pr.Base(), err)
 	}
 
-	// An operator may accept the loss: the partition then serves from the link end.
+	// An operator may accept the loss: the partition then serves from the range end.
 	q := New("t", metadata.TopicID{1}, 0, 4, 0)
 	q.Apply(mp, metadata.NewView(1, "c", 1, nil, nil), false)
 	p = q

@@ -20,7 +20,7 @@ import (
 // it knows one before any other internal request is served: the serving broker gives a
 // fresh nonce, the connecting broker answers with an HMAC of it, and the serving broker
 // answers with an HMAC of its own so the connecting one knows it reached a broker of its
-// cluster. The token never crosses the wire, so plaintext links do not expose it, and a
+// cluster. The token never crosses the wire, so plaintext connections do not expose it, and a
 // recorded exchange is worthless on another connection (another nonce).
 //
 //	OpChallenge req:  op

@@ -420,8 +420,8 @@ func DecodeFollowResults(b []byte, want int) ([]FollowResult, error) {
 }
 
 // MoveReadyRequest asks a graceful move's target whether it has preloaded the partition
-// for the move Gen (metadata.Partition.MoveGen): read the earlier links of its log chain,
-// so that at the hand-off only the current leader's link is left to read. The target
+// for the move Gen (metadata.Partition.MoveGen): read the earlier ranges of its log chain,
+// so that at the hand-off only the current leader's range is left to read. The target
 // answers once it has (MoveReady), once it cannot (MoveNotReady: the preload failed, the
 // move is not one it knows), or after Wait (MoveNotReady). The leader keeps serving the
 // partition meanwhile and closes it for the hand-off on any answer. A broker that does

@@ -13,7 +13,7 @@ import (
 //   - partitions that moved away (or were led here before a restart) while part of their
 //     range in this WAL was not uploaded yet: the new leader reads those batches from this
 //     WAL until it has uploaded them. A pin keeps the position of the first such batch
-//     until the partition's manifest reaches the end of this broker's link (or its log
+//     until the partition's manifest reaches the end of this broker's range (or its log
 //     start passes it, or the topic is deleted).
 //   - batches written here as a zone-routing proxy (proxypins.go), until their leader
 //     uploaded them.
@@ -21,7 +21,7 @@ import (
 
 // walPin keeps this WAL from pos on until the partition's objects reach end. end is the
 // first offset the pin does not keep (exclusive): the partition's next offset when it
-// moved away, or the end of this broker's link. It is released when the manifest's
+// moved away, or the end of this broker's log range. It is released when the manifest's
 // UploadedThrough (its last offset + 1) or the log start reaches end, so a single-record
 // last batch at end-1 stays pinned until it is uploaded (trim_test.go).
 type walPin struct {

@@ -116,16 +116,16 @@ func TestPinsLowerTrimPoint(t *testing.T) {
 	}
 }
 
-// A batch found at replay in this broker's link of a partition led elsewhere is pinned to
-// the end of the link, unless the manifest already holds it: a single-record batch at
-// offset 9 (the link's last) is pinned while the manifest ends at 8.
+// A batch found at replay in this broker's range of a partition led elsewhere is pinned
+// to the end of the range, unless the manifest already holds it: a single-record batch at
+// offset 9 (the range's last) is pinned while the manifest ends at 8.
 func TestPinReplayedSingleRecordLastBatch(t *testing.T) {
 	h := &recbatch.Header{BaseOffset: 9, LastOffsetDelta: 0}
 	for _, c := range []struct {
 		name     string
 		v        *metadata.View
 		wantPin  bool
-		released bool // once the manifest reaches the link's end
+		released bool // once the manifest reaches the range's end
 	}{
 		{name: "manifest ends at 8", v: trimView(8, 0), wantPin: true},
 		{name: "manifest holds 9", v: trimView(9, 0)},
@@ -142,17 +142,17 @@ func TestPinReplayedSingleRecordLastBatch(t *testing.T) {
 			continue
 		}
 		if pn.pos != 4096 || pn.end != 10 {
-			t.Fatalf("%s: pin %+v, want position 4096 up to offset 10 (the link's end)", c.name, pn)
+			t.Fatalf("%s: pin %+v, want position 4096 up to offset 10 (the range's end)", c.name, pn)
 		}
 		if released(c.v, trimKey, pn) || !released(trimView(9, 0), trimKey, pn) {
 			t.Fatalf("%s: pin %+v released before offset 9 is uploaded, or not after", c.name, pn)
 		}
 	}
-	// A batch in the link of another broker is not this broker's to keep.
+	// A batch in the range of another broker is not this broker's to keep.
 	tr := &Tier{d: Deps{NodeID: 1}, pins: map[partlog.Key]walPin{}}
 	tr.PinReplayed(trimView(8, 0), trimTopic, 0, &recbatch.Header{BaseOffset: 10}, 4096)
 	if len(tr.pins) != 0 {
-		t.Fatalf("pinned a batch of broker 2's link: %+v", tr.pins)
+		t.Fatalf("pinned a batch of broker 2's range: %+v", tr.pins)
 	}
 }
 
@@ -164,20 +164,12 @@ type fixedMeta struct {
 
 func (m fixedMeta) View() *metadata.View { return m.v }
 
-// Trim over a real WAL of small segments: a pin keeps its segment and those after it
-// until the view releases it.
-func TestTrimKeepsPinnedSegments(t *testing.T) {
-	dir := t.TempDir()
-	cfg := wal.DefaultConfig(filepath.Join(dir, "wal"))
+// pinWAL is a WAL of 4 KiB segments holding 40 records of 1,000 bytes, and where each is.
+func pinWAL(t *testing.T) (*wal.WAL, []wal.Pos) {
+	t.Helper()
+	cfg := wal.DefaultConfig(filepath.Join(t.TempDir(), "wal"))
 	cfg.SegmentSize = 4 << 10
-	w, err := wal.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if _, err := w.Replay(func(byte, []byte, wal.Pos) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
+	w := openWAL(t, cfg)
 	var pos []wal.Pos
 	for i := 0; i < 40; i++ {
 		p, err := w.AppendSync(context.Background(), 1, make([]byte, 1000))
@@ -186,11 +178,24 @@ func TestTrimKeepsPinnedSegments(t *testing.T) {
 		}
 		pos = append(pos, p)
 	}
-	pinned := pos[20]
-	meta := &fixedMeta{v: trimView(8, 0)}
-	tr := &Tier{d: Deps{NodeID: 1, Meta: meta, WAL: w, Led: func() []*partlog.Partition { return nil }},
+	return w, pos
+}
+
+// pinTier is a tier over w that leads nothing and sees meta's view: only pins hold the
+// WAL.
+func pinTier(w *wal.WAL, meta metadata.Store) *Tier {
+	return &Tier{d: Deps{NodeID: 1, Meta: meta, WAL: w, Led: func() []*partlog.Partition { return nil }},
 		log: slog.Default(), metrics: newMetrics(prometheus.NewRegistry()),
 		pins: map[partlog.Key]walPin{}, proxyPins: map[partlog.Key][]*ProxyPin{}}
+}
+
+// Trim over a real WAL of small segments: a pin keeps its segment and those after it
+// until the view releases it.
+func TestTrimKeepsPinnedSegments(t *testing.T) {
+	w, pos := pinWAL(t)
+	pinned := pos[20]
+	meta := &fixedMeta{v: trimView(8, 0)}
+	tr := pinTier(w, meta)
 	tr.Pin(trimKey, pinned, 10)
 	tr.Trim()
 	if start := w.Start(); start > pinned || start == 0 {

@@ -30,7 +30,7 @@ Commands:
   user       SCRAM users for SASL logins: set, delete, list (weir admin user --help)
 
 Every command but traffic and token takes --controllers (default 127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403,
-what weir dev runs), and, for a cluster with authenticated links, --cluster-token-file (or a client
+what weir dev runs), and, for a cluster with authenticated connections, --cluster-token-file (or a client
 certificate: --controller-tls-cert/--controller-tls-key) and --controller-tls-ca when the controller API
 is TLS. Run a command with --help for its flags.
 `
@@ -127,7 +127,7 @@ func runAdmin(ctx context.Context, args []string) error {
 					leader = "none"
 				}
 				// A failed-over partition is not served until its leader has read the
-				// fenced broker's WAL (the last link) to its end.
+				// fenced broker's WAL (the last log range) to its end.
 				recovery := "-"
 				if p.Recovering {
 					from := int32(-1)

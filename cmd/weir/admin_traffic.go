@@ -27,9 +27,10 @@ const trafficHelp = `Usage: weir admin traffic [flags]
 
 Scrapes every broker's /metrics twice, --interval apart, and prints the bytes each pair of
 zones moved in between, per kind (routing.Traffic's weir_traffic_bytes_total):
-client_records (produced and fetched record batches), client_other, link (proxied
-produces), wal_read (reads of another zone's broker's WAL), controller and gossip. A byte
-between two brokers (link, gossip) is counted once, at its sender: list every broker.
+client_records (produced and fetched record batches), client_other, link (inter-broker
+connections: proxied produces, read-replica follows), wal_read (reads of another zone's
+broker's WAL), controller and gossip. A byte between two brokers (link, gossip) is
+counted once, at its sender: list every broker.
 
 Then: the share of produced + consumed record bytes that crossed zones, the share of all
 cross-zone bytes to them, and a monthly estimate at --price-per-gb (extrapolated from the

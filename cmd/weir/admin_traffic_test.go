@@ -130,10 +130,10 @@ func TestAdminTrafficCommand(t *testing.T) {
 			if b.hits.Add(1) == 2 { // between the scrapes
 				if b.tr.LocalZone() == "a" {
 					b.tr.Counter("a", routing.KindClientRecords).Add(routing.In, 3<<20)
-					b.tr.Counter("b", routing.KindLink).Add(routing.In, 1000) // b's out is what counts
+					b.tr.Counter("b", routing.KindPeer).Add(routing.In, 1000) // b's out is what counts
 				} else {
 					b.tr.Counter("b", routing.KindClientRecords).Add(routing.Out, 6<<20)
-					b.tr.Counter("a", routing.KindLink).Add(routing.Out, 1000)
+					b.tr.Counter("a", routing.KindPeer).Add(routing.Out, 1000)
 					b.tr.Counter("", routing.KindClientRecords).Add(routing.In, 1<<20)
 				}
 			}

@@ -34,7 +34,7 @@ func runBroker(ctx context.Context, args []string) error {
 	scfg.BindFlags(fs)
 	controllers := fs.String("controllers", "", "comma-separated controller API addresses; empty runs a standalone broker with local metadata")
 	ccfg := ctlclient.DefaultClientConfig()
-	ccfg.BindSecurityFlags(fs) // the cluster token also authenticates links to other brokers
+	ccfg.BindSecurityFlags(fs) // the cluster token also authenticates connections to other brokers
 	drainTimeout := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, move this broker's partitions to other brokers (graceful hand-offs) for at most this long before exiting; 0 exits at once (the partitions then fail over)")
 	p := newProcess(fs, "info", "127.0.0.1:9644", "address for /metrics, /healthz and /readyz (empty: off)")
 	fs.Usage = func() {

@@ -130,7 +130,7 @@ func runDev(ctx context.Context, args []string) error {
 // deployment in miniature, every item of docs/SECURITY.md's checklist of a secure deployment.
 //
 //   - the cluster token (cluster.token, kept across restarts): the controller API's
-//     bearer and the broker links' HMAC key are derived from it (security/token);
+//     bearer and the peer connections' HMAC key are derived from it (security/token);
 //   - TLS from a throw-away CA (tls/, made at each start: tlstest keeps no CA key): the
 //     controller API and Raft (mutual TLS), and the brokers' Kafka listeners;
 //   - Kafka listeners SASL_SSL: every client authenticates (SCRAM or PLAIN) over TLS;
@@ -219,7 +219,7 @@ func devSecurity(dir, host string) (*devSecure, error) {
 			}
 			b.ListenProtocol = "SASL_SSL"
 			b.TLS = tlsconf.Files{CertFile: brk.CertFile, KeyFile: brk.KeyFile}
-			b.PeerTLS = tlsconf.Files{CAFile: ca.CAFile} // links to the other brokers' SASL_SSL listeners
+			b.PeerTLS = tlsconf.Files{CAFile: ca.CAFile} // connections to the other brokers' SASL_SSL listeners
 			b.ACL = acl.Config{Authorizer: "acl", SuperUsers: []security.Principal{security.User(devAdmin)}}
 		}
 		c.GossipConfig = func(g *gossip.Config) { g.SecretKey, g.OldKeys = keys[0], keys[1:] }

@@ -106,7 +106,7 @@ func TestDevSecureEndToEnd(t *testing.T) {
 	}
 
 	// The group's coordinator exports its lag for every partition, those the other broker
-	// leads too: it asks that leader over the brokers' authenticated links (a Kafka client
+	// leads too: it asks that leader over the brokers' authenticated connections (a Kafka client
 	// of its own would need the listeners' SASL and TLS, and failed here before).
 	offs := kadm.Offsets{}
 	for p := int32(0); p < 4; p++ {

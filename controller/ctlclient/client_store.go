@@ -545,7 +545,7 @@ func (c *Client) CompleteMovesGen(ctx context.Context, done []metadata.MoveDone)
 
 // CompleteRecovery implements metadata.Recoverer: this broker, leading the partition in
 // leaderEpoch since it took it over from a fenced broker, recovered the fenced broker's
-// link up to endOffset. The same completion again succeeds (the controller recognises
+// log range up to endOffset. The same completion again succeeds (the controller recognises
 // it), so a retry of one that was applied although its answer was lost succeeds, in
 // this call or a later one. On return the local View shows the completion.
 func (c *Client) CompleteRecovery(ctx context.Context, id metadata.TopicID, partition int32, leaderEpoch int32, endOffset int64) error {

@@ -147,7 +147,7 @@ type CompleteMoveRequest struct {
 
 // CompleteRecoveryRequest is the body of POST /v1/partitions/complete-recovery: broker
 // Leader, in its registration BrokerEpoch, recovered the partition it took over in
-// LeaderEpoch; the fenced broker's link ends at EndOffset.
+// LeaderEpoch; the fenced broker's log range ends at EndOffset.
 type CompleteRecoveryRequest struct {
 	TopicID     metadata.TopicID `json:"topic_id"`
 	Partition   int32            `json:"partition"`

@@ -127,8 +127,8 @@ func TestCheckPath(t *testing.T) {
 	if err := os.Mkdir(real, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	link := filepath.Join(dir, "walroot")
-	if err := os.Symlink(real, link); err != nil {
+	symlink := filepath.Join(dir, "walroot")
+	if err := os.Symlink(real, symlink); err != nil {
 		t.Fatal(err)
 	}
 	resolvedReal, err := filepath.EvalSymlinks(real)
@@ -140,7 +140,7 @@ func TestCheckPath(t *testing.T) {
 	if err := os.WriteFile(info, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := CheckPath(filepath.Join(link, "broker-1"), info)
+	res, err := CheckPath(filepath.Join(symlink, "broker-1"), info)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package token reads a cluster's shared secret tokens from a file: what brokers,
 // controllers and `weir admin` prove to each other on the controller API (a bearer
-// token) and on broker-to-broker links (an HMAC challenge-response, broker/peer).
+// token) and on broker-to-broker (peer) connections (an HMAC challenge-response, broker/peer).
 //
 // The file holds one token per line (blank lines and lines starting with # are
 // ignored). The first token is the one this process presents; every token in the file
@@ -179,10 +179,11 @@ func Generate() string {
 // Purposes of the keys derived from a cluster token. Each use gets its own key, so what
 // one side learns cannot be replayed on another: a controller (or anyone who sees a
 // controller API request) holds only the controller-API key, never the key of the
-// broker links' HMAC challenge, and the other way round.
+// peer connections' HMAC challenge (the peer key), and the other way round. The values
+// are fixed: keys are derived from them, so every broker of a cluster must use the same.
 const (
 	PurposeControllerAPI = "weir controller api v1"
-	PurposeBrokerLink    = "weir broker link v1"
+	PurposePeer          = "weir broker link v1" // the historical label of the peer key
 )
 
 // Derive returns the key for purpose derived from a cluster token: HMAC-SHA256 keyed by

@@ -76,7 +76,7 @@ func TestParseRefuses(t *testing.T) {
 	}
 }
 
-// TestDerivedKeysSeparate: the controller-API key and the broker-link key of one token
+// TestDerivedKeysSeparate: the controller-API key and the peer key of one token
 // differ from each other and from the token, are stable, and differ between tokens, so
 // a holder of one (a controller sees bearers) learns neither the other nor the token.
 func TestDerivedKeysSeparate(t *testing.T) {
@@ -84,15 +84,15 @@ func TestDerivedKeysSeparate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, link := f.Key(PurposeControllerAPI), f.Key(PurposeBrokerLink)
-	if bytes.Equal(api, link) || bytes.Equal(api, f.Current()) || bytes.Equal(link, f.Current()) || len(api) != 32 {
-		t.Fatalf("keys not separate: api %x link %x", api, link)
+	api, peer := f.Key(PurposeControllerAPI), f.Key(PurposePeer)
+	if bytes.Equal(api, peer) || bytes.Equal(api, f.Current()) || bytes.Equal(peer, f.Current()) || len(api) != 32 {
+		t.Fatalf("keys not separate: api %x peer %x", api, peer)
 	}
 	if !bytes.Equal(api, Derive([]byte("token-a-0123456789abcdef"), PurposeControllerAPI)) {
 		t.Fatal("Key is not Derive of the current token")
 	}
-	keys := f.Keys(PurposeBrokerLink)
-	if len(keys) != 2 || !bytes.Equal(keys[0], link) || bytes.Equal(keys[0], keys[1]) {
+	keys := f.Keys(PurposePeer)
+	if len(keys) != 2 || !bytes.Equal(keys[0], peer) || bytes.Equal(keys[0], keys[1]) {
 		t.Fatalf("Keys: %x", keys)
 	}
 	if !f.MatchBearer([]byte(f.Bearer())) || f.MatchBearer(f.Current()) || f.MatchBearer(nil) {

@@ -19,7 +19,7 @@ import (
 type Op uint8
 
 const (
-	OpMeta   Op = 1 << iota // LOOKUP, GETATTR, OPEN (close-to-open revalidation), CREATE, REMOVE, RENAME, LINK, MKDIR, READDIR
+	OpMeta   Op = 1 << iota // LOOKUP, GETATTR, OPEN (close-to-open revalidation), CREATE, REMOVE, RENAME, LINK (hard link), MKDIR, READDIR
 	OpRead                  // READ (a page cache miss)
 	OpWrite                 // WRITE (the mount's buffered data sent to the server)
 	OpCommit                // COMMIT (fsync, fdatasync, and the flush on close)

@@ -185,6 +185,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	return n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
 }
 
+// Link is a hard link (NFS LINK): a metadata operation.
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if errno := n.m.op(ctx, OpMeta, 0); errno != 0 {
 		return nil, errno

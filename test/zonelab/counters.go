@@ -7,25 +7,25 @@ import (
 	"strings"
 )
 
-// Link is one direction of the link between two namespaces: bytes sent by From to To.
-// Either end may be Control.
-type Link struct{ From, To string }
+// Veth is one direction of the veth pair between two namespaces: bytes sent by From to
+// To. Either end may be Control.
+type Veth struct{ From, To string }
 
-func (k Link) String() string { return k.From + "→" + k.To }
+func (k Veth) String() string { return k.From + "→" + k.To }
 
-// Control reports whether the link leads to or from the control namespace.
-func (k Link) Control() bool { return k.From == Control || k.To == Control }
+// Control reports whether the veth leads to or from the control namespace.
+func (k Veth) Control() bool { return k.From == Control || k.To == Control }
 
-// Counters are the byte and packet counters of every link, read from the veth devices
+// Counters are the byte and packet counters of every veth, read from the veth devices
 // (what they count: whole Ethernet frames, so IP and TCP headers, ACKs and ARP are
 // included). They count from the lab's start; Sub gives the traffic between two reads.
 type Counters struct {
-	Bytes   map[Link]uint64
-	Packets map[Link]uint64
-	// CrossZone is the sum of Bytes over the zone-to-zone links: every byte that
+	Bytes   map[Veth]uint64
+	Packets map[Veth]uint64
+	// CrossZone is the sum of Bytes over the zone-to-zone veths: every byte that
 	// crossed zones, controller and object store traffic excluded.
 	CrossZone uint64
-	// Control is the sum of Bytes over the links to and from the control namespace.
+	// Control is the sum of Bytes over the veths to and from the control namespace.
 	Control uint64
 }
 
@@ -42,7 +42,7 @@ func (c *Counters) total() {
 
 // Sub returns c - base (base an earlier read).
 func (c Counters) Sub(base Counters) Counters {
-	out := Counters{Bytes: map[Link]uint64{}, Packets: map[Link]uint64{}}
+	out := Counters{Bytes: map[Veth]uint64{}, Packets: map[Veth]uint64{}}
 	for k, v := range c.Bytes {
 		out.Bytes[k] = v - base.Bytes[k]
 	}
@@ -55,12 +55,12 @@ func (c Counters) Sub(base Counters) Counters {
 
 // Pair is the bytes between zones a and b in both directions.
 func (c Counters) Pair(a, b string) uint64 {
-	return c.Bytes[Link{a, b}] + c.Bytes[Link{b, a}]
+	return c.Bytes[Veth{a, b}] + c.Bytes[Veth{b, a}]
 }
 
-// Links returns the links sorted, zone-to-zone links first.
-func (c Counters) Links() []Link {
-	var out []Link
+// Veths returns the veths sorted, zone-to-zone veths first.
+func (c Counters) Veths() []Veth {
+	var out []Veth
 	for k := range c.Bytes {
 		out = append(out, k)
 	}
@@ -77,37 +77,37 @@ func (c Counters) Links() []Link {
 	return out
 }
 
-// String is a table of every link's bytes and packets with the two sums.
+// String is a table of every veth's bytes and packets with the two sums.
 func (c Counters) String() string {
 	var b strings.Builder
-	for _, k := range c.Links() {
+	for _, k := range c.Veths() {
 		fmt.Fprintf(&b, "%-20s %14d bytes %10d packets\n", k.String(), c.Bytes[k], c.Packets[k])
 	}
 	fmt.Fprintf(&b, "cross-zone %d bytes, control %d bytes\n", c.CrossZone, c.Control)
 	return b.String()
 }
 
-// MarshalJSON writes the links as "from→to" keys.
+// MarshalJSON writes the veths as "from→to" keys.
 func (c Counters) MarshalJSON() ([]byte, error) {
-	type link struct {
+	type veth struct {
 		Bytes   uint64 `json:"bytes"`
 		Packets uint64 `json:"packets"`
 	}
-	m := map[string]link{}
+	m := map[string]veth{}
 	for k, v := range c.Bytes {
-		m[k.String()] = link{v, c.Packets[k]}
+		m[k.String()] = veth{v, c.Packets[k]}
 	}
 	return json.Marshal(struct {
-		Links     map[string]link `json:"links"`
+		Veths     map[string]veth `json:"links"` // the key is kept: earlier reports use it
 		CrossZone uint64          `json:"cross_zone_bytes"`
 		Control   uint64          `json:"control_bytes"`
 	}{m, c.CrossZone, c.Control})
 }
 
-// CrossZoneBytes reads the counters of every link. Each link is read at its end in a
+// CrossZoneBytes reads the counters of every veth. Each veth is read at its end in a
 // zone's namespace (tx: the zone sent, rx: it received), one `ip -s link` per zone.
 func (l *Lab) CrossZoneBytes() (Counters, error) {
-	c := Counters{Bytes: map[Link]uint64{}, Packets: map[Link]uint64{}}
+	c := Counters{Bytes: map[Veth]uint64{}, Packets: map[Veth]uint64{}}
 	for i, z := range l.zones {
 		out, err := ip("-n", l.Namespace(z), "-s", "-j", "link", "show")
 		if err != nil {
@@ -125,21 +125,21 @@ func (l *Lab) CrossZoneBytes() (Counters, error) {
 		if err := json.Unmarshal(out, &devs); err != nil {
 			return c, fmt.Errorf("zonelab: ip -s -j link in %s: %w", z, err)
 		}
-		// Zone i reads its links to the control namespace and to the zones after it;
-		// the links to the zones before it were read there.
+		// Zone i reads its veths to the control namespace and to the zones after it;
+		// the veths to the zones before it were read there.
 		peers := append([]string{Control}, l.zones[i+1:]...)
 		for _, peer := range peers {
 			found := false
 			for _, d := range devs {
-				if d.Name != linkName(peer) {
+				if d.Name != vethName(peer) {
 					continue
 				}
 				found = true
-				c.Bytes[Link{z, peer}], c.Packets[Link{z, peer}] = d.Stats.TX.Bytes, d.Stats.TX.Packets
-				c.Bytes[Link{peer, z}], c.Packets[Link{peer, z}] = d.Stats.RX.Bytes, d.Stats.RX.Packets
+				c.Bytes[Veth{z, peer}], c.Packets[Veth{z, peer}] = d.Stats.TX.Bytes, d.Stats.TX.Packets
+				c.Bytes[Veth{peer, z}], c.Packets[Veth{peer, z}] = d.Stats.RX.Bytes, d.Stats.RX.Packets
 			}
 			if !found {
-				return c, fmt.Errorf("zonelab: no link %s in %s", linkName(peer), l.Namespace(z))
+				return c, fmt.Errorf("zonelab: no veth %s in %s", vethName(peer), l.Namespace(z))
 			}
 		}
 	}

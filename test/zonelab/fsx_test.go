@@ -21,7 +21,7 @@ import (
 
 // Zone faults on the lab file system (FSx profile, one mount per broker) with
 // zone-tagged producers in every zone: first a zone partition (the zone cut off from
-// the other zones and the controllers by its links, the file system still reachable),
+// the other zones and the controllers by its veths, the file system still reachable),
 // healed; then a zone outage (its broker and its controller SIGKILLed), restarted.
 // For each: the surviving zones' partitions resume (per-partition unavailability logged
 // as p50/p99), the cut-off zone's clients get no ack after its lease (2.25 s at most)

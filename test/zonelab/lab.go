@@ -21,7 +21,7 @@ import (
 )
 
 // Control names the control namespace (controllers, object store) wherever a zone name
-// is expected: Namespace, Command, DialContext and the ends of a Link.
+// is expected: Namespace, Command, DialContext and the ends of a Veth.
 const Control = "control"
 
 // Fixed ports: every process has an address of its own, and every lab its own namespaces,
@@ -218,8 +218,8 @@ func (l *Lab) ZoneCIDRs() string {
 // nodeAddr is the address of the k-th process (from 1) in zone: x.x.x.(10+k).
 func (l *Lab) nodeAddr(zone string, k int) string { return fmt.Sprintf("%s.%d", l.subnet(zone), 10+k) }
 
-// linkName is the interface in the namespace of one end that leads to the other end.
-func linkName(to string) string { return "x-" + to }
+// vethName is the interface in the namespace of one end that leads to the other end.
+func vethName(to string) string { return "x-" + to }
 
 // ends are the namespaces' zone names, Control first.
 func (l *Lab) ends() []string { return append([]string{Control}, l.zones...) }
@@ -231,7 +231,7 @@ func (l *Lab) buildNetwork() error {
 			return err
 		}
 		// No IPv6: its neighbour discovery and router solicitations would only add noise
-		// to the link counters.
+		// to the veth counters.
 		err := inNetns(ns, func() error {
 			for _, k := range []string{"all", "default"} {
 				if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/disable_ipv6", []byte("1"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -247,7 +247,7 @@ func (l *Lab) buildNetwork() error {
 			return err
 		}
 		// Every address of the namespace sits on lo: traffic between two of them never
-		// leaves the namespace, so it touches no link.
+		// leaves the namespace, so it touches no veth.
 		addrs := []string{l.HostAddr(z)}
 		n := l.cfg.BrokersPerZone
 		if z == Control {
@@ -262,18 +262,18 @@ func (l *Lab) buildNetwork() error {
 			}
 		}
 	}
-	// A full mesh of point-to-point veth links: one per pair of namespaces, so each
-	// link's counters are exactly the bytes between its two ends. The control namespace
-	// does not forward, so zones reach each other only over their own link.
+	// A full mesh of point-to-point veth pairs: one per pair of namespaces, so each
+	// veth's counters are exactly the bytes between its two ends. The control namespace
+	// does not forward, so zones reach each other only over their own veth.
 	ends := l.ends()
 	for i, a := range ends {
 		for _, b := range ends[i+1:] {
-			if _, err := ip("link", "add", linkName(b), "netns", l.Namespace(a), "type", "veth",
-				"peer", "name", linkName(a), "netns", l.Namespace(b)); err != nil {
+			if _, err := ip("link", "add", vethName(b), "netns", l.Namespace(a), "type", "veth",
+				"peer", "name", vethName(a), "netns", l.Namespace(b)); err != nil {
 				return err
 			}
 			for _, e := range [][2]string{{a, b}, {b, a}} {
-				ns, dev := l.Namespace(e[0]), linkName(e[1])
+				ns, dev := l.Namespace(e[0]), vethName(e[1])
 				if _, err := ip("-n", ns, "link", "set", dev, "up"); err != nil {
 					return err
 				}
@@ -445,7 +445,7 @@ func (l *Lab) HTTPClient(zone string) *http.Client {
 
 // Close stops the brokers, then the controllers (SIGTERM, SIGKILL after a grace period),
 // kills whatever else still runs in the lab's namespaces, and deletes the namespaces
-// (and with them every link). The data directory stays.
+// (and with them every veth). The data directory stays.
 func (l *Lab) Close() error {
 	l.closeOnce.Do(func() {
 		var wg sync.WaitGroup

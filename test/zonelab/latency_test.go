@@ -44,10 +44,10 @@ type latReport struct {
 	Seconds       int      `json:"seconds_per_phase"`
 	Produce       []latRow `json:"produce_ack"`
 	EndToEnd      []latRow `json:"end_to_end"`
-	// CrossZoneBytes is what crossed zone links during each phase (veth counters:
+	// CrossZoneBytes is what crossed zone veths during each phase (veth counters:
 	// Ethernet frames), in all and per direction ("b→a").
 	CrossZoneBytes map[string]uint64            `json:"cross_zone_bytes"`
-	Links          map[string]map[string]uint64 `json:"cross_zone_links"`
+	Veths          map[string]map[string]uint64 `json:"cross_zone_links"` // per veth; the key is kept for earlier reports
 	Note           string                       `json:"note"`
 }
 
@@ -82,7 +82,7 @@ func newLatRow(name string, p int32, leader, via string, ds []time.Duration) lat
 //     names the real leader, so it reads from zone b); and, as the baseline, of a
 //     tagged consumer of the zone-a partition.
 //
-// The netns links add no delay: the numbers are Weir's own (proxy, read replica) cost
+// The veths add no delay: the numbers are Weir's own (proxy, read replica) cost
 // on this machine. The test logs them (and writes them as JSON to $WEIR_ZONELAB_REPORT)
 // and asserts only correctness: every record acked, and read back by every consumer, in
 // order.
@@ -99,8 +99,8 @@ func TestZoneLatencies(t *testing.T) {
 	t.Logf("leaders (partition:zone): %v; direct partition %d, proxied partition %d", leaders, direct, proxied)
 	seeds := l.Bootstrap("a")
 
-	rep := latReport{RecordsPerSec: latRate, RecordSize: latSize, Seconds: latSeconds, CrossZoneBytes: map[string]uint64{}, Links: map[string]map[string]uint64{},
-		Note: "network namespaces on one machine: the links add no delay; the numbers are Weir's proxy and read-replica overhead"}
+	rep := latReport{RecordsPerSec: latRate, RecordSize: latSize, Seconds: latSeconds, CrossZoneBytes: map[string]uint64{}, Veths: map[string]map[string]uint64{},
+		Note: "network namespaces on one machine: the veths add no delay; the numbers are Weir's proxy and read-replica overhead"}
 	n := latRate * latSeconds
 
 	// Phase 1: the partition led in zone a, produced to and read from zone a's broker.
@@ -155,10 +155,10 @@ func TestZoneLatencies(t *testing.T) {
 		}
 		d := after.Sub(before)
 		rep.CrossZoneBytes[ph.name] = d.CrossZone
-		rep.Links[ph.name] = map[string]uint64{}
-		for _, k := range d.Links() {
+		rep.Veths[ph.name] = map[string]uint64{}
+		for _, k := range d.Veths() {
 			if !k.Control() && d.Bytes[k] > 0 {
-				rep.Links[ph.name][k.String()] = d.Bytes[k]
+				rep.Veths[ph.name][k.String()] = d.Bytes[k]
 			}
 		}
 		rep.Produce = append(rep.Produce, newLatRow("produce, tagged, "+ph.name, ph.p, leaders[ph.p], ph.via, acks))
@@ -171,13 +171,13 @@ func TestZoneLatencies(t *testing.T) {
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "from zone a, %d records/s of %d B for %d s per phase (ms; the links add no delay):\n", latRate, latSize, latSeconds)
+	fmt.Fprintf(&b, "from zone a, %d records/s of %d B for %d s per phase (ms; the veths add no delay):\n", latRate, latSize, latSeconds)
 	fmt.Fprintf(&b, "%-36s %4s %-6s %8s %8s %8s %8s  %s\n", "path", "part", "leader", "records", "p50", "p99", "max", "via")
 	for _, r := range append(append([]latRow(nil), rep.Produce...), rep.EndToEnd...) {
 		fmt.Fprintf(&b, "%-36s %4d %-6s %8d %8.2f %8.2f %8.2f  %s\n", r.Name, r.Partition, r.Leader, r.Records, r.P50, r.P99, r.Max, r.Via)
 	}
 	for _, ph := range phases {
-		fmt.Fprintf(&b, "cross-zone bytes, %s phase: %d %v\n", ph.name, rep.CrossZoneBytes[ph.name], rep.Links[ph.name])
+		fmt.Fprintf(&b, "cross-zone bytes, %s phase: %d %v\n", ph.name, rep.CrossZoneBytes[ph.name], rep.Veths[ph.name])
 	}
 	b.WriteString("(proxied phase: the untagged consumer's fetches from zone b and the proxy's links, with their headers and ACKs)\n")
 	t.Log(b.String())

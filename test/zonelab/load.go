@@ -24,7 +24,7 @@ type Load struct {
 	Tagged               bool
 }
 
-// LoadReport is what a Load did and the link traffic it caused.
+// LoadReport is what a Load did and the veth traffic it caused.
 type LoadReport struct {
 	Produced, Consumed []ClientResult
 	// ProducedBytes and ConsumedBytes are record value bytes, as the clients counted.
@@ -32,7 +32,7 @@ type LoadReport struct {
 	// TopicRecords is what the topic holds after producing (end - start offsets).
 	TopicRecords int64
 	LeaderZone   map[int32]string
-	// Traffic is the link traffic from the first produce to the last consume.
+	// Traffic is the veth traffic from the first produce to the last consume.
 	Traffic Counters
 	// Share is Traffic.CrossZone / (ProducedBytes + ConsumedBytes).
 	Share                          float64

@@ -80,7 +80,7 @@ func namespaces() ([]string, error) {
 
 // Cleanup removes every network namespace whose name starts with prefix: it kills
 // (SIGKILL) every process inside it, waits for them to be gone, and deletes the
-// namespace, which destroys its veth links. It removes the lab's lock file too. Use it
+// namespace, which destroys its veth pairs. It removes the lab's lock file too. Use it
 // for a prefix you own; CleanupStale finds the leftovers of crashed runs by itself.
 func Cleanup(prefix string) error {
 	err := cleanupNamespaces(prefix)

@@ -27,17 +27,17 @@ func (l *Lab) walRoot(name string) (string, error) {
 }
 
 // Partition cuts zone off from every other zone and from the control namespace (the
-// controllers): the zone's ends of its links go down, so packets neither leave nor
+// controllers): the zone's ends of its veths go down, so packets neither leave nor
 // enter it (established connections stall, as in a real partition; nothing is reset).
 // Inside the zone, its clients still reach its brokers; the file system (the lab's
 // FUSE mounts, served outside every namespace) stays reachable: the case Weir's
 // storage fence exists for.
-func (l *Lab) Partition(zone string) error { return l.setLinks(zone, "down") }
+func (l *Lab) Partition(zone string) error { return l.setVeths(zone, "down") }
 
 // Heal undoes Partition.
-func (l *Lab) Heal(zone string) error { return l.setLinks(zone, "up") }
+func (l *Lab) Heal(zone string) error { return l.setVeths(zone, "up") }
 
-func (l *Lab) setLinks(zone, state string) error {
+func (l *Lab) setVeths(zone, state string) error {
 	if err := l.checkZone(zone); err != nil {
 		return err
 	}
@@ -45,13 +45,13 @@ func (l *Lab) setLinks(zone, state string) error {
 		if peer == zone {
 			continue
 		}
-		if _, err := ip("-n", l.Namespace(zone), "link", "set", linkName(peer), state); err != nil {
-			return fmt.Errorf("zonelab: link %s of zone %s %s: %w", linkName(peer), zone, state, err)
+		if _, err := ip("-n", l.Namespace(zone), "link", "set", vethName(peer), state); err != nil {
+			return fmt.Errorf("zonelab: veth %s of zone %s %s: %w", vethName(peer), zone, state, err)
 		}
 		if state == "up" {
 			// Setting a device down flushed the routes over it (at the peer's end,
 			// only the carrier went: its routes stay).
-			if _, err := ip("-n", l.Namespace(zone), "route", "replace", l.subnet(peer)+".0/24", "dev", linkName(peer), "src", l.HostAddr(zone)); err != nil {
+			if _, err := ip("-n", l.Namespace(zone), "route", "replace", l.subnet(peer)+".0/24", "dev", vethName(peer), "src", l.HostAddr(zone)); err != nil {
 				return fmt.Errorf("zonelab: route of zone %s to %s: %w", zone, peer, err)
 			}
 		}

@@ -23,7 +23,7 @@ type TrafficSample struct {
 type BrokerTraffic []TrafficSample
 
 // BrokerTraffic scrapes every broker's weir_traffic_bytes_total (from the control
-// namespace: its links are not zone links, so scraping adds no cross-zone bytes).
+// namespace: its veths are not zone veths, so scraping adds no cross-zone bytes).
 func (l *Lab) BrokerTraffic(ctx context.Context) (BrokerTraffic, error) {
 	cl := l.HTTPClient(Control)
 	var out BrokerTraffic
@@ -71,9 +71,9 @@ func (l *Lab) BrokerTraffic(ctx context.Context) (BrokerTraffic, error) {
 }
 
 // CrossZone sums, by kind, the bytes the brokers counted between two different known
-// zones (peer zone neither the local one nor "unknown"). Link and gossip bytes are
-// counted by both ends (routing.Kind.BothEndsCount); only their senders' (direction
-// out) are summed, so every byte is counted once.
+// zones (peer zone neither the local one nor "unknown"). Inter-broker (kind link) and
+// gossip bytes are counted by both ends (routing.Kind.BothEndsCount); only their
+// senders' (direction out) are summed, so every byte is counted once.
 func (t BrokerTraffic) CrossZone() map[string]float64 {
 	out := map[string]float64{}
 	for _, s := range t {
@@ -88,11 +88,11 @@ func (t BrokerTraffic) CrossZone() map[string]float64 {
 	return out
 }
 
-// OnZoneLinks is what of CrossZone crosses the lab's zone links: every kind but
+// OnZoneVeths is what of CrossZone crosses the lab's zone veths: every kind but
 // wal_read (in the lab the WAL root is a directory every namespace shares: storage
 // traffic is not network traffic here) and controller (the controllers sit in the
-// control namespace, whose links are not zone links).
-func OnZoneLinks(cross map[string]float64) float64 {
+// control namespace, whose veths are not zone veths).
+func OnZoneVeths(cross map[string]float64) float64 {
 	var sum float64
 	for k, v := range cross {
 		if k != routing.KindWALRead.String() && k != routing.KindController.String() {

@@ -153,7 +153,7 @@ func sendBytes(t *testing.T, l *Lab, from, to, addr string, n int) {
 }
 
 // The network alone, no processes: bytes sent between zones show on exactly that
-// pair's link, in the right direction; bytes within a zone show on no link; bytes to
+// pair's veth, in the right direction; bytes within a zone show on no veth; bytes to
 // the control namespace count as control, not cross-zone.
 func TestNetworkCountsCrossZoneBytes(t *testing.T) {
 	needNetns(t)
@@ -171,7 +171,7 @@ func TestNetworkCountsCrossZoneBytes(t *testing.T) {
 		t.Errorf("ZoneCIDRs %q, want %q", got, want)
 	}
 	if c := read(); len(c.Bytes) != 12 {
-		t.Fatalf("want 12 directed links (3 zone pairs and 3 control links, both ways), got %d:\n%s", len(c.Bytes), c)
+		t.Fatalf("want 12 directed veths (3 zone pairs and 3 control veths, both ways), got %d:\n%s", len(c.Bytes), c)
 	}
 
 	// a → b
@@ -179,14 +179,14 @@ func TestNetworkCountsCrossZoneBytes(t *testing.T) {
 	sendBytes(t, l, "a", "b", l.HostAddr("b")+":5000", n)
 	d := read().Sub(base)
 	t.Logf("8 MiB a→b:\n%s", d)
-	if ab := d.Bytes[Link{"a", "b"}]; ab < n || ab > n+n/20 {
+	if ab := d.Bytes[Veth{"a", "b"}]; ab < n || ab > n+n/20 {
 		t.Errorf("a→b counted %d bytes for %d sent (want the payload plus < 5%% headers)", ab, n)
 	}
-	if ba := d.Bytes[Link{"b", "a"}]; ba > n/20 {
+	if ba := d.Bytes[Veth{"b", "a"}]; ba > n/20 {
 		t.Errorf("b→a counted %d bytes: only ACKs went that way", ba)
 	}
 	for k, v := range d.Bytes {
-		if k != (Link{"a", "b"}) && k != (Link{"b", "a"}) && v > 0 {
+		if k != (Veth{"a", "b"}) && k != (Veth{"b", "a"}) && v > 0 {
 			t.Errorf("%v counted %d bytes, want 0", k, v)
 		}
 	}
@@ -194,18 +194,18 @@ func TestNetworkCountsCrossZoneBytes(t *testing.T) {
 		t.Errorf("sums: cross-zone %d, control %d", d.CrossZone, d.Control)
 	}
 
-	// within zone c: no link
+	// within zone c: no veth
 	base = read()
 	sendBytes(t, l, "c", "c", l.HostAddr("c")+":5001", n)
 	if d := read().Sub(base); d.CrossZone != 0 || d.Control != 0 {
-		t.Errorf("8 MiB within zone c crossed links:\n%s", d)
+		t.Errorf("8 MiB within zone c crossed veths:\n%s", d)
 	}
 
 	// c → control: control, not cross-zone
 	base = read()
 	sendBytes(t, l, "c", Control, l.HostAddr(Control)+":5002", n)
 	d = read().Sub(base)
-	if d.CrossZone != 0 || d.Bytes[Link{"c", Control}] < n {
+	if d.CrossZone != 0 || d.Bytes[Veth{"c", Control}] < n {
 		t.Errorf("8 MiB c→control:\n%s", d)
 	}
 
@@ -282,8 +282,8 @@ func needKcat(t *testing.T) {
 // under 1 % of the bytes produced + consumed may cross zones (gossip, proxied produces'
 // links and the untagged admin requests of the lab's own checks).
 //
-// The brokers' own accounting (weir_traffic_bytes_total) must agree with the links:
-// the cross-zone bytes they counted are at most what the links carried (they do not
+// The brokers' own accounting (weir_traffic_bytes_total) must agree with the veths:
+// the cross-zone bytes they counted are at most what the veths carried (they do not
 // see Ethernet, IP and TCP headers, ACKs, nor the lab's untagged admin requests, whose
 // zone is unknown) and, once there is enough of it to matter, at least a tenth of it.
 func TestTaggedClientsStayInZone(t *testing.T) {
@@ -304,7 +304,7 @@ func TestTaggedClientsStayInZone(t *testing.T) {
 		t.Errorf("cross-zone share %.2f%%, want under 1%%", 100*rep.Share)
 	}
 
-	// Since the lab started: the links' counters and the brokers' own.
+	// Since the lab started: the veths' counters and the brokers' own.
 	veth, err := l.CrossZoneBytes()
 	if err != nil {
 		t.Fatal(err)
@@ -314,15 +314,15 @@ func TestTaggedClientsStayInZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	cross := bt.CrossZone()
-	counted := OnZoneLinks(cross)
-	t.Logf("since the lab started: the zone links carried %d cross-zone bytes (control links %d); "+
-		"the brokers counted %.0f cross-zone bytes on the network (%.1f%% of the links'), by kind:\n%s",
+	counted := OnZoneVeths(cross)
+	t.Logf("since the lab started: the zone veths carried %d cross-zone bytes (control veths %d); "+
+		"the brokers counted %.0f cross-zone bytes on the network (%.1f%% of the veths'), by kind:\n%s",
 		veth.CrossZone, veth.Control, counted, 100*counted/float64(max(veth.CrossZone, 1)), FormatCross(cross))
 	if counted > float64(veth.CrossZone) {
-		t.Errorf("the brokers counted %.0f cross-zone bytes, more than the %d the links carried", counted, veth.CrossZone)
+		t.Errorf("the brokers counted %.0f cross-zone bytes, more than the %d the veths carried", counted, veth.CrossZone)
 	}
 	if veth.CrossZone > 100<<10 && counted < float64(veth.CrossZone)/10 {
-		t.Errorf("the brokers counted %.0f cross-zone bytes, under a tenth of the %d the links carried", counted, veth.CrossZone)
+		t.Errorf("the brokers counted %.0f cross-zone bytes, under a tenth of the %d the veths carried", counted, veth.CrossZone)
 	}
 
 	// weir admin traffic reads the same counters.

@@ -28,11 +28,11 @@ const (
 	OpReadDir
 	OpMkdir
 	OpSyncDir
-	OpLink
+	OpHardLink
 	numOps
 )
 
-var opNames = [...]string{"open", "read", "write", "sync", "truncate", "allocate", "remove", "rename", "readdir", "mkdir", "syncdir", "link"}
+var opNames = [...]string{"open", "read", "write", "sync", "truncate", "allocate", "remove", "rename", "readdir", "mkdir", "syncdir", "hardlink"}
 
 func (o Op) String() string {
 	if o >= 0 && o < numOps {
@@ -43,8 +43,8 @@ func (o Op) String() string {
 
 // Hook is called before every operation, outside any lock, so it may block to
 // simulate a stall. name is the path of the file (the old path for rename and
-// link, the directory for readdir, mkdir and syncdir); off and n are the offset and
-// length of a read or write, n the size for truncate and allocate. A non-nil
+// hard link, the directory for readdir, mkdir and syncdir); off and n are the offset
+// and length of a read or write, n the size for truncate and allocate. A non-nil
 // error fails the operation without performing it, except that a *ShortWrite
 // returned for OpWrite performs part of the write.
 type Hook func(op Op, name string, off int64, n int) error
@@ -160,11 +160,11 @@ func (f *FaultFS) Rename(oldpath, newpath string) error {
 	return nil
 }
 
-func (f *FaultFS) Link(oldname, newname string) error {
-	if err := f.before(OpLink, oldname, 0, 0); err != nil {
+func (f *FaultFS) HardLink(oldname, newname string) error {
+	if err := f.before(OpHardLink, oldname, 0, 0); err != nil {
 		return err
 	}
-	return f.inner.Link(oldname, newname)
+	return f.inner.HardLink(oldname, newname)
 }
 
 func (f *FaultFS) ReadDir(dir string) ([]os.DirEntry, error) {

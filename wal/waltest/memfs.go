@@ -139,9 +139,10 @@ func (m *MemFS) Rename(oldpath, newpath string) error {
 	return nil
 }
 
-// Link makes newname a second name of oldname's file, failing with fs.ErrExist if
-// newname exists. Like a creation, the new name is durable once its directory is synced.
-func (m *MemFS) Link(oldname, newname string) error {
+// HardLink makes newname a second name (a hard link) of oldname's file, failing with
+// fs.ErrExist if newname exists. Like a creation, the new name is durable once its
+// directory is synced.
+func (m *MemFS) HardLink(oldname, newname string) error {
 	oldname, newname = filepath.Clean(oldname), filepath.Clean(newname)
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -38,10 +38,11 @@ const PageSize = 4096
 //     on, OpenFile of a file this client has written keeps its cached pages; a read
 //     through a descriptor opened with wal.OUncached (O_DIRECT) always goes to the
 //     server, which is why FENCE, SEAL and the epoch fence token are read that way.
-//   - Names: creations, removals, renames and links go to the server at once, and OpenFile
-//     looks a name up there (lookupcache=positive). ReadDir is fresh unless SetStaleDirs
-//     is on: then each directory's listing is cached at its first ReadDir and afterwards
-//     changes only by this client's own creations, removals, renames and links.
+//   - Names: creations, removals, renames and hard links go to the server at once, and
+//     OpenFile looks a name up there (lookupcache=positive). ReadDir is fresh unless
+//     SetStaleDirs is on: then each directory's listing is cached at its first ReadDir
+//     and afterwards changes only by this client's own creations, removals, renames and
+//     hard links.
 //
 // A StaleFS is safe for concurrent use.
 type StaleFS struct {
@@ -172,9 +173,9 @@ func (s *StaleFS) Rename(oldpath, newpath string) error {
 	return nil
 }
 
-func (s *StaleFS) Link(oldname, newname string) error {
+func (s *StaleFS) HardLink(oldname, newname string) error {
 	oldname, newname = filepath.Clean(oldname), filepath.Clean(newname)
-	if err := s.inner.Link(oldname, newname); err != nil {
+	if err := s.inner.HardLink(oldname, newname); err != nil {
 		return err
 	}
 	s.mu.Lock()

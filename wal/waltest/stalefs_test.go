@@ -131,11 +131,11 @@ func TestStaleFSStaleDirs(t *testing.T) {
 	}
 	f, _ = b.OpenFile("/d/three", os.O_CREATE|os.O_RDWR, 0o644)
 	f.Close()
-	if err := b.Link("/d/three", "/d/four"); err != nil {
+	if err := b.HardLink("/d/three", "/d/four"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Link("/d/three", "/d/one"); !errors.Is(err, fs.ErrExist) {
-		t.Fatalf("link over an existing name: %v", err)
+	if err := b.HardLink("/d/three", "/d/one"); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("hard link over an existing name: %v", err)
 	}
 	if got := names(); !slices.Equal(got, []string{"four", "one", "three"}) {
 		t.Fatalf("own changes: listing %v", got)

@@ -24,17 +24,17 @@ import (
 	"github.com/weir-io/weir/security/token"
 )
 
-// TestSecureLinks: a cluster with every internal link secured — the controller API
+// TestSecureConnections: a cluster with every internal connection secured — the controller API
 // over TLS with a cluster token (brokers present the token, controllers forward with
-// it), broker-to-broker links authenticated with the token, gossip encrypted — starts,
+// it), broker-to-broker connections authenticated with the token, gossip encrypted — starts,
 // keeps its brokers registered (heartbeats accepted), creates topics, takes produces
 // directly and through zone proxies (links to the leaders) and serves them back. A
 // peer connection to one of its brokers without the token, or with another, is refused;
 // the controller API refuses a caller without the token.
-func TestSecureLinks(t *testing.T) {
+func TestSecureConnections(t *testing.T) {
 	dir := t.TempDir()
 	tokFile := filepath.Join(dir, "cluster.token")
-	if err := os.WriteFile(tokFile, []byte("# the cluster's token\nsecure-links-token-0123456789\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokFile, []byte("# the cluster's token\nsecure-conns-token-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ca, err := tlstest.NewCA(dir)
@@ -60,7 +60,7 @@ func TestSecureLinks(t *testing.T) {
 			cc.TLS = tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile, CAFile: ca.CAFile}
 		}
 		cfg.ClientConfig = func(cc *ctlclient.ClientConfig) {
-			cc.TokenFile = tokFile // also the brokers' link token (StartBroker)
+			cc.TokenFile = tokFile // also the brokers' peer token (StartBroker)
 			cc.TLS = tlsconf.Files{CAFile: ca.CAFile}
 		}
 		cfg.GossipConfig = func(g *gossip.Config) { g.SecretKey = keys[0] }
@@ -106,12 +106,12 @@ func TestSecureLinks(t *testing.T) {
 		return true
 	})
 
-	// A peer link to a broker of this cluster: refused without the token or with
+	// A peer connection to a broker of this cluster: refused without the token or with
 	// another one, served with it.
 	body := peer.AppendOffsetsRequest(nil, []peer.PartitionRef{{Topic: tp.ID, Partition: 0}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// key is what the link's HMAC is keyed with: a broker derives it from the token.
+	// key is what the connection's HMAC is keyed with: a broker derives it from the token.
 	call := func(key []byte) error {
 		cfg := peer.DefaultConfig()
 		cfg.ClientID, cfg.BrokerID, cfg.Timeout = "weir-broker-99", 99, 5*time.Second
@@ -126,23 +126,23 @@ func TestSecureLinks(t *testing.T) {
 		}
 		return err
 	}
-	linkKey := func(tok string) []byte { return token.Derive([]byte(tok), token.PurposeBrokerLink) }
+	peerKey := func(tok string) []byte { return token.Derive([]byte(tok), token.PurposePeer) }
 	if err := call(nil); !errors.Is(err, peer.ErrLost) {
-		t.Errorf("peer link without the token: %v, want refused (connection closed)", err)
+		t.Errorf("peer connection without the token: %v, want refused (connection closed)", err)
 	}
-	if err := call(linkKey("another-token-0123456789")); !errors.Is(err, peer.ErrAuth) {
-		t.Errorf("peer link with another token: %v, want ErrAuth", err)
+	if err := call(peerKey("another-token-0123456789")); !errors.Is(err, peer.ErrAuth) {
+		t.Errorf("peer connection with another token: %v, want ErrAuth", err)
 	}
 	// The raw token, or the controller API's key (what a controller sees), is not the
-	// link's key.
-	if err := call([]byte("secure-links-token-0123456789")); !errors.Is(err, peer.ErrAuth) {
-		t.Errorf("peer link keyed with the raw token: %v, want ErrAuth", err)
+	// peer key.
+	if err := call([]byte("secure-conns-token-0123456789")); !errors.Is(err, peer.ErrAuth) {
+		t.Errorf("peer connection keyed with the raw token: %v, want ErrAuth", err)
 	}
-	if err := call(token.Derive([]byte("secure-links-token-0123456789"), token.PurposeControllerAPI)); !errors.Is(err, peer.ErrAuth) {
-		t.Errorf("peer link keyed with the controller API key: %v, want ErrAuth", err)
+	if err := call(token.Derive([]byte("secure-conns-token-0123456789"), token.PurposeControllerAPI)); !errors.Is(err, peer.ErrAuth) {
+		t.Errorf("peer connection keyed with the controller API key: %v, want ErrAuth", err)
 	}
-	if err := call(linkKey("secure-links-token-0123456789")); err != nil {
-		t.Errorf("peer link with the token: %v", err)
+	if err := call(peerKey("secure-conns-token-0123456789")); err != nil {
+		t.Errorf("peer connection with the token: %v", err)
 	}
 
 	// The controller API: HTTPS only, and a token needed.

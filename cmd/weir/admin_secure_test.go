@@ -13,9 +13,9 @@ import (
 	"github.com/weir-io/weir/controller/ctlwire"
 )
 
-// TestAdminSecureLinks: `weir admin` against a cluster secured as `weir dev --secure`
+// TestAdminSecureCluster: `weir admin` against a cluster secured as `weir dev --secure`
 // does it works with the flags devSecurity prints, and is refused without the token.
-func TestAdminSecureLinks(t *testing.T) {
+func TestAdminSecureCluster(t *testing.T) {
 	dir := t.TempDir()
 	sec, err := devSecurity(dir, "127.0.0.1")
 	if err != nil {
