@@ -35,6 +35,9 @@ import (
 //     commits all records; Client.OffsetFetch shows the high watermarks committed; after 30
 //     more records, a second group Reader reads exactly those 30 and nothing older.
 func TestKafkaGoCompat(t *testing.T) {
+	// One standalone broker process of its own, light on the CPU: runs beside the
+	// package's other parallel tests, after the cluster tests (see proc_test.go).
+	t.Parallel()
 	b := startCompatBroker(t)
 	ctx := ctxT(t, 90*time.Second)
 	const partitions = 3

@@ -39,6 +39,9 @@ import (
 // A last subtest produces gzip, snappy, lz4 and zstd batches (idempotent, acks=all) and
 // reads them back: dense offsets, acked values.
 func TestSaramaCompat(t *testing.T) {
+	// One standalone broker process of its own, light on the CPU: runs beside the
+	// package's other parallel tests, after the cluster tests (see proc_test.go).
+	t.Parallel()
 	b := startCompatBroker(t)
 
 	logf, err := os.Create(filepath.Join(b.dir, "sarama.log"))

@@ -20,6 +20,9 @@ import (
 // and once space is freed produce must work again, with every acked record intact after
 // a SIGKILL and restart.
 func TestDiskFull(t *testing.T) {
+	// One standalone broker process of its own, light on the CPU: runs beside the
+	// package's other parallel tests, after the cluster tests (see proc_test.go).
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a tmpfs")
 	}

@@ -12,6 +12,9 @@ import (
 // kcat exercises librdkafka, a second client implementation: metadata, an idempotent
 // acks=all producer, a plain consumer and a balanced (-G) group consumer.
 func TestKcatSmoke(t *testing.T) {
+	// One standalone broker process of its own, light on the CPU: runs beside the
+	// package's other parallel tests, after the cluster tests (see proc_test.go).
+	t.Parallel()
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
 		if os.Getenv("WEIR_REQUIRE_KCAT") != "" {

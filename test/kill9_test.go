@@ -21,6 +21,9 @@ type ack struct {
 // kills the broker with SIGKILL mid-stream, restarts it on the same data, and checks that
 // every acked record is at its acked offset and that offsets are dense.
 func TestKill9LosesNothingAcked(t *testing.T) {
+	// One standalone broker process of its own, light on the CPU: runs beside the
+	// package's other parallel tests, after the cluster tests (see proc_test.go).
+	t.Parallel()
 	dir := t.TempDir()
 	p := startWeir(t, dir, "")
 	const partitions = 8

@@ -17,6 +17,11 @@ import (
 	"time"
 )
 
+// weirBin is the weir binary the tests run, built once by TestMain.
+//
+// The tests that run one standalone broker process each call t.Parallel: Go runs them
+// together (two at a time on 2 cores) after the cluster tests, which run one at a time
+// because each starts six processes and measures failover or load.
 var weirBin string
 
 func TestMain(m *testing.M) {

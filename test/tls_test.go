@@ -17,6 +17,9 @@ import (
 // kcat (librdkafka) without a certificate is refused, with one it produces and consumes
 // over SSL, and the plaintext listener serves the same topic.
 func TestBrokerSSLListenerProcess(t *testing.T) {
+	// One standalone broker process of its own, light on the CPU: runs beside the
+	// package's other parallel tests, after the cluster tests (see proc_test.go).
+	t.Parallel()
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
 		if os.Getenv("WEIR_REQUIRE_KCAT") != "" {
