@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -162,18 +163,17 @@ func TestRunProgress(t *testing.T) {
 	stop := make(chan struct{})
 	var out testutil.Buffer
 	done := runProgress(stop, 40*time.Millisecond, begin, &out, st)
-	// Records arrive 1 ms apart, like a paced producer, until three intervals were
-	// printed: the sleep paces the load and waits for nothing, and the loop ends on
-	// what runProgress printed, not on the clock, so a slow machine only makes it
-	// longer. Stopping right after a tick leaves the short tail to fold.
-	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(out.String(), "\n") < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("fewer than 3 progress lines after 30 s:\n%s", out.String())
-		}
+	// A record arrives at every check, like a paced producer, until three intervals
+	// were printed: the wait ends on what runProgress printed, not on the clock, so a
+	// slow machine only makes it longer. Stopping right after a tick leaves the short
+	// tail to fold.
+	testutil.EventuallyNoError(t, 30*time.Second, "3 progress lines", func() error {
 		st.rec.observe(10, time.Millisecond, time.Now())
-		time.Sleep(time.Millisecond)
-	}
+		if got := out.String(); strings.Count(got, "\n") < 3 {
+			return fmt.Errorf("printed so far:\n%s", got)
+		}
+		return nil
+	})
 	close(stop)
 	<-done
 	var sum int64

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/wal"
 	"github.com/weir-io/weir/wal/waltest"
 )
@@ -63,13 +64,9 @@ func TestPipelinedAckFollowsItsOwnSync(t *testing.T) {
 	// no one until a sync that started after their write returns.
 	appendOne(1)
 	appendOne(2)
-	deadline := time.Now().Add(30 * time.Second)
-	for fs.Count(waltest.OpWrite, ".wal") < writes+2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the next group was not written while the previous sync was in flight")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, "the next group written while the previous sync is in flight", func() bool {
+		return fs.Count(waltest.OpWrite, ".wal") >= writes+2
+	})
 	noAck("first sync stalled")
 
 	release <- struct{}{} // sync 1 returns: it covers entry 0 only

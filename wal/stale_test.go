@@ -432,6 +432,7 @@ func fenceSealRound(t *testing.T, rng *rand.Rand, round int) bool {
 		<-acked
 	}
 	if d := rng.IntN(4); d > 0 {
+		// on purpose: a random head start for the appenders, so the seal lands at varied points
 		time.Sleep(time.Duration(rng.IntN(300*d)) * time.Microsecond)
 	}
 	info, err := wal.Seal(taker, testDir, "taker")

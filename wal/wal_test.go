@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/wal"
 	"github.com/weir-io/weir/wal/waltest"
 )
@@ -553,9 +554,9 @@ func TestBackpressure(t *testing.T) {
 	// "b" is taken and written while "a" syncs (pipelining); then the committer waits
 	// for the syncer, so "c" and "d" stay queued.
 	w.Append(wal.Entry{Type: 1, Payload: []byte("b"), Done: done})
-	for fs.Count(waltest.OpWrite, ".wal") < 2 {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, `"b" written while "a" syncs`, func() bool {
+		return fs.Count(waltest.OpWrite, ".wal") >= 2
+	})
 	w.Append(wal.Entry{Type: 1, Payload: []byte("c"), Done: done})
 	w.Append(wal.Entry{Type: 1, Payload: []byte("d"), Done: done})
 	returned := make(chan struct{})

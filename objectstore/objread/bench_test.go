@@ -22,7 +22,7 @@ func BenchmarkReadSequential(b *testing.B) {
 	// S3's first-byte latency is tens of milliseconds: where readahead pays. The
 	// sleep is that latency, the thing measured, not a wait for anything.
 	latency := func(ctx context.Context, key string, off, n int64) error {
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // on purpose: the injected latency
 		return nil
 	}
 	for _, c := range []struct {
