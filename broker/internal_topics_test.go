@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/internal/recbatch"
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // TestForgedOffsetCommitRefused replays issue 20's attack on a real broker: a client
@@ -52,15 +54,21 @@ func TestForgedOffsetCommitRefused(t *testing.T) {
 
 	b2 := startBroker(t, dir, nil)
 	var got int64 = -2
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) { // restoring: retry
+	testutil.EventuallyNoError(t, time.Minute, "the victim's offsets after a restart", func() error {
 		fetched, err := b2.admin(t).FetchOffsets(testCtx(t), victim)
-		if err == nil {
-			if o, ok := fetched.Lookup("t", 0); ok && o.Err == nil {
-				got = o.At
-				break
-			}
+		if err != nil {
+			return err // restoring: retry
 		}
-	}
+		o, ok := fetched.Lookup("t", 0)
+		if !ok {
+			return errors.New("no offset for t/0")
+		}
+		if o.Err != nil {
+			return o.Err
+		}
+		got = o.At
+		return nil
+	})
 	if got != 5 {
 		t.Fatalf("victim's offset after a restart: %d, want 5", got)
 	}

@@ -217,19 +217,15 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 		return err == nil && o.Offset > 0
 	})
 	// What remains is at least retention.bytes (whole objects are removed) and reads.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.EventuallyNoError(t, time.Minute, "expired objects deleted", func() error {
 		v := b.meta.View()
 		deleted := b.objectsDeleted(t, "expired", "garbage")
 		if len(v.ExpiredObjects()) == 0 && len(v.GarbageObjects()) == 0 && deleted > 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			p := v.Topics["by-bytes"].Partitions[0]
-			t.Fatalf("expired objects not deleted: log start %d, manifest %+v, expired %+v", p.LogStartOffset, p.Objects, v.ExpiredObjects())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		p := v.Topics["by-bytes"].Partitions[0]
+		return fmt.Errorf("%v deleted; log start %d, manifest %+v, expired %+v", deleted, p.LogStartOffset, p.Objects, v.ExpiredObjects())
+	})
 	so, _ := adm.ListStartOffsets(testCtx(t), "by-bytes")
 	start, _ := so.Lookup("by-bytes", 0)
 	eo, _ := adm.ListEndOffsets(testCtx(t), "by-bytes")
@@ -277,27 +273,24 @@ func TestTierRetentionDeletesObjects(t *testing.T) {
 	if _, err := adm.DeleteRecords(testCtx(t), recs); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	testutil.EventuallyNoError(t, time.Minute, "objects below DeleteRecords' offset deleted", func() error {
 		now := drObjs()
-		if v := b.meta.View(); len(now) > 0 && now[0].LastOffset >= 150 && len(v.GarbageObjects()) == 0 && len(v.ExpiredObjects()) == 0 {
-			break
+		v := b.meta.View()
+		if len(now) > 0 && now[0].LastOffset >= 150 && len(v.GarbageObjects()) == 0 && len(v.ExpiredObjects()) == 0 {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			v := b.meta.View()
-			var shared []string
-			for _, tp := range v.Topics {
-				for i, p := range tp.Partitions {
-					for _, o := range p.Objects {
-						if o.Object == now[0].Object {
-							shared = append(shared, fmt.Sprintf("%s/%d %d..%d start %d", tp.Name, i, o.FirstOffset, o.LastOffset, p.LogStartOffset))
-						}
+		var shared []string
+		for _, tp := range v.Topics {
+			for i, p := range tp.Partitions {
+				for _, o := range p.Objects {
+					if len(now) > 0 && o.Object == now[0].Object {
+						shared = append(shared, fmt.Sprintf("%s/%d %d..%d start %d", tp.Name, i, o.FirstOffset, o.LastOffset, p.LogStartOffset))
 					}
 				}
 			}
-			t.Fatalf("objects below DeleteRecords' offset kept: dr manifest %+v, its first object holds %v", now, shared)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("dr manifest %+v, its first object holds %v", now, shared)
+	})
 	for off := range dr[0] {
 		if off < 150 {
 			delete(dr[0], off)

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/broker/group"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -177,18 +178,6 @@ func metricValue(c prometheus.Collector) float64 {
 	return total
 }
 
-// waitFor polls cond for up to 20 s (a generous bound, not a timing assertion).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // isClosed reports whether the server closed nc (EOF or reset) within 10 s.
 func isClosed(nc net.Conn) bool {
 	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -219,7 +208,7 @@ func TestAnnouncedFramesCostOnlyWhatArrives(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "every connection's first chunk", func() bool { return s.lim.budget.inUse() == conns*minBodyChunk })
+	testutil.Eventually(t, 30*time.Second, "every connection's first chunk", func() bool { return s.lim.budget.inUse() == conns*minBodyChunk })
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 64<<20 {
@@ -241,11 +230,11 @@ func TestBudgetBackpressure(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "two blocked requests", func() bool { return testEntered.Load() == 2 })
+	testutil.Eventually(t, 30*time.Second, "two blocked requests", func() bool { return testEntered.Load() == 2 })
 	if _, err := b.Write(testFrame(keyTestEcho, 7, 100<<10)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the third request to wait for budget", func() bool { return metricValue(s.lim.budgetWaits) >= 1 })
+	testutil.Eventually(t, 30*time.Second, "the third request to wait for budget", func() bool { return metricValue(s.lim.budgetWaits) >= 1 })
 	b.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	if _, err := b.Read(make([]byte, 1)); err == nil {
 		t.Fatal("a request was answered while the budget was used up")
@@ -261,7 +250,7 @@ func TestBudgetBackpressure(t *testing.T) {
 			t.Fatalf("blocked request %d: corr %d, err %v", i, corr, err)
 		}
 	}
-	waitFor(t, "the budget to be given back", func() bool { return s.lim.inUse() == 0 })
+	testutil.Eventually(t, 30*time.Second, "the budget to be given back", func() bool { return s.lim.inUse() == 0 })
 }
 
 // Two large frames racing for a budget that holds only one: each holds half of the
@@ -281,7 +270,7 @@ func TestHalfReadFramesCannotDeadlock(t *testing.T) {
 	}
 	// However the two readers interleave, one of them now waits for budget the other
 	// holds, and without a bound on that wait neither would ever finish.
-	waitFor(t, "a frame to wait for budget", func() bool { return metricValue(s.lim.budgetWaits) >= 1 })
+	testutil.Eventually(t, 30*time.Second, "a frame to wait for budget", func() bool { return metricValue(s.lim.budgetWaits) >= 1 })
 	for i, nc := range conns {
 		go nc.Write(frames[i][600<<10:]) // may block (the reader stopped) or fail (closed)
 	}
@@ -311,7 +300,7 @@ func TestHalfReadFramesCannotDeadlock(t *testing.T) {
 	if answered == 1 && metricValue(s.lim.budgetTimeouts) != 1 {
 		t.Fatalf("one connection closed, %v budget timeouts counted", metricValue(s.lim.budgetTimeouts))
 	}
-	waitFor(t, "the budget to be given back", func() bool { return s.lim.inUse() == 0 })
+	testutil.Eventually(t, 30*time.Second, "the budget to be given back", func() bool { return s.lim.inUse() == 0 })
 }
 
 // Small requests have a pool of their own: a large request holding the whole budget
@@ -323,7 +312,7 @@ func TestSmallRequestsNotHeldByLargeOnes(t *testing.T) {
 	if _, err := big.Write(frame[:len(frame)-1]); err != nil { // all but the last byte
 		t.Fatal(err)
 	}
-	waitFor(t, "the large request to hold the budget", func() bool { return s.lim.budget.inUse() >= 1<<20-64<<10 })
+	testutil.Eventually(t, 30*time.Second, "the large request to hold the budget", func() bool { return s.lim.budget.inUse() >= 1<<20-64<<10 })
 	small := dialFrom(t, s, "")
 	if _, err := small.Write(testFrame(keyTestEcho, 2, 100)); err != nil {
 		t.Fatal(err)
@@ -337,7 +326,7 @@ func TestSmallRequestsNotHeldByLargeOnes(t *testing.T) {
 	if corr, _, err := (&rawConn{t: t, nc: big}).recv(20 * time.Second); err != nil || corr != 1 {
 		t.Fatalf("the large request once complete: corr %d, err %v", corr, err)
 	}
-	waitFor(t, "the budget to be given back", func() bool { return s.lim.inUse() == 0 })
+	testutil.Eventually(t, 30*time.Second, "the budget to be given back", func() bool { return s.lim.inUse() == 0 })
 }
 
 // The pipelining limit holds for blocking handlers: with MaxInFlight 4 and ten requests
@@ -353,8 +342,8 @@ func TestMaxInFlightHoldsForBlockingHandlers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the reader to wait for a pipelining token", func() bool { return metricValue(s.lim.inFlightWaits) >= 1 })
-	waitFor(t, "four handlers", func() bool { return testEntered.Load() >= 4 })
+	testutil.Eventually(t, 30*time.Second, "the reader to wait for a pipelining token", func() bool { return metricValue(s.lim.inFlightWaits) >= 1 })
+	testutil.Eventually(t, 30*time.Second, "four handlers", func() bool { return testEntered.Load() >= 4 })
 	if n := testEntered.Load(); n != 4 {
 		t.Fatalf("%d requests reached their handler with max in-flight 4", n)
 	}
@@ -407,12 +396,12 @@ func TestConnectionLimits(t *testing.T) {
 		}
 		return got["max_connections"] >= 1 && got["max_connections_per_ip"] >= 1
 	}
-	waitFor(t, "both refusals counted", counted)
+	testutil.Eventually(t, 30*time.Second, "both refusals counted", counted)
 	if got["max_connections"] != 1 || got["max_connections_per_ip"] != 1 {
 		t.Fatalf("refusals counted: %v", got)
 	}
 	first[0].Close()
-	waitFor(t, "a closed connection to leave the count", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a closed connection to leave the count", func() bool {
 		s.lim.conns.mu.Lock()
 		defer s.lim.conns.mu.Unlock()
 		return s.lim.conns.total == 4
@@ -517,8 +506,8 @@ func TestPipelinedFetchesHoldOneAnswer(t *testing.T) {
 	for i := int32(1); i <= n; i++ {
 		rc.send(i, req)
 	}
-	waitFor(t, "the reader to hold back a fetch", func() bool { return metricValue(s.lim.inFlightWaits) >= 1 })
-	time.Sleep(200 * time.Millisecond) // room for any further reads to show
+	testutil.Eventually(t, 30*time.Second, "the reader to hold back a fetch", func() bool { return metricValue(s.lim.inFlightWaits) >= 1 })
+	time.Sleep(200 * time.Millisecond) // on purpose: room for any further (wrong) reads to show
 	t.Logf("%d answers computed", be.reads.Load())
 	if r := be.reads.Load(); r > 8 {
 		t.Fatalf("%d fetch answers of 4 MiB computed for a client that reads none", r)
@@ -543,7 +532,7 @@ func TestHandlerPanicClosesOnlyItsConnection(t *testing.T) {
 		if !isClosed(nc) {
 			t.Fatalf("key %d: the connection of a panicking handler stays open", key)
 		}
-		waitFor(t, "the panic to be counted", func() bool { return metricValue(s.lim.panics) == float64(i+1) })
+		testutil.Eventually(t, 30*time.Second, "the panic to be counted", func() bool { return metricValue(s.lim.panics) == float64(i+1) })
 		other := dialFrom(t, s, "")
 		if _, err := other.Write(testFrame(keyTestEcho, 2, 4)); err != nil {
 			t.Fatal(err)
@@ -597,10 +586,10 @@ func TestBudgetFIFOAndTimeout(t *testing.T) {
 	}
 	big := make(chan error, 1)
 	go func() { big <- b.acquire(ctx, 50, 100*time.Millisecond) }() // cannot fit while 80 are held
-	waitFor(t, "the big waiter to queue", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.waiters.Len() == 1 })
+	testutil.Eventually(t, 30*time.Second, "the big waiter to queue", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.waiters.Len() == 1 })
 	small := make(chan error, 1)
 	go func() { small <- b.acquire(ctx, 10, 0) }() // fits, but queues behind the big one
-	waitFor(t, "the small waiter to queue", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.waiters.Len() == 2 })
+	testutil.Eventually(t, 30*time.Second, "the small waiter to queue", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.waiters.Len() == 2 })
 	if err := <-big; !errors.Is(err, errBudgetTimeout) {
 		t.Fatalf("big waiter: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/sasl"
 )
@@ -104,7 +105,7 @@ func TestPreAuthBudgetOfItsOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the stalled frames to hold as much as the small pool", func() bool { return h.s.lim.inUse() >= 1<<20 })
+	testutil.Eventually(t, 30*time.Second, "the stalled frames to hold as much as the small pool", func() bool { return h.s.lim.inUse() >= 1<<20 })
 	md := kmsg.NewPtrMetadataRequest()
 	md.Version = 1
 	r.send(9, md)
@@ -112,7 +113,7 @@ func TestPreAuthBudgetOfItsOwn(t *testing.T) {
 		t.Fatalf("Metadata: %d topics", len(resp.Topics))
 	}
 	// The Metadata's own bytes come back just after its answer is written.
-	waitFor(t, "the small requests' pool to hold nothing (the stalled frames are not in it)", func() bool { return h.s.lim.small.inUse() == 0 })
+	testutil.Eventually(t, 30*time.Second, "the small requests' pool to hold nothing (the stalled frames are not in it)", func() bool { return h.s.lim.small.inUse() == 0 })
 	if n := h.s.lim.preAuth.inUse(); n > conns*(16<<10+minBodyChunk) {
 		t.Fatalf("unauthenticated frames hold %d bytes, more than what arrived of them and a chunk each", n)
 	}
@@ -143,5 +144,5 @@ func TestFrameReadDeadline(t *testing.T) {
 	if !isClosed(in.nc) {
 		t.Fatal("a logged-in connection stalled in a frame was left open")
 	}
-	waitFor(t, "the budget to come back", func() bool { return h.s.lim.inUse() == 0 })
+	testutil.Eventually(t, 30*time.Second, "the budget to come back", func() bool { return h.s.lim.inUse() == 0 })
 }

@@ -300,7 +300,7 @@ func TestSASLReauthentication(t *testing.T) {
 			t.Fatalf("produce %d: %v", n, err)
 		}
 		n++
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // on purpose: produces paced over two session lifetimes
 	}
 	if got := testutil.ToFloat64(h.s.sasl.attempts.WithLabelValues("SCRAM-SHA-512", "reauthenticated")); got < 1 {
 		t.Fatalf("no re-authentication in %v of %v sessions (%d produces)", 2*life, life, n)
@@ -346,7 +346,7 @@ func TestSASLReauthentication(t *testing.T) {
 	login(r, "alice", 1)
 	r.send(3, md)
 	r.expect(t, md)
-	time.Sleep(life + 200*time.Millisecond)
+	time.Sleep(life + 200*time.Millisecond) // on purpose: past the session's lifetime
 	r.send(4, md)
 	if _, _, err := r.recv(5 * time.Second); err == nil || errors.Is(err, errTimeout(err)) {
 		t.Fatalf("a request after the session expired was answered or left open (%v)", err)

@@ -146,7 +146,7 @@ func echoServer(t *testing.T, delay time.Duration, closeAfter int) string {
 					corr := frame[4:8]
 					idLen := int(binary.BigEndian.Uint16(frame[8:]))
 					body := frame[10+idLen:]
-					time.Sleep(delay)
+					time.Sleep(delay) // on purpose: the fake server's injected latency
 					out := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
 					out = append(out, corr...)
 					for i := len(body) - 1; i >= 0; i-- {
