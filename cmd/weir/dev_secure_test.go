@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/weir-io/weir/cluster"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/security/tlsconf"
 )
 
@@ -115,9 +117,10 @@ func TestDevSecureEndToEnd(t *testing.T) {
 	if resp, err := adm.CommitOffsets(ctx, "lagging", offs); err != nil || resp.Error() != nil {
 		t.Fatalf("commit: %v %v", err, resp.Error())
 	}
-	var lagSeries, lagSum, failures float64
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		lagSeries, lagSum, failures = 0, 0, 0
+	var failures float64
+	testutil.EventuallyNoError(t, time.Minute, "consumer group lag on a secure cluster", func() error {
+		var lagSeries, lagSum float64
+		failures = 0
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
@@ -138,12 +141,12 @@ func TestDevSecureEndToEnd(t *testing.T) {
 			}
 		}
 		if lagSeries == 4 && lagSum == float64(len(recs)) {
-			break
+			return nil
 		}
-	}
-	if lagSeries != 4 || lagSum != float64(len(recs)) || failures != 0 {
-		t.Fatalf("consumer group lag on a secure cluster: %v series summing to %v (want 4 summing to %d), %v lookup failures",
-			lagSeries, lagSum, len(recs), failures)
+		return fmt.Errorf("%v series summing to %v (want 4 summing to %d), %v lookup failures", lagSeries, lagSum, len(recs), failures)
+	})
+	if failures != 0 {
+		t.Fatalf("consumer group lag on a secure cluster: %v lookup failures", failures)
 	}
 
 	// Anonymous clients get nothing: plaintext, TLS without SASL, a wrong password.
@@ -165,17 +168,16 @@ func TestDevSecureEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	bob := client(tlsDial, scramAs("bob", "bob-pw"), kgo.DisableIdempotentWrite(), kgo.DefaultProduceTopic("secure"))
-	var bobErr error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		// bob's credential reaches every broker's view shortly after the write.
-		if bobErr = bob.ProduceSync(short, kgo.StringRecord("x")).FirstErr(); errors.Is(bobErr, kerr.TopicAuthorizationFailed) {
-			break
+	// bob's credential reaches every broker's view shortly after the write; until then
+	// his login fails.
+	testutil.EventuallyNoError(t, time.Minute, "bob's produce refused as TOPIC_AUTHORIZATION_FAILED", func() error {
+		pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if err := bob.ProduceSync(pctx, kgo.StringRecord("x")).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			return fmt.Errorf("bob's produce: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 		}
-		time.Sleep(200 * time.Millisecond) // not yet known to this broker: try again
-	}
-	if !errors.Is(bobErr, kerr.TopicAuthorizationFailed) {
-		t.Fatalf("bob's produce: %v, want TOPIC_AUTHORIZATION_FAILED", bobErr)
-	}
+		return nil
+	})
 
 	// The controller API: 401 without credentials, no plain HTTP, 200 with the token.
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
