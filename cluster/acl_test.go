@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,21 +119,18 @@ func TestClusterACLs(t *testing.T) {
 	create(kadm.NewACLs().Allow(string(anon)).Groups("*").Operations(kadm.OpRead))
 
 	// Every controller's state has the six bindings.
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	testutil.EventuallyNoError(t, 30*time.Second, "the 6 ACLs on every controller", func() error {
 		n := 0
 		for i := 0; i < 3; i++ {
 			if ctl := c.Controller(i); ctl != nil && ctl.View().ACLSet().Len() == 6 {
 				n++
 			}
 		}
-		if n == 3 {
-			break
+		if n != 3 {
+			return fmt.Errorf("%d of 3 controllers have them", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 3 controllers have the 6 ACLs", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// Each broker, asked directly: Metadata hides "hidden"; a produce to "secret" is
 	// refused before leadership is even looked at; "open" is not refused.
@@ -142,25 +140,22 @@ func TestClusterACLs(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer one.Close()
-		var topics []string
-		for deadline := time.Now().Add(30 * time.Second); ; {
+		// A broker's View may trail the one that created the ACLs.
+		testutil.EventuallyNoError(t, 30*time.Second, fmt.Sprintf("broker %d's Metadata to list [open secret]", i+1), func() error {
 			resp, err := one.SeedBrokers()[0].Request(ctx, kmsg.NewPtrMetadataRequest())
 			if err != nil {
 				t.Fatal(err)
 			}
-			topics = topics[:0]
+			var topics []string
 			for _, mt := range resp.(*kmsg.MetadataResponse).Topics {
 				topics = append(topics, *mt.Topic)
 			}
 			slices.Sort(topics)
-			if slices.Equal(topics, []string{"open", "secret"}) || time.Now().After(deadline) {
-				break // a broker's View may trail the one that created the ACLs
+			if !slices.Equal(topics, []string{"open", "secret"}) {
+				return fmt.Errorf("lists %v", topics)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if !slices.Equal(topics, []string{"open", "secret"}) {
-			t.Errorf("broker %d: Metadata lists %v, want [open secret]", i+1, topics)
-		}
+			return nil
+		})
 		for _, topic := range []string{"open", "secret"} {
 			req := kmsg.NewPtrProduceRequest()
 			req.Acks, req.TimeoutMillis = -1, 5000
@@ -196,15 +191,9 @@ func TestClusterACLs(t *testing.T) {
 	if err != nil || len(del) != 1 || len(del[0].Deleted) != 1 {
 		t.Fatalf("DeleteACLs: %+v %v", del, err)
 	}
-	var perr error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if perr = p.ProduceSync(ctx, kgo.StringRecord("y")).FirstErr(); perr == nil {
-			break
-		}
-	}
-	if perr != nil {
-		t.Fatalf("produce to secret after the deny was deleted: %v", perr)
-	}
+	testutil.EventuallyNoError(t, 30*time.Second, "a produce to secret after the deny was deleted", func() error {
+		return p.ProduceSync(ctx, kgo.StringRecord("y")).FirstErr()
+	})
 }
 
 // TestACLBrokersRefuseOpenControllers: issue 20's finding was an unauthenticated POST to

@@ -62,7 +62,7 @@ func TestGoClientsProduceThroughMoves(t *testing.T) {
 					acked++
 					longest = max(longest, time.Since(start))
 					mu.Unlock()
-					time.Sleep(5 * time.Millisecond)
+					time.Sleep(5 * time.Millisecond) // on purpose: the producer's pace
 				}
 			}()
 			count := func() int {

@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/controller"
+	"github.com/weir-io/weir/internal/testutil"
+	"github.com/weir-io/weir/metadata"
 )
 
 func testLogger() *slog.Logger {
@@ -143,12 +145,14 @@ func TestClusterProduceConsume(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Leaders spread evenly: 4 partitions per broker, one broker per zone.
-	view := c.Broker(0).Client.View()
-	for deadline := time.Now().Add(30 * time.Second); view.Topics["orders"] == nil && time.Now().Before(deadline); view = c.Broker(0).Client.View() {
-		time.Sleep(10 * time.Millisecond) // broker 1's watch may lag the broker that created it
-	}
+	var orders *metadata.Topic
+	// Broker 1's watch may lag the broker that created it.
+	testutil.Eventually(t, 30*time.Second, "orders in broker 1's view", func() bool {
+		orders = c.Broker(0).Client.View().Topics["orders"]
+		return orders != nil
+	})
 	leaders := map[int32]int{}
-	for _, p := range view.Topics["orders"].Partitions {
+	for _, p := range orders.Partitions {
 		leaders[p.Leader]++
 	}
 	if len(leaders) != 3 || leaders[1] != 4 || leaders[2] != 4 || leaders[3] != 4 {

@@ -104,7 +104,15 @@ func TestFailoverKillTwoBrokers(t *testing.T) {
 	l := startLoad(t, c, "fo2", parts, 2, 5*time.Millisecond)
 	testutil.Eventually(t, time.Minute, "load running", func() bool { return l.acks() > 200 })
 	c.KillBroker(0)
-	time.Sleep(300 * time.Millisecond) // let the first failover start, not necessarily finish
+	// The first failover starts (broker 1 is no longer active), not necessarily finishes.
+	testutil.Eventually(t, time.Minute, "the controllers to fence broker 1", func() bool {
+		i := c.LeaderIndex()
+		if i < 0 {
+			return false
+		}
+		b, ok := c.Controller(i).View().Broker(1)
+		return !ok || !b.Active()
+	})
 	c.KillBroker(1)
 	testutil.Eventually(t, time.Minute, "broker 3 serves everything", func() bool {
 		i := c.LeaderIndex()

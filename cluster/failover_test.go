@@ -129,12 +129,11 @@ func TestMovePartitionKeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := produceValues(t, cl, "mv", 3, 200, "before")
-	view := c.Broker(0).Client.View()
-	for view.Topics["mv"] == nil {
-		time.Sleep(10 * time.Millisecond)
-		view = c.Broker(0).Client.View()
-	}
-	t0 := view.Topics["mv"]
+	var t0 *metadata.Topic
+	testutil.Eventually(t, 30*time.Second, "mv in broker 1's view", func() bool {
+		t0 = c.Broker(0).Client.View().Topics["mv"]
+		return t0 != nil
+	})
 	from := t0.Partitions[0].Leader
 	to := from%3 + 1
 	start := time.Now()

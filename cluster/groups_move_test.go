@@ -493,7 +493,7 @@ func groupAcrossCoordinatorChange(t *testing.T, c *Cluster, adm *kadm.Client, gr
 		}
 		return true
 	})
-	time.Sleep(time.Second) // a rebalance the heartbeats started shows in its callbacks
+	time.Sleep(time.Second) // on purpose: a rebalance the heartbeats started shows in its callbacks
 	end := time.Now()
 	checkNoRebalance(t, fmt.Sprintf("coordinator %d → %d", from, to), ws, before)
 
@@ -608,22 +608,21 @@ func transient(code int16) bool {
 }
 
 // settle calls f until it answers something other than a transient error or a transport
-// error, for up to 30 s.
+// error, for up to a minute.
 func settle(t *testing.T, what string, f func(ctx context.Context) (int16, error)) int16 {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var code int16
+	testutil.EventuallyNoError(t, time.Minute, what+" settles", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		code, err := f(ctx)
-		cancel()
-		if err == nil && !transient(code) {
-			return code
+		defer cancel()
+		var err error
+		code, err = f(ctx)
+		if err == nil && transient(code) {
+			err = kerr.ErrorForCode(code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %v (code %v) after 30 s", what, err, kerr.ErrorForCode(code))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
+	return code
 }
 
 func (m *rawMember) joinRequest() *kmsg.JoinGroupRequest {
@@ -958,7 +957,9 @@ func TestParkedJoinAndSyncReleasedOnCoordinatorMove(t *testing.T) {
 		}
 		joined <- err
 	}()
-	time.Sleep(500 * time.Millisecond) // s2 parked: the group waits for s1
+	testutil.Eventually(t, 30*time.Second, "member 2's join parked (the group waits for member 1)", func() bool {
+		return groupDescribed(t, adm, syncGroup).State == "PreparingRebalance"
+	})
 	s1.mustJoin()
 	select {
 	case err := <-joined:
@@ -985,6 +986,11 @@ func TestParkedJoinAndSyncReleasedOnCoordinatorMove(t *testing.T) {
 		parkedSync <- answer{code, err, time.Now()}
 	}()
 
+	testutil.Eventually(t, 30*time.Second, "the JoinGroup parked", func() bool {
+		return groupDescribed(t, adm, joinGroup).State == "PreparingRebalance"
+	})
+	// on purpose: time for the SyncGroup to arrive and park (no observable: the group is in
+	// CompletingRebalance before and after), and for either to be answered wrongly
 	time.Sleep(time.Second)
 	select {
 	case ans := <-parkedJoin:
@@ -1075,14 +1081,12 @@ func TestRecreatedTopicHasNoCommittedOffset(t *testing.T) {
 		t.Fatalf("the new %s has the old topic ID %v", topic, first)
 	}
 	// A coordinator may drop a deleted topic's offsets in the background: allow it time.
-	var got int64
-	deadline := time.Now().Add(15 * time.Second)
-	for got = committed(t, adm, group, topic, 0); got != -1 && time.Now().Before(deadline); got = committed(t, adm, group, topic, 0) {
-		time.Sleep(200 * time.Millisecond)
-	}
-	if got != -1 {
-		t.Fatalf("OffsetFetch of the recreated %s/0: %d (the deleted topic's offset), want -1", topic, got)
-	}
+	testutil.EventuallyNoError(t, 30*time.Second, "no offset of the recreated "+topic+"/0", func() error {
+		if got := committed(t, adm, group, topic, 0); got != -1 {
+			return fmt.Errorf("OffsetFetch: %d (the deleted topic's offset), want -1", got)
+		}
+		return nil
+	})
 	// The coordinator moves: the new one restores the group from the log, where the old
 	// topic's commit is.
 	from := findCoordinator(t, adm, group)
@@ -1124,7 +1128,7 @@ func TestOffsetCommitKeepsMemberAlive(t *testing.T) {
 			t.Fatalf("commit %d, %v after the join, without heartbeats but committing every second: %s (session timeout %v)",
 				i, time.Since(start).Round(time.Millisecond), codeName(code), session)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // on purpose: a commit a second, no heartbeats
 	}
 	if code := m.heartbeat(0); code != 0 {
 		t.Errorf("heartbeat after %v of commits: %s", time.Since(start).Round(time.Millisecond), codeName(code))
@@ -1248,7 +1252,7 @@ func kcatGroupAcrossCoordinatorChange(t *testing.T, group, topic string, kill bo
 		_, n := out.since(0)
 		return len(got) > 0 && n > 50
 	})
-	time.Sleep(2 * time.Second) // any follow-up rebalance of the join shows by now
+	time.Sleep(2 * time.Second) // on purpose: any follow-up rebalance of the join shows by now
 	rebalances, mark := logs.since(0, "rebalanced")
 	t.Logf("kcat before the move (coordinator %d): %v", from, rebalances)
 
@@ -1283,7 +1287,7 @@ func kcatGroupAcrossCoordinatorChange(t *testing.T, group, topic string, kill bo
 		return len(got) >= 6
 	})
 	_, outMark := out.since(0)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // on purpose: kcat must consume within this second
 	if _, n := out.since(outMark); n == outMark {
 		t.Errorf("kcat consumed nothing in the last second (last record %v ago)", time.Since(out.lastAt()).Round(time.Millisecond))
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/objectstore"
 	"github.com/weir-io/weir/objectstore/s3"
@@ -133,7 +134,7 @@ func BenchmarkTierColdRead(b *testing.B) {
 			b.Fatalf("creating topic %s: %v %v", topic, err, resp.Err)
 		}
 	}
-	coldWait(b, "every broker's view of the topic", time.Minute, func() error {
+	testutil.EventuallyNoError(b, time.Minute, "every broker's view of the topic", func() error {
 		for i := 0; i < 3; i++ {
 			if t := c.Broker(i).Client.View().Topics[topic]; t == nil || len(t.Partitions) != partitions {
 				return fmt.Errorf("broker %d does not see the topic yet", i+1)
@@ -157,7 +158,7 @@ func BenchmarkTierColdRead(b *testing.B) {
 		b.Fatalf("the topic holds %d records, %d were acked", endSum, records)
 	}
 	upStart := time.Now()
-	coldWait(b, "every partition uploaded (controller manifest reaches the high watermark)", 10*time.Minute, func() error {
+	testutil.EventuallyNoError(b, 10*time.Minute, "every partition uploaded (controller manifest reaches the high watermark)", func() error {
 		v := coldControllerView(c)
 		if v == nil || v.Topics[topic] == nil {
 			return errors.New("no controller view of the topic")
@@ -174,7 +175,7 @@ func BenchmarkTierColdRead(b *testing.B) {
 		return nil
 	})
 	uploadWait := time.Since(upStart)
-	coldWait(b, "weir_tier_upload_pending_bytes == 0 on every broker", 2*time.Minute, func() error {
+	testutil.EventuallyNoError(b, 2*time.Minute, "weir_tier_upload_pending_bytes == 0 on every broker", func() error {
 		for i := 1; i <= 3; i++ {
 			if v := met.node(i).get("weir_tier_upload_pending_bytes", nil); v != 0 {
 				return fmt.Errorf("broker-%d: %.0f bytes pending", i, v)
@@ -182,7 +183,9 @@ func BenchmarkTierColdRead(b *testing.B) {
 		}
 		return nil
 	})
-	time.Sleep(2 * tcfg.CheckInterval) // one more upload loop: trim and gauges
+	// One more upload loop, so the trim and the gauges read below are current. No
+	// observable: no metric counts the upload loop's rounds.
+	time.Sleep(2 * tcfg.CheckInterval)
 	view := coldControllerView(c)
 	var committed []metadata.Object
 	var committedBytes int64
@@ -399,7 +402,7 @@ func (p *coldPaced) Read(b []byte) (int, error) {
 	n, err := p.ReadCloser.Read(b)
 	p.read += int64(n)
 	if due := time.Duration(float64(p.read) / p.bps * float64(time.Second)); due > time.Since(p.start) {
-		time.Sleep(due - time.Since(p.start))
+		time.Sleep(due - time.Since(p.start)) // on purpose: reads paced at bps
 	}
 	return n, err
 }
@@ -435,23 +438,6 @@ func coldLogger(b *testing.B) *slog.Logger {
 		}
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-}
-
-// coldWait polls cond every 50 ms until it returns nil, failing the benchmark with its
-// last answer after timeout.
-func coldWait(b *testing.B, what string, timeout time.Duration, cond func() error) {
-	b.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // coldControllerView is the Raft leader's view (the most current), or any controller's.
@@ -561,7 +547,7 @@ func coldProduce(b *testing.B, c *Cluster, topic string, records int64, size, pr
 func coldEndOffsets(b *testing.B, adm *kadm.Client, topic string, partitions int, timeout time.Duration) map[int32]int64 {
 	b.Helper()
 	var out map[int32]int64
-	coldWait(b, "end offsets of every partition", timeout, func() error {
+	testutil.EventuallyNoError(b, timeout, "end offsets of every partition", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		ends, err := adm.ListEndOffsets(ctx, topic)
@@ -597,7 +583,7 @@ func coldRestart(b *testing.B, c *Cluster, adm *kadm.Client, topic string, ends 
 			b.Fatalf("starting broker %d: %v", i+1, err)
 		}
 	}
-	coldWait(b, "every partition served after the restart", 3*time.Minute, func() error {
+	testutil.EventuallyNoError(b, 3*time.Minute, "every partition served after the restart", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		got, err := adm.ListEndOffsets(ctx, topic)

@@ -232,11 +232,15 @@ func TestReadReplica(t *testing.T) {
 	want := []string{}
 	for i := 0; i < 5; i++ {
 		v := fmt.Sprintf("direct-%d", i)
-		r := proxyProduce(t, c, leader, "rr", 0, kafkatest.Batch(-1, 0, 0, []byte(v)))
-		for try := 0; i == 0 && kerr.IsRetriable(kerr.ErrorForCode(r.ErrorCode)) && try < 100; try++ {
-			time.Sleep(100 * time.Millisecond) // letting the leader load the new partition
+		var r kmsg.ProduceResponseTopicPartition
+		// The first produce waits for the leader to load the new partition.
+		testutil.EventuallyNoError(t, 30*time.Second, "a produce to the new partition's leader", func() error {
 			r = proxyProduce(t, c, leader, "rr", 0, kafkatest.Batch(-1, 0, 0, []byte(v)))
-		}
+			if err := kerr.ErrorForCode(r.ErrorCode); i == 0 && kerr.IsRetriable(err) {
+				return err
+			}
+			return nil
+		})
 		if r.ErrorCode != 0 {
 			t.Fatal(kerr.ErrorForCode(r.ErrorCode))
 		}
@@ -299,6 +303,9 @@ func TestReadReplica(t *testing.T) {
 	// A long poll at the replica is answered by a record produced at the leader.
 	done := make(chan []string, 1)
 	go func() { done <- fetchAt(int64(len(want))) }()
+	// Letting the fetch reach the replica and wait there. No observable (no count of
+	// waiting fetches); a fetch that comes after the record is answered at once, which
+	// checks less but does not fail.
 	time.Sleep(200 * time.Millisecond)
 	if r := proxyProduce(t, c, leader, "rr", 0, kafkatest.Batch(-1, 0, 0, []byte("late"))); r.ErrorCode != 0 {
 		t.Fatal(kerr.ErrorForCode(r.ErrorCode))
