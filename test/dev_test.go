@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // `weir dev` is what `make run` starts: 3 controllers and 3 brokers in zones a, b, c in
@@ -73,21 +75,24 @@ func TestWeirDev(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	var racks []string
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		md, err := adm.Metadata(ctxT(t, 10*time.Second))
-		if err == nil && len(md.Brokers) == 3 {
-			for _, b := range md.Brokers {
-				racks = append(racks, fmt.Sprintf("%d:%s", b.NodeID, *b.Rack))
-			}
-			break
+	served := false
+	defer logUnless(t, &served, filepath.Join(dir, "dev.log"))
+	testutil.EventuallyNoError(t, 90*time.Second, "weir dev to serve 3 brokers", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		md, err := adm.Metadata(ctx)
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "dev.log"))
-			t.Fatalf("weir dev did not serve 3 brokers: %v\n%s", err, b)
+		if len(md.Brokers) != 3 {
+			return fmt.Errorf("%d brokers", len(md.Brokers))
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		for _, b := range md.Brokers {
+			racks = append(racks, fmt.Sprintf("%d:%s", b.NodeID, *b.Rack))
+		}
+		return nil
+	})
+	served = true
 	sort.Strings(racks)
 	if fmt.Sprint(racks) != "[1:a 2:b 3:c]" {
 		t.Fatalf("brokers and racks: %v", racks)

@@ -10,7 +10,23 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/internal/testutil"
 )
+
+// minLoad is the fewest acks a kill test needs before (and after) its kill to mean
+// anything.
+const minLoad = 1000
+
+// awaitLoad waits until count() reaches want or, on a machine too slow for that, minLoad
+// once patience has passed: how a kill test lets load build up before it kills.
+func awaitLoad(t testing.TB, count func() int, want int, patience time.Duration) {
+	t.Helper()
+	start := time.Now()
+	testutil.Eventually(t, patience+time.Minute, fmt.Sprintf("%d acks (or %d after %v)", want, minLoad, patience), func() bool {
+		n := count()
+		return n >= want || n >= minLoad && time.Since(start) > patience
+	})
+}
 
 type ack struct {
 	partition int32
@@ -69,18 +85,11 @@ func TestKill9LosesNothingAcked(t *testing.T) {
 		}(w)
 	}
 	// Let load build up, then kill mid-stream.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= 20000 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitLoad(t, func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }, 20000, 30*time.Second)
 	p.kill()
-	time.Sleep(200 * time.Millisecond) // in-flight callbacks fail now
+	// on purpose: in-flight produces fail against the dead broker before the producers
+	// stop (nothing to wait for: a failed record's callback records nothing)
+	time.Sleep(200 * time.Millisecond)
 	stop()
 	wg.Wait()
 	mu.Lock()
@@ -89,7 +98,7 @@ func TestKill9LosesNothingAcked(t *testing.T) {
 		snapshot[k] = v
 	}
 	mu.Unlock()
-	if len(snapshot) < 1000 {
+	if len(snapshot) < minLoad {
 		t.Fatalf("only %d records acked before the kill; the test needs load", len(snapshot))
 	}
 	t.Logf("sent %d, acked %d before SIGKILL", sent.Load(), len(snapshot))

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // weirBin is the weir binary the tests run, built once by TestMain.
@@ -93,18 +95,25 @@ func startWeir(t testing.TB, dir, addr string, extra ...string) *proc {
 func startProc(t testing.TB, dir, logName, addr string, args ...string) *proc {
 	t.Helper()
 	p := spawnProc(t, dir, logName, addr, args...)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	started := false
+	defer logUnless(t, &started, filepath.Join(dir, logName))
+	testutil.EventuallyNoError(t, time.Minute, "weir to accept connections on "+addr, func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return p
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, logName))
-			t.Fatalf("weir did not start on %s: %v\n%s", addr, err, b)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	})
+	started = true
+	return p
+}
+
+// logUnless logs the file at path unless *ok. Deferred around a wait for a process, it
+// shows the process's log when the wait failed.
+func logUnless(t testing.TB, ok *bool, path string) {
+	if !*ok {
+		b, _ := os.ReadFile(path)
+		t.Logf("%s:\n%s", path, b)
 	}
 }
 

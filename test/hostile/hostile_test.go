@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // The attack and the bound. Budget: --queued-max-request-bytes (small requests have
@@ -143,7 +144,7 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 			}
 			lat = append(lat, time.Since(start))
 			acked = append(acked, v)
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // on purpose: the well-behaved producer's pace
 		}
 		return lat
 	}
@@ -193,7 +194,7 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 					}
 				}
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // on purpose: the sampler's pace
 		}
 	}()
 	rssBefore, _, _ := p.memory()
@@ -268,7 +269,7 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 				if big {
 					time.Sleep(100 * time.Millisecond) // never completes anyway
 				} else if d := time.Until(began.Add(time.Duration(j+1) * 100 * time.Millisecond)); d > 0 {
-					time.Sleep(d)
+					time.Sleep(d) // on purpose: the next byte's time
 				}
 			}
 			if big {
@@ -332,7 +333,7 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 				fetchMaxSeen.Store(int64(n))
 			}
 			fetches.Add(1)
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // on purpose: the fetcher's pace
 		}
 	}()
 
@@ -398,7 +399,7 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 			for attack.Err() == nil {
 				nc, err := fd.Dial("tcp", p.addr)
 				if err != nil {
-					time.Sleep(10 * time.Millisecond)
+					time.Sleep(10 * time.Millisecond) // on purpose: a refused attacker's pace of redials
 					continue
 				}
 				fuzzConns.Add(1)
@@ -423,7 +424,7 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 			for attack.Err() == nil {
 				nc, err := sd.Dial("tcp", p.addr)
 				if err != nil {
-					time.Sleep(10 * time.Millisecond)
+					time.Sleep(10 * time.Millisecond) // on purpose: a refused attacker's pace of redials
 					continue
 				}
 				go func() { <-attack.Done(); nc.Close() }()
@@ -502,41 +503,35 @@ func TestHostileClientsLeaveTheBrokerUsable(t *testing.T) {
 
 	t.Logf("attack over; reading back")
 	// Every acked record is read back, once the consumer catches up.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.EventuallyNoError(t, time.Minute, "every acked record read back", func() error {
 		readMu.Lock()
+		defer readMu.Unlock()
 		missing := 0
 		for _, v := range acked {
 			if read[v] == 0 {
 				missing++
 			}
 		}
-		readMu.Unlock()
-		if missing == 0 {
-			break
+		if missing > 0 {
+			return fmt.Errorf("%d of %d not read yet", missing, len(acked))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d acked records never read back", missing, len(acked))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// With the attackers gone, their budget comes back (what is left is the consumer's
 	// long poll): nothing leaks.
 	var m map[string]float64
 	returned := time.Now()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testutil.EventuallyNoError(t, time.Minute, "the attackers' request budget back", func() error {
 		if m, err = p.scrape(); err != nil {
 			t.Fatal(err)
 		}
-		if sum(m, "weir_broker_request_bytes_in_flight") < 64<<10 {
-			t.Logf("budget back within %v of the read-back", time.Since(returned).Round(time.Millisecond))
-			break
+		if held := sum(m, "weir_broker_request_bytes_in_flight"); held >= 64<<10 {
+			return fmt.Errorf("%v request bytes still held after the attack", held)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%v request bytes still held after the attack", sum(m, "weir_broker_request_bytes_in_flight"))
-		}
-	}
+		return nil
+	})
+	t.Logf("budget back within %v of the read-back", time.Since(returned).Round(time.Millisecond))
 	if n := sum(m, "weir_broker_connections_refused_total"); n == 0 {
 		t.Error("no connection was refused over --max-connections-per-ip")
 	}

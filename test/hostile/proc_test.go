@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 var (
@@ -90,22 +92,30 @@ func startBroker(t *testing.T, extra ...string) *brokerProc {
 		<-p.exited
 		logf.Close()
 	})
-	deadline := time.Now().Add(60 * time.Second)
 	cl := http.Client{Timeout: time.Second}
-	for {
-		resp, err := cl.Get("http://" + p.metrics + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		if time.Now().After(deadline) || !p.alive() {
+	ready := false
+	defer func() {
+		if !ready { // the broker exited or the wait timed out: its log says why
 			b, _ := os.ReadFile(p.logPath)
-			t.Fatalf("the broker did not become ready: %v\n%s", err, b)
+			t.Logf("the broker's log:\n%s", b)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	}()
+	testutil.EventuallyNoError(t, time.Minute, "the broker to become ready", func() error {
+		if !p.alive() {
+			t.Fatal("the broker exited before it was ready")
+		}
+		resp, err := cl.Get("http://" + p.metrics + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz: %s", resp.Status)
+		}
+		return nil
+	})
+	ready = true
+	return p
 }
 
 // alive reports whether the process is still running.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // What TestZoneLatencies sends: latRate records/s of latSize bytes for latSeconds, per
@@ -201,13 +202,15 @@ func placeOnePerZone(ctx context.Context, t *testing.T, l *Lab, bin, topic strin
 	if err := l.CreateTopic(ctx, zones[0], topic, int32(len(zones))); err != nil {
 		t.Fatal(err)
 	}
+	// Created through the controllers; the queried broker's view follows.
+	testutil.EventuallyNoError(t, time.Minute, topic+" in the view of zone "+zones[0]+"'s broker", func() error {
+		if _, err := l.Topic(ctx, zones[0], topic); errors.Is(err, kerr.UnknownTopicOrPartition) && ctx.Err() == nil {
+			return err
+		}
+		return nil // any other error: the loop below reports it
+	})
 	for {
 		st, err := l.Topic(ctx, zones[0], topic)
-		if errors.Is(err, kerr.UnknownTopicOrPartition) && ctx.Err() == nil {
-			// Created through the controllers; the queried broker's view follows.
-			time.Sleep(100 * time.Millisecond) // letting the view catch up
-			continue
-		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,7 +290,7 @@ func produceStamped(ctx context.Context, l *Lab, seeds []string, topic string, p
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
-			time.Sleep(d)
+			time.Sleep(d) // on purpose: the fixed rate
 		}
 		v := make([]byte, latSize)
 		off := mrand.IntN(1 << 20)
