@@ -248,11 +248,10 @@ func placeOnePerZone(ctx context.Context, t *testing.T, l *Lab, bin, topic strin
 			"--topic", topic, "--partition", fmt.Sprint(p), "--to", fmt.Sprint(id), "--timeout", "20s"); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+		testutil.Eventually(t, time.Minute, fmt.Sprintf("partition %d led in zone %s in the view of zone %s's broker", p, missing, zones[0]), func() bool {
+			st, err := l.Topic(ctx, zones[0], topic)
+			return err == nil && st.LeaderZone[p] == missing
+		})
 	}
 }
 
