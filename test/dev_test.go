@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -23,23 +24,37 @@ import (
 func TestWeirDev(t *testing.T) {
 	dir := t.TempDir()
 	// weir dev numbers each kind of port upwards from a base: find bases with three free
-	// ports in a row.
+	// ports in a row, TCP and UDP (gossip binds both). They are taken below Linux's
+	// ephemeral range (32768 and up), which the kernel never hands out for a port 0 bind
+	// or a connect, so the other packages' tests, running beside this one, cannot take
+	// them between this check and weir dev's bind.
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 23))
+	free := func(port int) bool {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			return false
+		}
+		ln.Close()
+		pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			return false
+		}
+		pc.Close()
+		return true
+	}
 	base := func() int {
+		handedOut.Lock()
+		defer handedOut.Unlock()
 		for {
-			p := freePort(t)
-			if p > 65000 {
-				continue
-			}
+			p := 20000 + rng.IntN(12000)
 			ok := true
-			for i := 1; i < 3 && ok; i++ {
-				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+i))
-				if err != nil {
-					ok = false
-					continue
-				}
-				ln.Close()
+			for i := 0; i < 3 && ok; i++ {
+				ok = !handedOut.ports[p+i] && free(p+i)
 			}
 			if ok {
+				for i := 0; i < 3; i++ {
+					handedOut.ports[p+i] = true
+				}
 				return p
 			}
 		}
