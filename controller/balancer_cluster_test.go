@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,41 +117,38 @@ func leaderCounts(v *metadata.View) map[int32]int {
 	return n
 }
 
-// TestMemQuorumBalancer: the leader's balancer at work in a quorum. Three brokers in
-// three zones lead 30 partitions evenly; broker 3 is fenced and its partitions fail
-// over to 1 and 2 (Recovering: never moved until recovered); when 3 registers again,
-// empty, the balancer moves partitions to it until each leads about 10, never more than
-// its share (the catch-up) moving at once, and then stops: no more moves over many
-// rounds. A new leader carries on. Metrics and the status say what it did.
-func TestMemQuorumBalancer(t *testing.T) {
+// TestMemQuorumBalancer: the leader's balancer at work in a quorum, on the fake clock
+// of a synctest bubble with the default round interval. Three brokers in three zones
+// lead 30 partitions evenly; broker 3 is fenced and its partitions fail over to 1 and
+// 2 (Recovering: never moved until recovered); when 3 registers again, empty, just
+// after a round, nothing moves until the next round one interval later, which begins
+// the catch-up: half a share moving at once, the other half as soon as those are done;
+// then each leads 10 and the balancer stops: no more moves over many rounds. A new
+// leader carries on, its first round one interval after its first tick as leader.
+// Metrics and the status say what it did.
+func TestMemQuorumBalancer(t *testing.T) { synctest.Test(t, testMemQuorumBalancer) }
+
+func testMemQuorumBalancer(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	mc := newMemCluster(t, 3, func(c *Config) {
 		c.Balance = true
-		c.BalanceInterval = 30 * time.Millisecond
 		c.BalanceMaxMoves = 3
 		c.BalanceCooldown = time.Hour
 		c.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"test": "x"}, reg)
 	})
 	leader := mc.waitLeader()
 	c := mc.ctrls[leader]
-	must := func(cmd command) *applyResult {
-		t.Helper()
-		res, err := c.propose(cmd)
-		if err != nil {
-			t.Fatalf("%T: %v", cmd, err)
-		}
-		return res
-	}
+	interval := c.cfg.BalanceInterval
 	evenTopic(t, c, 30)
 	sim := startBrokerSim(mc)
 
 	// Even already: no move.
-	time.Sleep(300 * time.Millisecond) // on purpose: ten balancer rounds
-	if st := c.bal.status(); st.MovesTotal != 0 || st.LastRound.IsZero() || st.LastDecision != "balanced" {
-		t.Fatalf("balancer on an even cluster: %+v", st)
+	settle(10 * interval)
+	if st := c.bal.status(); st.MovesTotal != 0 || time.Since(st.LastRound) >= interval || st.LastDecision != "balanced" {
+		t.Fatalf("balancer on an even cluster, 10 intervals on: %+v", st)
 	}
 
-	res := must(&fenceBrokerCmd{ID: 3, Epoch: 1, Plan: true})
+	res := mustPropose(t, c, &fenceBrokerCmd{ID: 3, Epoch: 1, Plan: true})
 	if fr := res.Value.(fenceResult); fr.FailedOver != 10 {
 		t.Fatalf("fence: %+v", fr)
 	}
@@ -161,23 +159,42 @@ func TestMemQuorumBalancer(t *testing.T) {
 	if n := leaderCounts(c.View()); n[1]+n[2] != 30 {
 		t.Fatalf("after the failover: %v", n)
 	}
-	must(&registerBrokerCmd{ID: 3, Host: "h", Port: 3, Rack: "c"})
-	testutil.Eventually(t, memTimeout, "about 10 partitions each", func() bool {
+	// Broker 3 returns right after a round: the next one comes an interval later, not
+	// before (all rounds but a catch-up's second half keep to the interval's ticks).
+	prev := c.bal.status().LastRound
+	untilFake(t, 2*interval, time.Millisecond, "a balancer round", func() bool { return c.bal.status().LastRound.After(prev) })
+	returned := time.Now()
+	mustPropose(t, c, &registerBrokerCmd{ID: 3, Host: "h", Port: 3, Rack: "c"})
+	settle(interval - time.Millisecond)
+	if st := c.bal.status(); st.MovesTotal != 0 {
+		t.Fatalf("moves %v after broker 3 returned, before the next round: %+v", time.Since(returned), st)
+	}
+	settle(time.Millisecond)
+	if st := c.bal.status(); st.MovesTotal == 0 || !st.LastRound.Equal(returned.Add(interval)) {
+		t.Fatalf("no move in the round an interval after broker 3 returned: %+v", st)
+	}
+	took := untilFake(t, memTimeout, time.Millisecond, "10 partitions each", func() bool {
 		n := leaderCounts(c.View())
-		return movesInFlight(c.View()) == 0 && n[3] >= 9 && n[1] <= 11 && n[2] <= 11
-	})
+		return movesInFlight(c.View()) == 0 && n[1] == 10 && n[2] == 10 && n[3] == 10
+	}) + interval
+	// The second half begins at the balancer's next quick look (a tenth of an interval)
+	// once the first half's hand-offs are done, which the brokers make within 10 ms.
+	if limit := interval + interval/10 + 20*time.Millisecond; took > limit {
+		t.Fatalf("broker 3 led its share %v after its return, want within %v: one interval, then a quick look", took, limit)
+	}
 	total := c.bal.status().MovesTotal
-	time.Sleep(300 * time.Millisecond) // on purpose: ten more rounds in a steady state
+	settle(10 * interval) // ten more rounds in a steady state
 	st := c.bal.status()
 	if st.MovesTotal != total || st.MovesInFlight != 0 || st.LastDecision != "balanced" || !st.Enabled || st.Controller != int32(leader+1) {
 		t.Fatalf("a steady state moved on: %d → %d moves; %+v", total, st.MovesTotal, st)
 	}
-	if total < 9 || total > 11 {
-		t.Fatalf("%d moves to bring back about 10", total)
+	if total != 10 {
+		t.Fatalf("%d moves to bring back 10", total)
 	}
-	// The limit is 3, but broker 3 came back 10 short of its share: the catch-up.
-	if m := sim.maxSeen.Load(); m > 10 {
-		t.Fatalf("%d partitions moving at once, limit 3, catch-up 10", m)
+	// The limit is 3, but broker 3 came back 10 short of its share: the catch-up moves
+	// half of it (5) at once, then the other half.
+	if m := sim.maxSeen.Load(); m != 5 {
+		t.Fatalf("at most %d partitions moving at once, want 5: limit 3, a catch-up of 10 in two halves", m)
 	}
 	if n := sumMetric(t, reg, "weir_controller_balancer_moves_total"); n != float64(total) {
 		t.Fatalf("moves metric %v, want %d", n, total)
@@ -185,48 +202,60 @@ func TestMemQuorumBalancer(t *testing.T) {
 	if n := sumMetric(t, reg, "weir_controller_balancer_enabled"); n != 3 {
 		t.Fatalf("enabled on %v controllers, want 3", n)
 	}
-	if len(st.Brokers) != 3 || st.Brokers[2].Leads < 9 {
+	if len(st.Brokers) != 3 || st.Brokers[2].Leads != 10 {
 		t.Fatalf("status brokers %+v", st.Brokers)
 	}
 
 	// A new leader balances too: broker 1 is fenced, its partitions go to 2 and 3;
-	// registered again it gets its share back from the new leader.
+	// registered again it gets its share back from the new leader, whose first round
+	// comes one interval after its first tick as leader (the brokers' loads and leases
+	// are known by then), not at that tick.
 	mc.isolate(leader)
-	nl := mc.waitLeader(leader)
-	c = mc.ctrls[nl]
-	testutil.EventuallyNoError(t, memTimeout, "fencing broker 1", func() error {
-		b, _ := c.View().Broker(1)
-		_, err := c.propose(&fenceBrokerCmd{ID: 1, Epoch: b.Epoch, Plan: true})
-		return err
+	nl := -1
+	untilFake(t, memTimeout, time.Millisecond, "a new leader", func() bool {
+		nl = mc.agreedLeader(leader)
+		return nl >= 0
 	})
+	elected := time.Now()
+	c = mc.ctrls[nl]
+	b1, _ := c.View().Broker(1)
+	mustPropose(t, c, &fenceBrokerCmd{ID: 1, Epoch: b1.Epoch, Plan: true})
 	testutil.Eventually(t, memTimeout, "broker 1's partitions recovered elsewhere", func() bool {
 		n, _ := recovering(c.View())
 		return n == 0 && leaderCounts(c.View())[1] == 0
 	})
-	must(&registerBrokerCmd{ID: 1, Host: "h", Port: 1, Rack: "a"})
-	testutil.Eventually(t, memTimeout, "broker 1 leads about 10 again", func() bool {
+	mustPropose(t, c, &registerBrokerCmd{ID: 1, Host: "h", Port: 1, Rack: "a"})
+	untilFake(t, 3*interval, time.Millisecond, "the new leader's first move", func() bool { return c.bal.status().MovesTotal > 0 })
+	if first := time.Since(elected); first <= interval || first > 2*interval {
+		t.Fatalf("the new leader's first round %v after its election, want in (%v, %v]", first, interval, 2*interval)
+	}
+	testutil.Eventually(t, memTimeout, "broker 1 leads 10 again", func() bool {
 		n := leaderCounts(c.View())
-		return movesInFlight(c.View()) == 0 && n[1] >= 9 && n[2] <= 11 && n[3] <= 11
+		return movesInFlight(c.View()) == 0 && n[1] == 10 && n[2] == 10 && n[3] == 10
 	})
 	mc.heal(leader)
 }
 
 // TestMemQuorumBalancerCatchUp: 300 partitions over three brokers in three zones;
 // broker 3 is fenced, its partitions fail over to 1 and 2, and it registers again,
-// empty. The leader's balancer (limit 4 in flight) gives it its share (at least the
-// share less the threshold, 90; the catch-up fills it to 100) in two rounds of half a
-// share, the second as soon as the first's moves are done (a top-up or two at most):
-// with the default round every 3 s that is within an interval of the return plus two
-// hand-offs, inside issue 22's 10 s. Without the catch-up, 4 moves a round, it takes 23
-// rounds (1,000 partitions: 75 rounds, 225 s). A steady state then makes no move.
-func TestMemQuorumBalancerCatchUp(t *testing.T) {
+// empty, just after a round. The leader's balancer (the default interval of 3 s on the
+// fake clock of a synctest bubble, limit 4 in flight) gives it its share (the
+// catch-up fills it to 100) in two rounds of half a share: the first at the next
+// round, one interval after the return, the second as soon as the first's moves are
+// done (the next quick look, a tenth of an interval later): within an interval of the
+// return plus a tenth and two hand-offs, inside issue 22's 10 s. Without the catch-up,
+// 4 moves a round, it takes 23 rounds to reach the share less the threshold, 90
+// (1,000 partitions: 75 rounds, 225 s). A steady state then makes no move.
+func TestMemQuorumBalancerCatchUp(t *testing.T) { synctest.Test(t, testMemQuorumBalancerCatchUp) }
+
+func testMemQuorumBalancerCatchUp(t *testing.T) {
 	mc := newMemCluster(t, 3, func(c *Config) {
 		c.Balance = true
-		c.BalanceInterval = time.Second // the catch-up's rounds come as soon as its moves are done
 		c.BalanceMaxMoves = 4
 		c.BalanceCooldown = time.Hour
 	})
 	c := mc.ctrls[mc.waitLeader()]
+	interval := c.cfg.BalanceInterval
 	evenTopic(t, c, 300)
 	sim := startBrokerSim(mc)
 	b3 := leaderCounts(c.View())[3]
@@ -241,29 +270,37 @@ func TestMemQuorumBalancerCatchUp(t *testing.T) {
 		n, _ := recovering(c.View())
 		return n == 0
 	})
+	prev := c.bal.status().LastRound
+	untilFake(t, 2*interval, time.Millisecond, "a balancer round", func() bool { return c.bal.status().LastRound.After(prev) })
 	c.bal.mu.Lock()
 	rounds, moves := c.bal.movingRounds, c.bal.total
 	c.bal.mu.Unlock()
 	if _, err := c.propose(&registerBrokerCmd{ID: 3, Host: "h", Port: 3, Rack: "c"}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, memTimeout, "broker 3 leads its share again", func() bool {
+	settle(interval - time.Millisecond)
+	if st := c.bal.status(); st.MovesTotal != moves {
+		t.Fatalf("moves before the round an interval after broker 3 returned: %+v", st)
+	}
+	took := untilFake(t, memTimeout, time.Millisecond, "broker 3 leading its share again", func() bool {
 		n := leaderCounts(c.View())
-		return movesInFlight(c.View()) == 0 && n[3] >= 90
-	})
+		return movesInFlight(c.View()) == 0 && n[3] == 100
+	}) + interval - time.Millisecond
 	c.bal.mu.Lock()
 	rounds, moves = c.bal.movingRounds-rounds, c.bal.total-moves
 	c.bal.mu.Unlock()
-	// Two rounds of half a share; a round on the interval's tick while a half is still
-	// moving tops it up: four at most, however slow the machine.
-	if rounds > 4 || moves < 90 || moves > 110 {
-		t.Fatalf("%d moves in %d rounds gave broker 3 its share, want it in at most 4 rounds (limit 4 in flight)", moves, rounds)
+	t.Logf("broker 3 led its share %v after its return: %d moves in %d rounds, at most %d at once (fake clock)", took, moves, rounds, sim.maxSeen.Load())
+	if limit := interval + interval/10 + 20*time.Millisecond; took > limit {
+		t.Fatalf("broker 3 led its share %v after its return, want within %v: one interval, then a quick look", took, limit)
 	}
-	if m := sim.maxSeen.Load(); m < 20 || m > 54 {
-		t.Fatalf("at most %d moving at once: want the catch-up, up to half a share (50)", m)
+	if rounds != 2 || moves != 100 {
+		t.Fatalf("%d moves in %d rounds gave broker 3 its share, want 100 in 2 (limit 4 in flight)", moves, rounds)
+	}
+	if m := sim.maxSeen.Load(); m != 50 {
+		t.Fatalf("at most %d moving at once: want the catch-up, half a share (50)", m)
 	}
 	total := c.bal.status().MovesTotal
-	time.Sleep(2500 * time.Millisecond) // on purpose: two more rounds in a steady state
+	settle(10 * interval) // ten more rounds in a steady state
 	if st := c.bal.status(); st.MovesTotal != total || st.LastDecision != "balanced" {
 		t.Fatalf("a steady state after the catch-up moved on: %d → %d moves, %q", total, st.MovesTotal, st.LastDecision)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,24 +34,21 @@ func isClosed(ch <-chan struct{}) bool {
 // command, so once the fence is committed every replica holds the whole plan; a new
 // controller leader, elected between the fence and the completion, accepts the
 // completion, and the old leader, back on its stores, ends up with the same state.
+// In a synctest bubble: the elections take no real time.
 func TestMemQuorumFailoverSurvivesLeaderChange(t *testing.T) {
+	synctest.Test(t, testMemQuorumFailoverSurvivesLeaderChange)
+}
+
+func testMemQuorumFailoverSurvivesLeaderChange(t *testing.T) {
 	mc := newMemCluster(t, 3, nil)
 	old := mc.waitLeader()
 	c := mc.ctrls[old]
-	must := func(cmd command) *applyResult {
-		t.Helper()
-		res, err := c.propose(cmd)
-		if err != nil {
-			t.Fatalf("%T: %v", cmd, err)
-		}
-		return res
-	}
-	must(&registerBrokerCmd{ID: 1, Host: "h1", Port: 1, Rack: "a"})
-	must(&registerBrokerCmd{ID: 2, Host: "h2", Port: 2, Rack: "a"})
-	must(&registerBrokerCmd{ID: 3, Host: "h3", Port: 3, Rack: "b"})
+	mustPropose(t, c, &registerBrokerCmd{ID: 1, Host: "h1", Port: 1, Rack: "a"})
+	mustPropose(t, c, &registerBrokerCmd{ID: 2, Host: "h2", Port: 2, Rack: "a"})
+	mustPropose(t, c, &registerBrokerCmd{ID: 3, Host: "h3", Port: 3, Rack: "b"})
 	tid := metadata.NewTopicID()
-	must(&createTopicCmd{Topic: metadata.Topic{Name: "t", ID: tid, Partitions: []metadata.Partition{{Leader: 1}, {Leader: 1}, {Leader: 2}, {Leader: 3}}}})
-	res := must(&fenceBrokerCmd{ID: 1, Epoch: 1, Plan: true})
+	mustPropose(t, c, &createTopicCmd{Topic: metadata.Topic{Name: "t", ID: tid, Partitions: []metadata.Partition{{Leader: 1}, {Leader: 1}, {Leader: 2}, {Leader: 3}}}})
+	res := mustPropose(t, c, &fenceBrokerCmd{ID: 1, Epoch: 1, Plan: true})
 	if fr := res.Value.(fenceResult); fr.FailedOver != 2 {
 		t.Fatalf("fence: %+v", fr)
 	}

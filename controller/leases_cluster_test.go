@@ -61,9 +61,13 @@ func TestLeaderCannotFenceABrokerTheOthersHear(t *testing.T) {
 // TestLeaseHoldsWithoutALeader: brokers' leases need no Raft leader. With the leader
 // stopped and the two others unable to elect one (their Raft connections cut), a broker
 // heartbeating them keeps a valid lease long after any lease granted by the old
-// leader ran out, and is fenced by nobody.
+// leader ran out, and is fenced by nobody. In real time, not in a synctest bubble like
+// the other memCluster tests: the broker is a real ctlclient.Client, which dials the
+// API over loopback sockets (socket I/O is not durably blocking, so the fake clock
+// would not move while it waits) and measures its lease on CLOCK_BOOTTIME, which the
+// fake clock does not move either (a lease would never look expired).
 func TestLeaseHoldsWithoutALeader(t *testing.T) {
-	mc := newMemCluster(t, 3, func(c *Config) { c.LeaseTimeout = 2 * time.Second })
+	mc := newMemClusterTCP(t, 3, func(c *Config) { c.LeaseTimeout = 2 * time.Second })
 	leader := mc.waitLeader()
 	ctx := ctxT(t)
 	var addrs []string
