@@ -3,9 +3,11 @@ package controller
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security"
 	"github.com/weir-io/weir/security/acl"
@@ -97,12 +99,8 @@ func TestClientACLs(t *testing.T) {
 	}
 	// Followers apply the delete shortly after the leader answered.
 	for i := range tc.ctrls {
-		deadline := time.Now().Add(30 * time.Second)
-		for tc.ctrls[i].View().ACLSet().Len() != 1 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := tc.ctrls[i].View().ACLSet().Len(); n != 1 {
-			t.Errorf("controller %d has %d ACLs after the delete, want 1", i, n)
-		}
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("controller %d with 1 ACL after the delete", i+1), func() bool {
+			return tc.ctrls[i].View().ACLSet().Len() == 1
+		})
 	}
 }

@@ -16,7 +16,6 @@ import (
 // fixed on other branches. Only shrink it: a file whose sleeps are all commented must
 // leave the list (the test says so), and no file may join it.
 const sleepsToComment = `
-controller/acls_test.go
 `
 
 // TestSleepsSayWhy fails when a time.Sleep in a *_test.go file has no comment on its line
