@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -118,6 +119,16 @@ type Config struct {
 	// into this package other than PeerZone. Nil: memberlist's own transport, nothing
 	// counted.
 	Count func(peerAddr string, out bool, n int)
+
+	// Transport, if set, makes the memberlist transport in place of UDP and TCP sockets
+	// bound at BindAddr: tests run members on an in-memory network with it (and fake
+	// time, testing/synctest). It gets BindAddr resolved (host an IP, port 0 to pick
+	// one) and must listen there; the address members advertise is the one its
+	// FinalAdvertiseAddr returns, and for port 0 the one its GetAutoBindPort() int
+	// method returns if it has one (memberlist's NetTransport has). Count still sees
+	// every byte through it. Start calls it once; memberlist shuts the transport down
+	// on Leave or Close. Nil: memberlist's NetTransport.
+	Transport func(bindIP string, bindPort int) (memberlist.NodeAwareTransport, error)
 }
 
 // DefaultConfig returns a Config with the documented defaults. The broker identity

@@ -147,14 +147,15 @@ func (g *Gossip) Start() error {
 	if err := g.metrics.register(g.cfg.Registerer); err != nil {
 		return err
 	}
-	if g.cfg.Count != nil {
-		t, err := newCountingTransport(mc.BindAddr, mc.BindPort, mc.Logger, g.cfg.Count)
-		if err != nil {
-			g.metrics.unregister(g.cfg.Registerer)
-			return fmt.Errorf("gossip: starting memberlist: %w", err)
-		}
-		if mc.BindPort == 0 { // as memberlist does when it binds the port itself
-			mc.BindPort = t.Port()
+	t, err := newTransport(g.cfg, mc.BindAddr, mc.BindPort, mc.Logger)
+	if err != nil {
+		g.metrics.unregister(g.cfg.Registerer)
+		return fmt.Errorf("gossip: starting memberlist: %w", err)
+	}
+	if t != nil {
+		if p, ok := t.(autoBindPorter); ok && mc.BindPort == 0 && p.GetAutoBindPort() != 0 {
+			// As memberlist does when it binds the port itself.
+			mc.BindPort = p.GetAutoBindPort()
 			mc.AdvertisePort = mc.BindPort
 		}
 		mc.Transport = t
