@@ -73,9 +73,9 @@ type Config struct {
 	// containers). Optional: by default the bind address, or the first private IP when
 	// binding to 0.0.0.0.
 	AdvertiseAddr string
-	// Seeds are other members' gossip addresses. Start joins them in the background
-	// and keeps retrying (with backoff) while this member knows no live peer, so
-	// start-up order does not matter and an isolated member rejoins. An entry equal to
+	// Seeds are other members' gossip addresses. Start joins them in the background,
+	// retrying (with backoff) until one answers and again whenever this member knows no
+	// live peer, so start-up order does not matter and an isolated member rejoins. An entry equal to
 	// this member's own address is skipped, so every broker can get the same list.
 	Seeds []string
 
