@@ -58,7 +58,7 @@ func simulatedCrashes(t *testing.T, size, trials int, lo, hi time.Duration) []ti
 	var all []time.Duration
 	for range trials {
 		simulate(t, func(t *testing.T, mn *memNetwork) {
-			all = append(all, crashTrial(t, mn.config, size)...)
+			all = append(all, crashTrial(t, mn.config, size, true)...)
 		})
 		if t.Failed() {
 			return nil
@@ -75,7 +75,7 @@ func simulatedCrashes(t *testing.T, size, trials int, lo, hi time.Duration) []ti
 
 // TestCrashDetectionRealNetwork is the crash on loopback UDP and TCP with real timers,
 // the production path: it checks only that the crash is detected (within a generous
-// deadline) and logs how long it took. WEIR_GOSSIP_DETECT_TRIALS and
+// deadline), not when nor that nothing else was suspected, and logs how long it took. WEIR_GOSSIP_DETECT_TRIALS and
 // WEIR_GOSSIP_DETECT_SIZE repeat it or change the cluster size (measurements for the
 // package doc).
 func TestCrashDetectionRealNetwork(t *testing.T) {
@@ -89,7 +89,7 @@ func TestCrashDetectionRealNetwork(t *testing.T) {
 	}
 	var all []time.Duration
 	for trial := 1; trial <= trials; trial++ {
-		got := crashTrial(t, testConfig, size)
+		got := crashTrial(t, testConfig, size, false)
 		t.Logf("trial %d (%d members): Close() → OnLeave on each survivor after %v", trial, size, got)
 		all = append(all, got...)
 	}
@@ -101,9 +101,11 @@ func TestCrashDetectionRealNetwork(t *testing.T) {
 
 // crashTrial starts size members at random instants, lets them run, closes the last
 // one without leaving at a random instant and returns how long after Close each
-// survivor fired OnLeave for it, having checked the OnLeave's metadata, the survivors'
-// views and their metrics. The members are closed when it returns.
-func crashTrial(t *testing.T, mk configFunc, size int) []time.Duration {
+// survivor fired OnLeave for it, having checked the OnLeave's metadata and the
+// survivors' views, and with exact their metrics: no other member was suspected.
+// Only fake time makes that certain: on a loaded machine, real timers of 50 ms can
+// expire before a live member's ack is read. The members are closed when it returns.
+func crashTrial(t *testing.T, mk configFunc, size int, exact bool) []time.Duration {
 	t.Helper()
 	nodes := startClusterStaggered(t, mk, size, DefaultProbeInterval)
 	defer func() {
@@ -140,6 +142,9 @@ func crashTrial(t *testing.T, mk configFunc, size int) []time.Duration {
 		got = append(got, ev.at.Sub(closedAt))
 	}
 	for _, n := range survivors {
+		if !exact {
+			break
+		}
 		if v := metricValue(t, n.reg, "weir_gossip_suspect_events_total"); v != 1 {
 			t.Fatalf("suspect_events_total = %v, want 1", v)
 		}
