@@ -78,9 +78,10 @@ func testMembershipMetadataAndEpochUpdate(t *testing.T, mk configFunc) {
 	}
 }
 
-// TestGracefulLeave: the peers fire OnLeave as soon as the leaving member's next gossip
-// round reaches them (at most a GossipInterval of fake time), not after the failure
-// detector's half second.
+// TestGracefulLeave: the peers fire OnLeave as soon as one of the leaving member's next
+// gossip rounds reaches them (the first one unless its random targets miss a peer; see
+// TestCrashDetection): within 3 GossipIntervals of fake time, before the failure
+// detector could declare anything (500 ms).
 func TestGracefulLeave(t *testing.T) {
 	simulate(t, testGracefulLeave)
 }
@@ -98,8 +99,8 @@ func testGracefulLeave(t *testing.T, mn *memNetwork) {
 			ev, ok = n.rec.find(byID(3), "leave")
 			return ok
 		})
-		if d := ev.at.Sub(leftAt); d > DefaultGossipInterval {
-			t.Fatalf("broker %d: Leave() → OnLeave after %v, want ≤ %v", n.cfg.BrokerID, d, DefaultGossipInterval)
+		if d, limit := ev.at.Sub(leftAt), 3*DefaultGossipInterval; d > limit {
+			t.Fatalf("broker %d: Leave() → OnLeave after %v, want ≤ %v", n.cfg.BrokerID, d, limit)
 		}
 	}
 	if got := nodes[2].g.Members(); len(got) != 1 || got[0].BrokerID != 3 {
