@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -72,9 +73,9 @@ type Config struct {
 	// containers). Optional: by default the bind address, or the first private IP when
 	// binding to 0.0.0.0.
 	AdvertiseAddr string
-	// Seeds are other members' gossip addresses. Start joins them in the background
-	// and keeps retrying (with backoff) while this member knows no live peer, so
-	// start-up order does not matter and an isolated member rejoins. An entry equal to
+	// Seeds are other members' gossip addresses. Start joins them in the background,
+	// retrying (with backoff) until one answers and again whenever this member knows no
+	// live peer, so start-up order does not matter and an isolated member rejoins. An entry equal to
 	// this member's own address is skipped, so every broker can get the same list.
 	Seeds []string
 
@@ -118,6 +119,16 @@ type Config struct {
 	// into this package other than PeerZone. Nil: memberlist's own transport, nothing
 	// counted.
 	Count func(peerAddr string, out bool, n int)
+
+	// Transport, if set, makes the memberlist transport in place of UDP and TCP sockets
+	// bound at BindAddr: tests run members on an in-memory network with it (and fake
+	// time, testing/synctest). It gets BindAddr resolved (host an IP, port 0 to pick
+	// one) and must listen there; the address members advertise is the one its
+	// FinalAdvertiseAddr returns, and for port 0 the one its GetAutoBindPort() int
+	// method returns if it has one (memberlist's NetTransport has). Count still sees
+	// every byte through it. Start calls it once; memberlist shuts the transport down
+	// on Leave or Close. Nil: memberlist's NetTransport.
+	Transport func(bindIP string, bindPort int) (memberlist.NodeAwareTransport, error)
 }
 
 // DefaultConfig returns a Config with the documented defaults. The broker identity

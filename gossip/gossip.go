@@ -128,8 +128,9 @@ func New(cfg Config, ev Events) (*Gossip, error) {
 }
 
 // Start binds the gossip address (TCP and UDP) and starts the failure detector. If
-// Seeds are configured, it joins them in the background, retrying with backoff while
-// no peer is known; Start itself does not wait for a seed to answer.
+// Seeds are configured, it joins them in the background, retrying with backoff until a
+// seed answers and again whenever no peer is known; Start itself does not wait for a
+// seed to answer.
 func (g *Gossip) Start() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -147,14 +148,15 @@ func (g *Gossip) Start() error {
 	if err := g.metrics.register(g.cfg.Registerer); err != nil {
 		return err
 	}
-	if g.cfg.Count != nil {
-		t, err := newCountingTransport(mc.BindAddr, mc.BindPort, mc.Logger, g.cfg.Count)
-		if err != nil {
-			g.metrics.unregister(g.cfg.Registerer)
-			return fmt.Errorf("gossip: starting memberlist: %w", err)
-		}
-		if mc.BindPort == 0 { // as memberlist does when it binds the port itself
-			mc.BindPort = t.Port()
+	t, err := newTransport(g.cfg, mc.BindAddr, mc.BindPort, mc.Logger)
+	if err != nil {
+		g.metrics.unregister(g.cfg.Registerer)
+		return fmt.Errorf("gossip: starting memberlist: %w", err)
+	}
+	if t != nil {
+		if p, ok := t.(autoBindPorter); ok && mc.BindPort == 0 && p.GetAutoBindPort() != 0 {
+			// As memberlist does when it binds the port itself.
+			mc.BindPort = p.GetAutoBindPort()
 			mc.AdvertisePort = mc.BindPort
 		}
 		mc.Transport = t
@@ -286,10 +288,14 @@ func (g *Gossip) otherSeeds() []string {
 	return out
 }
 
-// joinLoop joins the seeds whenever this member knows no live peer: at start-up until
-// a seed answers, and again if every peer is lost (e.g. after a network partition).
+// joinLoop joins the seeds at start-up until a seed answers, and again whenever this
+// member knows no live peer (e.g. after a network partition). A peer joining this
+// member first does not end the start-up joins: the two may be a group that formed
+// apart from the seeds' (members starting together while some seeds were down), which
+// would otherwise never merge with it.
 func (g *Gossip) joinLoop(seeds []string, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
+	seedAnswered := false
 	failures := 0
 	var delay time.Duration
 	for {
@@ -308,7 +314,7 @@ func (g *Gossip) joinLoop(seeds []string, stop <-chan struct{}, done chan<- stru
 			default:
 			}
 		}
-		if g.peerCount() > 0 {
+		if seedAnswered && g.peerCount() > 0 {
 			failures = 0
 			delay = g.cfg.JoinRetryInterval
 			continue
@@ -316,6 +322,7 @@ func (g *Gossip) joinLoop(seeds []string, stop <-chan struct{}, done chan<- stru
 		n, err := g.ml.Join(seeds)
 		if n > 0 && g.peerCount() > 0 {
 			g.log.Info("gossip joined cluster", "seeds_answered", n, "members", g.memberCount())
+			seedAnswered = true
 			failures = 0
 			delay = g.cfg.JoinRetryInterval
 			continue
@@ -326,8 +333,9 @@ func (g *Gossip) joinLoop(seeds []string, stop <-chan struct{}, done chan<- stru
 			err = errors.New("seeds answered but no live peer is known")
 		}
 		// Peers starting at the same time miss each other at first: stay quiet for a few
-		// attempts, then log every doubling to keep a long wait readable.
-		if failures >= 4 && failures&(failures-1) == 0 {
+		// attempts, then log every doubling to keep a long wait readable; quiet too
+		// while some peer is known (it joined this member).
+		if failures >= 4 && failures&(failures-1) == 0 && g.peerCount() == 0 {
 			g.log.Warn("gossip join failed, retrying", "seeds", seeds, "attempts", failures, "err", err)
 		} else {
 			g.log.Debug("gossip join failed, retrying", "seeds", seeds, "attempts", failures, "err", err)

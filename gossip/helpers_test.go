@@ -3,11 +3,12 @@ package gossip
 import (
 	"fmt"
 	"log/slog"
-	"net"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,11 +16,42 @@ import (
 )
 
 // Deadlines are generous (the race detector on 2 cores is slow); tests poll and never
-// assert on elapsed wall-clock time.
+// assert on elapsed wall-clock time. Inside simulate they are fake time: nothing waits
+// that long unless the test is about to fail.
 const (
 	convergeTimeout = 20 * time.Second
 	detectTimeout   = 20 * time.Second
 )
+
+// drainTime is the fake time memberlist's goroutines get, once every member is
+// closed, to finish what they were doing (a probe waiting for its timeout, a stream
+// handler its 3 s deadline) before a simulate bubble ends.
+const drainTime = 10 * time.Second
+
+// simulate runs f in a testing/synctest bubble, with members on an in-memory network
+// (memNetwork, through Config.Transport; configs from mn.config). Time in the bubble
+// is fake: it advances only when every goroutine of the bubble waits, so timings
+// follow the configured intervals exactly however loaded the machine is, and a
+// second of gossip costs microseconds. startNode's cleanups close the members when
+// f returns; then memberlist's goroutines drain.
+func simulate(t *testing.T, f func(t *testing.T, mn *memNetwork)) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		mn := newMemNetwork()
+		t.Cleanup(func() { time.Sleep(drainTime) }) // runs last
+		f(t, mn)
+	})
+}
+
+// configFunc makes a member's config: testConfig (loopback sockets) or mn.config.
+type configFunc func(id int32, epoch int64, bind string, seeds ...string) Config
+
+// config is testConfig on the in-memory network.
+func (n *memNetwork) config(id int32, epoch int64, bind string, seeds ...string) Config {
+	cfg := testConfig(id, epoch, bind, seeds...)
+	cfg.Transport = n.transport
+	return cfg
+}
 
 // testLogger discards logs unless WEIR_GOSSIP_TEST_LOG is set (memberlist goroutines
 // may log after a test ends, so t.Log cannot be used).
@@ -34,6 +66,10 @@ type recEvent struct {
 	kind string
 	m    Member
 	at   time.Time
+}
+
+func (e recEvent) String() string {
+	return fmt.Sprintf("%s(broker %d, epoch %d)", e.kind, e.m.BrokerID, e.m.Epoch)
 }
 
 // recorder collects the events a member's callbacks receive.
@@ -118,17 +154,28 @@ func startNode(t testing.TB, cfg Config) *testNode {
 	return n
 }
 
-// startCluster starts n members (ids 1..n, epoch 1) chained by seeds and waits until
-// every member sees all of them.
-func startCluster(t testing.TB, n int) []*testNode {
+// startCluster starts n members (ids 1..n, epoch 1, configs from mk) chained by seeds
+// and waits until every member sees all of them.
+func startCluster(t testing.TB, mk configFunc, n int) []*testNode {
+	t.Helper()
+	return startClusterStaggered(t, mk, n, 0)
+}
+
+// startClusterStaggered is startCluster waiting a random time below stagger before
+// starting each member. In fake time, members started together tick in phase (their
+// probes all fall on the same instants); staggering them explores other phases.
+func startClusterStaggered(t testing.TB, mk configFunc, n int, stagger time.Duration) []*testNode {
 	t.Helper()
 	nodes := make([]*testNode, 0, n)
 	for i := 1; i <= n; i++ {
+		if stagger > 0 {
+			time.Sleep(rand.N(stagger))
+		}
 		var seeds []string
 		if i > 1 {
 			seeds = []string{nodes[i-2].g.Addr()}
 		}
-		nodes = append(nodes, startNode(t, testConfig(int32(i), 1, "127.0.0.1:0", seeds...)))
+		nodes = append(nodes, startNode(t, mk(int32(i), 1, "127.0.0.1:0", seeds...)))
 	}
 	waitConverged(t, nodes, n)
 	return nodes
@@ -167,24 +214,4 @@ func metricValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return 0
-}
-
-// freeAddr returns a loopback address whose port was free for TCP and UDP a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err == nil {
-			u.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port for TCP and UDP")
-	return ""
 }

@@ -39,9 +39,16 @@ func TestEncryptedGossip(t *testing.T) {
 	testutil.Eventually(t, 30*time.Second, "outsiders' join attempts failed", func() bool {
 		return metricValue(t, wrong.reg, "weir_gossip_join_failures_total") >= 3 && metricValue(t, plain.reg, "weir_gossip_join_failures_total") >= 3
 	})
+	// Only outsiders are looked for: on a loaded machine, real timers may have a ring
+	// member suspected and back for a while, which is not this test's business.
 	for _, n := range []*testNode{n1, n2, n3} {
-		if got := len(n.g.Members()); got != 3 {
-			t.Errorf("broker %d sees %d members, want 3 (an outsider joined)", n.cfg.BrokerID, got)
+		for _, m := range n.g.Members() {
+			if m.BrokerID > 3 {
+				t.Errorf("broker %d lists outsider %v", n.cfg.BrokerID, m)
+			}
+		}
+		if e, ok := n.rec.find(func(m Member) bool { return m.BrokerID > 3 }, "join", "update"); ok {
+			t.Errorf("broker %d saw %v", n.cfg.BrokerID, e)
 		}
 	}
 	for _, n := range []*testNode{wrong, plain} {

@@ -11,28 +11,33 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// countingTransport is memberlist's NetTransport (UDP packets, TCP streams) with every
-// byte it sends and receives reported to count, with the peer's address: the address
-// a packet is sent to or came from, the address a stream was dialed to, or the remote
-// address of an accepted stream (the peer's ephemeral port). The bytes are those on the
-// wire above TCP/UDP: memberlist's label, encryption and compression included.
-type countingTransport struct {
-	nt    *memberlist.NetTransport
-	count func(peerAddr string, out bool, n int)
-
-	packetCh chan *memberlist.Packet
-	streamCh chan net.Conn
-	stop     chan struct{}
-	stopOnce sync.Once
-	wg       sync.WaitGroup
+// newTransport makes the transport Start gives memberlist: Config.Transport's, or, when
+// bytes are counted, memberlist's NetTransport bound here (memberlist cannot count its
+// own), wrapped to count. nil, nil: memberlist binds its own NetTransport.
+func newTransport(cfg Config, bindIP string, port int, logger *log.Logger) (memberlist.NodeAwareTransport, error) {
+	var t memberlist.NodeAwareTransport
+	var err error
+	switch {
+	case cfg.Transport != nil:
+		t, err = cfg.Transport(bindIP, port)
+	case cfg.Count != nil:
+		t, err = newNetTransport(bindIP, port, logger)
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("could not set up transport: %w", err)
+	}
+	if cfg.Count != nil {
+		t = newCountingTransport(t, cfg.Count)
+	}
+	return t, nil
 }
 
-var _ memberlist.NodeAwareTransport = (*countingTransport)(nil)
-
-// newCountingTransport binds bindAddr:port (port 0: a free port, retried as memberlist
-// does for its own transport) and starts forwarding what it receives.
-func newCountingTransport(bindAddr string, port int, logger *log.Logger, count func(string, bool, int)) (*countingTransport, error) {
-	nc := &memberlist.NetTransportConfig{BindAddrs: []string{bindAddr}, BindPort: port, Logger: logger}
+// newNetTransport binds bindIP:port, TCP and UDP (port 0: a free port, retried as
+// memberlist does for its own transport).
+func newNetTransport(bindIP string, port int, logger *log.Logger) (*memberlist.NetTransport, error) {
+	nc := &memberlist.NetTransportConfig{BindAddrs: []string{bindIP}, BindPort: port, Logger: logger}
 	limit := 1
 	if port == 0 {
 		limit = 10 // binding TCP and UDP to one picked port races with other processes
@@ -44,9 +49,36 @@ func newCountingTransport(bindAddr string, port int, logger *log.Logger, count f
 			break
 		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("could not set up network transport: %w", err)
-	}
+	return nt, err
+}
+
+// autoBindPorter is a transport that reports the port it picked for port 0.
+type autoBindPorter interface{ GetAutoBindPort() int }
+
+// countingTransport is a memberlist transport (NetTransport: UDP packets, TCP streams)
+// with every byte it sends and receives reported to count, with the peer's address: the
+// address a packet is sent to or came from, the address a stream was dialed to, or the
+// remote address of an accepted stream (the peer's ephemeral port). The bytes are
+// those on the wire above TCP/UDP: memberlist's label, encryption and compression
+// included.
+type countingTransport struct {
+	nt    memberlist.NodeAwareTransport
+	count func(peerAddr string, out bool, n int)
+
+	packetCh chan *memberlist.Packet
+	streamCh chan net.Conn
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+var (
+	_ memberlist.NodeAwareTransport = (*countingTransport)(nil)
+	_ autoBindPorter                = (*countingTransport)(nil)
+)
+
+// newCountingTransport wraps nt and starts forwarding what it receives.
+func newCountingTransport(nt memberlist.NodeAwareTransport, count func(string, bool, int)) *countingTransport {
 	t := &countingTransport{
 		nt:       nt,
 		count:    count,
@@ -57,11 +89,16 @@ func newCountingTransport(bindAddr string, port int, logger *log.Logger, count f
 	t.wg.Add(2)
 	go t.forwardPackets()
 	go t.forwardStreams()
-	return t, nil
+	return t
 }
 
-// Port is the bound port (the picked one when port 0 was asked for).
-func (t *countingTransport) Port() int { return t.nt.GetAutoBindPort() }
+// GetAutoBindPort is the wrapped transport's picked port, 0 if it does not say.
+func (t *countingTransport) GetAutoBindPort() int {
+	if p, ok := t.nt.(autoBindPorter); ok {
+		return p.GetAutoBindPort()
+	}
+	return 0
+}
 
 func (t *countingTransport) forwardPackets() {
 	defer t.wg.Done()

@@ -43,12 +43,20 @@ func (b *byteTally) snapshot() map[string][2]int {
 // ways under each other's gossip address, and the streams of the join (broker 2 dials
 // its seed, broker 1) on both ends: at the dialer under the seed's address, at the
 // acceptor under the dialer's ephemeral address, which PeerZone still resolves.
-func TestCountSeesEveryByte(t *testing.T) {
+func TestCountSeesEveryByte(t *testing.T) { testCountSeesEveryByte(t, testConfig) }
+
+// TestCountSeesEveryByteInMemory: Count wraps a Config.Transport as it wraps the real
+// one.
+func TestCountSeesEveryByteInMemory(t *testing.T) {
+	simulate(t, func(t *testing.T, mn *memNetwork) { testCountSeesEveryByte(t, mn.config) })
+}
+
+func testCountSeesEveryByte(t *testing.T, mk configFunc) {
 	var tally [2]byteTally
-	cfg1 := testConfig(1, 1, "127.0.0.1:0")
+	cfg1 := mk(1, 1, "127.0.0.1:0")
 	cfg1.Count = tally[0].count
 	n1 := startNode(t, cfg1)
-	cfg2 := testConfig(2, 1, "127.0.0.1:0", n1.g.Addr())
+	cfg2 := mk(2, 1, "127.0.0.1:0", n1.g.Addr())
 	cfg2.Count = tally[1].count
 	n2 := startNode(t, cfg2)
 	nodes := []*testNode{n1, n2}
@@ -119,7 +127,7 @@ func TestCountSeesEveryByte(t *testing.T) {
 // TestPeerZoneAmbiguousIP: peers at one IP in different zones resolve only by their
 // exact gossip address.
 func TestPeerZoneAmbiguousIP(t *testing.T) {
-	nodes := startCluster(t, 3) // zones b, c and a, all on 127.0.0.1
+	nodes := startCluster(t, testConfig, 3) // zones b, c and a, all on 127.0.0.1
 	g := nodes[0].g
 	if z, ok := g.PeerZone(nodes[2].g.Addr()); !ok || z != nodes[2].cfg.Zone {
 		t.Fatalf("PeerZone(broker 3) = %q, %v", z, ok)

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -232,8 +233,13 @@ func TestCompactSupersedesOlderRecords(t *testing.T) {
 }
 
 // A Full record is computed after every earlier write of its group is applied, so a
-// commit in flight when Compact starts is in it.
+// commit in flight when Compact starts is in it. In a synctest bubble, synctest.Wait
+// returns once the commit waits in the store and Compact waits behind it.
 func TestCompactOrdersAfterInFlightWrites(t *testing.T) {
+	synctest.Test(t, testCompactOrdersAfterInFlightWrites)
+}
+
+func testCompactOrdersAfterInFlightWrites(t *testing.T) {
 	h := newHarness(t)
 	gate := make(chan struct{})
 	h.store.mu.Lock()
@@ -247,7 +253,10 @@ func TestCompactOrdersAfterInFlightWrites(t *testing.T) {
 		defer wg.Done()
 		_, cerr = h.c.Compact(context.Background(), all)
 	}()
-	time.Sleep(10 * time.Millisecond) // let Compact queue behind the commit (either order is checked below)
+	synctest.Wait()
+	if got := h.store.snapshot(); len(got) != 0 {
+		t.Fatalf("store written before the gate opened: %+v", got)
+	}
 	close(gate)
 	wantCode(t, "commit", commitCode(t, h.wait(commit)), nil)
 	wg.Wait()

@@ -2,6 +2,7 @@ package group
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -511,14 +512,24 @@ func TestCloseFailsParkedRequests(t *testing.T) {
 	h.c.Close() // idempotent
 }
 
+// TestRealClock runs in a synctest bubble: RealClock's timers are the time package's,
+// which the bubble's fake clock drives, so the delay passes at once and exactly.
 func TestRealClock(t *testing.T) {
+	synctest.Test(t, testRealClock)
+}
+
+func testRealClock(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.InitialRebalanceDelay = 10 * time.Millisecond
 	c := New(cfg, &memStore{}, nil)
 	defer c.Close()
 	h := &harness{t: t, c: c}
 	m := h.member("g")
-	m.joined(m.join()) // completes on the real timer goroutine
+	start := time.Now()
+	m.joined(m.join()) // completes on the timer's goroutine
+	if d := time.Since(start); d != cfg.InitialRebalanceDelay {
+		t.Fatalf("join completed after %v, want the initial rebalance delay %v", d, cfg.InitialRebalanceDelay)
+	}
 	if m.gen != 1 {
 		t.Fatalf("generation %d", m.gen)
 	}
