@@ -169,7 +169,7 @@ func startClusterStaggered(t testing.TB, mk configFunc, n int, stagger time.Dura
 	nodes := make([]*testNode, 0, n)
 	for i := 1; i <= n; i++ {
 		if stagger > 0 {
-			time.Sleep(rand.N(stagger))
+			time.Sleep(rand.N(stagger)) // on purpose: a random phase (fake time in a bubble)
 		}
 		var seeds []string
 		if i > 1 {
