@@ -1,13 +1,18 @@
 GO      ?= go
 BIN     := bin/weir
 PKGS    := ./...
-# Unit and in-process tests run with the race detector; the process-level tests in test/
-# build their own weir binary. Most of the suite waits (on processes, sockets, timeouts),
-# so packages run side by side (-p 3); the longest start first (SLOWPKGS), so the suite
-# is not left waiting on one of them at the end. The in-process clusters' tests give
-# leases and Raft room for a busy machine (cluster/cluster_test.go: testTimeouts).
-TESTFLAGS ?= -count=1 -timeout 25m -p 3
-SLOWPKGS  := ./test/ ./test/zonelab/ ./cluster/ ./test/chaos/ ./controller/ ./test/hostile/ ./broker/ ./wal/
+# The suite runs as two halves side by side, each two packages at a time, the longest
+# first (so nothing long starts last):
+# - PROCPKGS, the process-level tests (test/...): Weir runs in processes of its own, built
+#   without the race detector; the test binaries only drive clients and check results, and
+#   instrumenting them would cost a core while finding races in test code alone.
+# - RACEPKGS, everything else, with the race detector: unit tests and the in-process
+#   clusters (which give leases and Raft room for a busy machine: cluster_test.go's
+#   testTimeouts).
+# Its output comes first; the process-level half's follows when both are done.
+TESTFLAGS ?= -count=1 -timeout 25m -p 2
+PROCPKGS  := ./test/ ./test/zonelab/ ./test/chaos/ ./test/hostile/ ./test/nfsfs/ ./test/proccluster/
+RACEPKGS  := ./cluster/ ./controller/ ./broker/ ./wal/ $(shell $(GO) list ./... | grep -v '/weir/test' | sed 's|^github.com/weir-io/weir|.|')
 
 .PHONY: run build test vet fuzz bench bench-quick fsxlab clean
 
@@ -21,7 +26,12 @@ vet:
 	$(GO) vet $(PKGS)
 
 test: vet ## everything CI runs
-	$(GO) test $(TESTFLAGS) -race $(SLOWPKGS) $(PKGS)
+	@proclog=$$(mktemp); \
+	$(GO) test $(TESTFLAGS) $(PROCPKGS) >$$proclog 2>&1 & proc=$$!; \
+	$(GO) test $(TESTFLAGS) -race $(RACEPKGS); race=$$?; \
+	wait $$proc; procrc=$$?; \
+	echo "--- process-level tests (test/...)"; cat $$proclog; rm -f $$proclog; \
+	test $$race -eq 0 && test $$procrc -eq 0
 
 # Every func FuzzX in a *_test.go file has a line here: internal/repocheck's
 # TestMakeFuzzRunsEveryTarget fails otherwise. -fuzz is a regexp that must match one target.
