@@ -174,6 +174,9 @@ func (t *Tier) ownStalePrepared(v *metadata.View) []metadata.Object {
 	self, ok := v.Broker(t.d.NodeID)
 	t.upMu.Lock()
 	defer t.upMu.Unlock()
+	if t.preparing > 0 {
+		return nil // an ID being prepared may be in v and not yet in inflight: next round
+	}
 	seen := map[uint64]bool{}
 	var out []metadata.Object
 	for _, o := range v.Objects {

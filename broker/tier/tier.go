@@ -62,8 +62,9 @@ type Tier struct {
 
 	upMu sync.Mutex
 	// objBuf is the last object's buffer, reused by the next (objectBuffer).
-	objBuf   []byte
-	inflight map[uint64]bool // prepared objects an upload is using
+	objBuf    []byte
+	inflight  map[uint64]bool // prepared objects an upload is using
+	preparing int             // PrepareObject calls under way (their IDs are not in inflight yet)
 	// unusedPrepared: own prepared objects unused at the last garbage collection
 	unusedPrepared map[uint64]bool
 	gcRounds       int // collections run (only the retention loop touches it)

@@ -296,13 +296,22 @@ func (t *Tier) writeRun(w *objfmt.Writer, up upPart) (metadata.PartitionRange, i
 // prepareObject prepares a new object ID and key, marked in use until abandon. Never
 // one used before: see the top of this file.
 func (t *Tier) prepareObject(ctx context.Context) (metadata.Object, error) {
+	// The prepared object can be in the view before PrepareObject returns and the ID is
+	// marked in use: collection skips its own prepared objects meanwhile (preparing), or
+	// two quick rounds could take it for an abandoned one and delete it under the upload.
+	t.upMu.Lock()
+	t.preparing++
+	t.upMu.Unlock()
 	obj, err := t.manifest.PrepareObject(ctx)
+	t.upMu.Lock()
+	t.preparing--
+	if err == nil {
+		t.inflight[obj.ID] = true
+	}
+	t.upMu.Unlock()
 	if err != nil {
 		return metadata.Object{}, fmt.Errorf("tier: prepare object: %w", err)
 	}
-	t.upMu.Lock()
-	t.inflight[obj.ID] = true
-	t.upMu.Unlock()
 	return obj, nil
 }
 
