@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // TestImportsFollowDesign: every package of the module imports only what docs/DESIGN.md's
@@ -15,7 +17,7 @@ import (
 // lists), every package has a row, and every row and pattern names a package that
 // exists. `go list` reads the imports from the source (no build, no network).
 func TestImportsFollowDesign(t *testing.T) {
-	root := moduleRoot(t)
+	root := testutil.ModuleRoot(t)
 	f, err := os.Open(filepath.Join(root, "docs", "DESIGN.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -31,24 +33,6 @@ func TestImportsFollowDesign(t *testing.T) {
 	}
 	for _, msg := range rules.Check(pkgs) {
 		t.Error(msg)
-	}
-}
-
-// moduleRoot is the directory of go.mod above the test's directory.
-func moduleRoot(t *testing.T) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = up
 	}
 }
 

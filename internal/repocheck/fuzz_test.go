@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // fuzzLine is one recipe line of the Makefile's fuzz target:
@@ -29,7 +31,7 @@ type makeFuzz struct {
 // the Makefile's fuzz target (make fuzz would never run it), or when a line there
 // matches no fuzz test, or several (go test refuses to fuzz more than one at a time).
 func TestMakeFuzzRunsEveryTarget(t *testing.T) {
-	root := repoRoot(t)
+	root := testutil.ModuleRoot(t)
 	runs := readMakeFuzz(t, filepath.Join(root, "Makefile"))
 	targets := findFuzzTargets(t, root) // package -> fuzz test names
 	for _, pkg := range sortedKeys(targets) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 var (
@@ -24,7 +26,7 @@ var (
 // that heading. Pages moved between documents leave no dead links behind; the same for
 // docs/X.md named in prose.
 func TestMarkdownLinks(t *testing.T) {
-	root := repoRoot(t)
+	root := testutil.ModuleRoot(t)
 	anchors := map[string]map[string]bool{} // file -> heading slugs, read on demand
 	slugsOf := func(path string) map[string]bool {
 		if a, ok := anchors[path]; ok {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // sleepsToComment lists the test files (slash-separated, relative to the root) that
@@ -24,7 +26,7 @@ const sleepsToComment = `
 // for letting time pass on purpose (longer than a lease: nothing may happen meanwhile;
 // the pace of a load generator; a fake store's delay), and its comment says which.
 func TestSleepsSayWhy(t *testing.T) {
-	root := repoRoot(t)
+	root := testutil.ModuleRoot(t)
 	todo := strings.Fields(sleepsToComment)
 	var seen []string // the listed files that still have an uncommented sleep
 	walkFiles(t, root, "_test.go", func(rel string, data []byte) {
