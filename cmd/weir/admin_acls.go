@@ -65,6 +65,8 @@ func runAdminACL(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&f.cluster, "cluster", false, "the resource is the cluster (kafka-cluster)")
 	fs.BoolVar(&f.deny, "deny", false, "add: a DENY binding (default ALLOW); list and delete: only DENY bindings")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait")
+	ccfg := ctlclient.DefaultClientConfig()
+	ccfg.BindSecurityFlags(fs) // --cluster-token-file, --controller-tls-*: a secured cluster's API
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -73,7 +75,6 @@ func runAdminACL(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	ccfg := ctlclient.DefaultClientConfig()
 	ccfg.Controllers = strings.Split(f.controllers, ",")
 	ccfg.StartTimeout = f.timeout
 	cl, err := ctlclient.NewClient(ccfg)

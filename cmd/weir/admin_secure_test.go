@@ -40,4 +40,19 @@ func TestAdminSecureCluster(t *testing.T) {
 	if !errors.Is(err, ctlwire.ErrUnauthenticated) {
 		t.Fatalf("weir admin describe without the token: %v, want unauthenticated", err)
 	}
+
+	// `admin acl` takes the same flags (it had none of them: it could not reach a
+	// secured cluster at all).
+	add := []string{"acl", "add", "--principal", "User:alice", "--operation", "read", "--topic", "t"}
+	if err := runAdmin(ctx, append(append(add, base...), strings.Fields(flags)...)); err != nil {
+		t.Fatalf("weir admin acl add %s: %v", flags, err)
+	}
+	list := []string{"acl", "list", "--principal", "User:alice"}
+	if err := runAdmin(ctx, append(append(list, base...), strings.Fields(flags)...)); err != nil {
+		t.Fatalf("weir admin acl list %s: %v", flags, err)
+	}
+	err = runAdmin(ctx, append(append(list, base...), caOnly...))
+	if !errors.Is(err, ctlwire.ErrUnauthenticated) {
+		t.Fatalf("weir admin acl list without the token: %v, want unauthenticated", err)
+	}
 }
