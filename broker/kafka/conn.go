@@ -164,6 +164,9 @@ func (c *conn) serve() {
 	close(c.slots)
 	<-done
 	c.cancel()
+	if !c.answered.Load() && c.s.ctx.Err() != nil {
+		resetOnClose(c.nc) // the server is closing: see resetOnClose
+	}
 	c.nc.Close()
 	if c.tc != nil {
 		c.tc.Settle(routing.UnknownZone, routing.KindClientOther)

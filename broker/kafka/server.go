@@ -232,6 +232,7 @@ func (s *Server) acceptLoop(ln net.Listener, lis *Listener) {
 		s.connsMu.Lock()
 		if s.ctx.Err() != nil {
 			s.connsMu.Unlock()
+			resetOnClose(nc) // the server is closing: see resetOnClose
 			nc.Close()
 			s.lim.conns.leave(ip)
 			return
@@ -250,7 +251,11 @@ func (s *Server) acceptLoop(ln net.Listener, lis *Listener) {
 	}
 }
 
-// resetOnClose makes Close send a TCP reset instead of a FIN. A client that never got an
+// resetOnClose makes Close send a TCP reset instead of a FIN; every connection the
+// closing server ends without an answer gets it (Server.Close, the accept loop,
+// conn.serve's end once the server's context is done). A connection refused for what
+// the client sent (a TLS principal no rule maps, a failed login) still ends with a FIN:
+// there franz-go's not retrying is right. A client that never got an
 // answer on the connection then reads "connection reset", which every client retries,
 // rather than an end of stream on its first read, which franz-go takes for a missing SASL
 // login and does not retry (ErrFirstReadEOF): seen as failed produces when a broker woke
