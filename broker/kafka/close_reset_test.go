@@ -10,10 +10,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// A connection whose request was never answered is reset when the server closes (a fenced
-// broker starting again), so the client reads ECONNRESET, which franz-go retries, not an
-// end of stream on its first read, which it does not (ErrFirstReadEOF). A connection that
-// had an answer still ends with a FIN.
+// A connection whose requests were never answered (ApiVersions aside) is reset when the
+// server closes (a fenced broker starting again), so the client reads ECONNRESET, which
+// franz-go retries, not an end of stream on its first read, which it does not
+// (ErrFirstReadEOF). A connection that had an answer still ends with a FIN.
 func TestCloseResetsUnansweredConnections(t *testing.T) {
 	s, _ := startServer(t)
 	longPoll := func() *kmsg.FetchRequest {
@@ -35,11 +35,21 @@ func TestCloseResetsUnansweredConnections(t *testing.T) {
 	fresh := dialRaw(t, s)
 	fresh.send(1, longPoll())
 
-	answered := dialRaw(t, s)
-	av := kmsg.NewPtrApiVersionsRequest()
-	answered.send(1, av)
-	if _, _, err := answered.recv(10 * time.Second); err != nil {
+	// ApiVersions alone does not make a connection answered: franz-go sends it on every
+	// new connection and counts only what follows.
+	setUp := dialRaw(t, s)
+	setUp.send(1, kmsg.NewPtrApiVersionsRequest())
+	if _, _, err := setUp.recv(10 * time.Second); err != nil {
 		t.Fatalf("ApiVersions: %v", err)
+	}
+	setUp.send(2, longPoll())
+
+	answered := dialRaw(t, s)
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 4
+	answered.send(1, md)
+	if _, _, err := answered.recv(10 * time.Second); err != nil {
+		t.Fatalf("Metadata: %v", err)
 	}
 	answered.send(2, longPoll())
 
@@ -50,6 +60,9 @@ func TestCloseResetsUnansweredConnections(t *testing.T) {
 	s.Close()
 	if _, _, err := fresh.recv(10 * time.Second); !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("unanswered connection at Close: %v, want connection reset", err)
+	}
+	if _, _, err := setUp.recv(10 * time.Second); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("connection with only ApiVersions answered at Close: %v, want connection reset", err)
 	}
 	if _, _, err := answered.recv(10 * time.Second); !errors.Is(err, io.EOF) {
 		t.Fatalf("answered connection at Close: %v, want EOF", err)

@@ -75,7 +75,9 @@ type conn struct {
 
 	// brokerAuth is the inter-broker authentication of the connection (internal.go).
 	brokerAuth brokerAuth
-	// answered: an answer was flushed to the client (Server.Close resets connections
+	// answered: an answer to a request other than the connection's set-up (ApiVersions,
+	// SASL) was flushed to the client; franz-go counts only those, and takes an end of
+	// stream before the first for a failed login (Server.Close resets connections
 	// without one: resetOnClose).
 	answered atomic.Bool
 	// aclSession is the connection's authorizer session (authz.go), nil until needed.
@@ -579,7 +581,9 @@ func (c *conn) writeSlot(w *bufio.Writer, s *slot, buf *[]byte) (broken bool) {
 		err = w.Flush()
 	}
 	if err == nil && w.Buffered() < len(b) {
-		c.answered.Store(true) // at least part of it reached the socket
+		if !setUpKey(s.key) {
+			c.answered.Store(true) // at least part of it reached the socket
+		}
 	}
 	if cap(*buf) > 1<<20 {
 		*buf = nil // don't pin a huge fetch answer for the connection's lifetime
@@ -611,4 +615,14 @@ func encodedSizeHint(resp kmsg.Response) int {
 		}
 	}
 	return n
+}
+
+// setUpKey reports the requests that set a connection up rather than use it: answering
+// them does not make a connection answered (see conn.answered).
+func setUpKey(key int16) bool {
+	switch key {
+	case 18, 17, 36: // ApiVersions, SaslHandshake, SaslAuthenticate
+		return true
+	}
+	return false
 }
