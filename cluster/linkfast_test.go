@@ -148,7 +148,15 @@ func TestLinkToMovedLeaderAnsweredAtOnce(t *testing.T) {
 	})
 	// The client's retry of the abandoned batch: the new leader recovered the old one's
 	// WAL, so its producer state answers with the original offset.
-	r = proxyProduce(t, c, proxy, "cut", 0, kafkatest.Batch(4242, 0, 1, []byte("r1")))
+	// A NOT_LEADER answer is retried, as a client does: the proxy may reach the new
+	// leader a moment before it serves.
+	testutil.EventuallyNoError(t, 30*time.Second, "the retry of the abandoned batch answered", func() error {
+		r = proxyProduce(t, c, proxy, "cut", 0, kafkatest.Batch(4242, 0, 1, []byte("r1")))
+		if r.ErrorCode == kerr.NotLeaderForPartition.Code {
+			return kerr.ErrorForCode(r.ErrorCode)
+		}
+		return nil
+	})
 	if r.ErrorCode != 0 || r.BaseOffset != 1 {
 		t.Fatalf("retry of the abandoned batch: code %v base %d, want the original offset 1", kerr.ErrorForCode(r.ErrorCode), r.BaseOffset)
 	}
