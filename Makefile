@@ -12,7 +12,7 @@ PKGS    := ./...
 # Its output comes first; the process-level half's follows when both are done.
 TESTFLAGS ?= -count=1 -timeout 25m -p 2
 PROCPKGS  := ./test/ ./test/zonelab/ ./test/chaos/ ./test/hostile/ ./test/nfsfs/ ./test/proccluster/
-RACEPKGS  := ./cluster/ ./controller/ ./broker/ ./wal/ $(shell $(GO) list ./... | grep -v '/weir/test' | sed 's|^github.com/weir-io/weir|.|')
+RACEPKGS   = ./cluster/ ./controller/ ./broker/ ./wal/ $(shell $(GO) list ./... | grep -v '/weir/test' | sed 's|^github.com/weir-io/weir|.|')
 
 .PHONY: run build test vet fuzz bench bench-quick fsxlab clean
 

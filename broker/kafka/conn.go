@@ -580,10 +580,8 @@ func (c *conn) writeSlot(w *bufio.Writer, s *slot, buf *[]byte) (broken bool) {
 	if err == nil && (len(c.slots) == 0 || s.closeIt) {
 		err = w.Flush()
 	}
-	if err == nil && w.Buffered() < len(b) {
-		if !setUpKey(s.key) {
-			c.answered.Store(true) // at least part of it reached the socket
-		}
+	if err == nil && !c.answered.Load() && !setUpKey(s.key) && w.Buffered() < len(b) {
+		c.answered.Store(true) // at least part of it reached the socket; stored once
 	}
 	if cap(*buf) > 1<<20 {
 		*buf = nil // don't pin a huge fetch answer for the connection's lifetime
@@ -620,8 +618,8 @@ func encodedSizeHint(resp kmsg.Response) int {
 // setUpKey reports the requests that set a connection up rather than use it: answering
 // them does not make a connection answered (see conn.answered).
 func setUpKey(key int16) bool {
-	switch key {
-	case 18, 17, 36: // ApiVersions, SaslHandshake, SaslAuthenticate
+	switch kmsg.Key(key) {
+	case kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate:
 		return true
 	}
 	return false

@@ -174,18 +174,15 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) {
 // Close stops accepting, closes every connection and waits for their goroutines.
 func (s *Server) Close() {
 	s.closed.Do(func() {
-		s.connsMu.Lock()
-		// Before the cancel, which ends connections from their own goroutines too.
-		for c := range s.conns {
-			if !c.answered.Load() {
-				resetOnClose(c.nc)
-			}
-		}
 		s.cancel()
+		s.connsMu.Lock()
 		for _, ln := range s.lns {
 			ln.Close()
 		}
 		for c := range s.conns {
+			if !c.answered.Load() {
+				resetOnClose(c.nc) // a connection ending by itself meanwhile does too (serve)
+			}
 			c.nc.Close()
 		}
 		s.connsMu.Unlock()
@@ -251,17 +248,15 @@ func (s *Server) acceptLoop(ln net.Listener, lis *Listener) {
 	}
 }
 
-// resetOnClose makes Close send a TCP reset instead of a FIN; every connection the
-// closing server ends without an answer gets it (Server.Close, the accept loop,
-// conn.serve's end once the server's context is done). A connection refused for what
-// the client sent (a TLS principal no rule maps, a failed login) still ends with a FIN:
-// there franz-go's not retrying is right. A client that never got an
-// answer on the connection then reads "connection reset", which every client retries,
-// rather than an end of stream on its first read, which franz-go takes for a missing SASL
-// login and does not retry (ErrFirstReadEOF): seen as failed produces when a broker woke
-// from a pause fenced and closed its listener to start again under a new registration.
-// Connections that had an answer end with a FIN as before (an answer already written is
-// not thrown away by the reset).
+// resetOnClose makes Close send a TCP reset instead of a FIN. The closing server gives it
+// to every connection with no answer beyond its set-up (conn.answered): Server.Close, the
+// accept loop, and conn.serve's end once the server's context is done. The client then
+// reads "connection reset", which every client retries, rather than an end of stream
+// before its first answer, which franz-go takes for a missing SASL login and does not
+// retry (ErrFirstReadEOF): seen as failed produces when a broker woke from a pause fenced
+// and closed to start again under a new registration. A connection refused for what the
+// client sent (a TLS principal no rule maps, a failed login) still ends with a FIN, where
+// not retrying is right; one that had an answer too, so nothing written is thrown away.
 func resetOnClose(nc net.Conn) {
 	for {
 		switch c := nc.(type) {
