@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/weir-io/weir/internal/testutil"
 )
@@ -140,10 +142,26 @@ func kafkaGoProducer(c *Cluster) func(t *testing.T, topic string) (func(int) err
 			ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 			Transport: &kafka.Transport{MetadataTTL: time.Second, DialTimeout: 5 * time.Second},
 		}
+		noLeader := 0
 		send := func(i int) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			return w.WriteMessages(ctx, kafka.Message{Value: fmt.Appendf(nil, "r-%05d", i)})
+			for {
+				err := w.WriteMessages(ctx, kafka.Message{Value: fmt.Appendf(nil, "r-%05d", i)})
+				// The Writer gives up at once, without sending, when its cached Metadata
+				// names no leader (LEADER_NOT_AVAILABLE: a graceful move never answers it,
+				// but a broker fenced on a loaded machine does, until its taker has
+				// recovered the partition). docs/CLIENTS.md tells kafka-go applications
+				// to retry it, as here; the log still must end where the acks do.
+				var we kafka.WriteErrors
+				if errors.As(err, &we) && len(we) == 1 && errors.Is(we[0], protocol.ErrNoLeader) && ctx.Err() == nil {
+					noLeader++
+					t.Logf("record %d: %v (retry %d)", i, err, noLeader)
+					time.Sleep(100 * time.Millisecond) // on purpose: the app's backoff before asking again
+					continue
+				}
+				return err
+			}
 		}
 		return send, func() { w.Close() }
 	}

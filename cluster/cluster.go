@@ -55,6 +55,7 @@ type Cluster struct {
 
 	mu          sync.Mutex
 	closing     bool                     // Close began: no restarts
+	supervisors sync.WaitGroup           // superviseBroker goroutines; Close waits for them
 	controllers []*controller.Controller // nil while stopped
 	brokers     []*BrokerNode            // nil while stopped
 	kafka       []string                 // "" until the broker first bound its port
@@ -308,15 +309,30 @@ func (c *Cluster) StartBroker(i int) error {
 		return fmt.Errorf("broker %d: %w", id, err)
 	}
 	c.mu.Lock()
+	if c.closing {
+		// A supervisor's restart raced Close, which has already passed this slot: a node
+		// installed now would outlive Close (and write into the WAL root a test is
+		// removing).
+		c.mu.Unlock()
+		n.Close()
+		return fmt.Errorf("broker %d: %w", id, errClosing)
+	}
 	c.brokers[i] = n
 	c.kafka[i] = n.Addr() // restarts come back on the same address
 	if n.Gossip != nil {
 		c.gossipAddrs[i] = n.Gossip.Addr()
 	}
+	c.supervisors.Add(1) // under mu, before Close can set closing and Wait
 	c.mu.Unlock()
-	go c.superviseBroker(i, n)
+	go func() {
+		defer c.supervisors.Done()
+		c.superviseBroker(i, n)
+	}()
 	return nil
 }
+
+// errClosing refuses a broker start once Close began.
+var errClosing = errors.New("cluster: closing")
 
 // superviseBroker starts broker i again when it was fenced (its registration is over:
 // another broker took its partitions over, or the controller fenced it while it was cut
@@ -346,7 +362,7 @@ func (c *Cluster) superviseBroker(i int, n *BrokerNode) {
 			return
 		}
 		err := c.StartBroker(i)
-		if err == nil {
+		if err == nil || errors.Is(err, errClosing) {
 			return
 		}
 		c.log.Warn("restarting a fenced broker failed; retrying", "broker", i+1, "err", err)
@@ -402,6 +418,9 @@ func (c *Cluster) Close() error {
 	for i := range c.brokers {
 		errs = append(errs, c.StopBroker(i))
 	}
+	// A supervisor may be closing a fenced node or starting its successor (which
+	// StartBroker then closes): wait, so no broker outlives Close.
+	c.supervisors.Wait()
 	for i := range c.controllers {
 		errs = append(errs, c.StopController(i))
 	}

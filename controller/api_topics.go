@@ -51,7 +51,7 @@ func (c *Controller) handleCreateTopic(r *http.Request, body []byte) (any, error
 	} else if v.TopicByID(id) != nil {
 		return nil, fmt.Errorf("%w: topic id %s in use", metadata.ErrTopicExists, id)
 	}
-	parts, ok := place(v, 0, n)
+	parts, ok := place(v, nil, 0, n)
 	if !ok {
 		return nil, fmt.Errorf("%w: no active (not draining) broker to lead the partitions", metadata.ErrNotController)
 	}
@@ -102,7 +102,7 @@ func (c *Controller) handleCreatePartitions(r *http.Request, body []byte) (any, 
 	if req.Total > c.cfg.MaxPartitions {
 		return nil, fmt.Errorf("%w: %d exceeds the limit %d", metadata.ErrInvalidPartitions, req.Total, c.cfg.MaxPartitions)
 	}
-	parts, ok := place(v, have, req.Total-have)
+	parts, ok := place(v, t, have, req.Total-have)
 	if !ok {
 		return nil, fmt.Errorf("%w: no active (not draining) broker to lead the partitions", metadata.ErrNotController)
 	}

@@ -97,7 +97,7 @@ func evenTopic(t *testing.T, c *Controller, n int32) {
 			t.Fatal(err)
 		}
 	}
-	parts, ok := place(c.View(), 0, n)
+	parts, ok := place(c.View(), nil, 0, n)
 	if !ok {
 		t.Fatal("no placement")
 	}

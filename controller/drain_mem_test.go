@@ -113,7 +113,7 @@ func testMemQuorumDrainKeepsLease(t *testing.T) {
 		mustPropose(t, c, &registerBrokerCmd{ID: int32(i + 1), Host: "h", Port: int32(i + 1), Rack: rack})
 		brokers = append(brokers, startMemBroker(mc, int32(i+1), 1, ctlwire.MinHeartbeatInterval))
 	}
-	parts, ok := place(c.View(), 0, 9)
+	parts, ok := place(c.View(), nil, 0, 9)
 	if !ok {
 		t.Fatal("no placement")
 	}

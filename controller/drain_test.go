@@ -112,7 +112,7 @@ func TestDrainPlan(t *testing.T) {
 
 	// Nothing new goes to a draining broker: moves, placement, the failover plan.
 	refuse(t, f, &beginMoveCmd{TopicID: topicID(1), Partition: 7, Target: 1, Gen: true}, metadata.ErrMoveRefused)
-	if parts, _ := place(f.View(), 0, 30); countLeaders(parts)[1] != 0 {
+	if parts, _ := place(f.View(), nil, 0, 30); countLeaders(parts)[1] != 0 {
 		t.Fatalf("placement picked the draining broker: %v", countLeaders(parts))
 	}
 	// Broker 2 fenced: its partitions (t/6, t/7) go to 3, the only accepting broker of
@@ -168,7 +168,7 @@ func TestDrainWithoutTargets(t *testing.T) {
 	if p := part(f, "t", 2); p.Leader != -1 || !p.Recovering {
 		t.Fatalf("t/2 of fenced 2 with only draining 1 left: %+v", p)
 	}
-	if _, ok := place(f.View(), 0, 1); ok {
+	if _, ok := place(f.View(), nil, 0, 1); ok {
 		t.Fatal("placed a partition with only a draining broker")
 	}
 }

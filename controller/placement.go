@@ -6,21 +6,29 @@ import (
 	"github.com/weir-io/weir/metadata"
 )
 
-// placer chooses leaders for new partitions: only accepting brokers (active, not
-// draining), the one leading the fewest partitions first; ties go to the zone (rack)
-// leading the fewest, then to a zone other than the previous pick's, then to the lowest
-// broker ID. Deterministic given the View, and it counts its own picks, so a batch
-// spreads evenly too.
+// placer chooses leaders for new partitions of one topic, as Kafka spreads a topic's
+// partitions round robin over brokers and racks: only accepting brokers (active, not
+// draining); first the broker leading the fewest partitions of this topic, then the
+// zone (rack) leading the fewest of this topic, then the broker leading the fewest
+// partitions in all, then the zone leading the fewest in all, then a zone other than the
+// previous pick's, then the lowest broker ID. A topic's partitions spread over every
+// broker and zone whatever the cluster's load (a just-joined, empty broker does not take
+// a whole new topic: issue 24); load only breaks ties, and the balancer evens the rest.
+// Deterministic given the View, and it counts its own picks, so a batch spreads evenly.
 type placer struct {
-	brokers  []metadata.Broker
-	count    map[int32]int
-	zone     map[string]int
-	lastZone string
-	picked   bool
+	brokers   []metadata.Broker
+	count     map[int32]int  // partitions led, all topics
+	zone      map[string]int // likewise per zone
+	topic     map[int32]int  // partitions of the topic being placed
+	topicZone map[string]int // likewise per zone
+	lastZone  string
+	picked    bool
 }
 
-func newPlacer(v *metadata.View) *placer {
-	p := &placer{count: map[int32]int{}, zone: map[string]int{}}
+// newPlacer counts v's leaders; topic (nil for a new one) is the topic that gets the
+// new partitions, whose existing partitions count first.
+func newPlacer(v *metadata.View, topic *metadata.Topic) *placer {
+	p := &placer{count: map[int32]int{}, zone: map[string]int{}, topic: map[int32]int{}, topicZone: map[string]int{}}
 	for _, b := range v.Brokers {
 		if b.Accepting() {
 			p.brokers = append(p.brokers, b)
@@ -37,6 +45,14 @@ func newPlacer(v *metadata.View) *placer {
 			if r, ok := rack[part.Leader]; ok {
 				p.count[part.Leader]++
 				p.zone[r]++
+			}
+		}
+	}
+	if topic != nil {
+		for _, part := range topic.Partitions {
+			if r, ok := rack[part.Leader]; ok {
+				p.topic[part.Leader]++
+				p.topicZone[r]++
 			}
 		}
 	}
@@ -57,17 +73,23 @@ func (p *placer) next() (int32, bool) {
 	b := p.brokers[best]
 	p.count[b.ID]++
 	p.zone[b.Rack]++
+	p.topic[b.ID]++
+	p.topicZone[b.Rack]++
 	p.lastZone, p.picked = b.Rack, true
 	return b.ID, true
 }
 
 // better reports whether a should be picked over b (b has the lower ID).
 func (p *placer) better(a, b metadata.Broker) bool {
-	if ca, cb := p.count[a.ID], p.count[b.ID]; ca != cb {
-		return ca < cb
-	}
-	if za, zb := p.zone[a.Rack], p.zone[b.Rack]; za != zb {
-		return za < zb
+	for _, c := range [][2]int{
+		{p.topic[a.ID], p.topic[b.ID]},
+		{p.topicZone[a.Rack], p.topicZone[b.Rack]},
+		{p.count[a.ID], p.count[b.ID]},
+		{p.zone[a.Rack], p.zone[b.Rack]},
+	} {
+		if c[0] != c[1] {
+			return c[0] < c[1]
+		}
 	}
 	if p.picked {
 		if sa, sb := a.Rack == p.lastZone, b.Rack == p.lastZone; sa != sb {
@@ -77,9 +99,10 @@ func (p *placer) better(a, b metadata.Broker) bool {
 	return false
 }
 
-// place chooses leaders for n new partitions starting at index first.
-func place(v *metadata.View, first, n int32) ([]metadata.Partition, bool) {
-	p := newPlacer(v)
+// place chooses leaders for n new partitions of topic (nil: a new topic), starting at
+// index first.
+func place(v *metadata.View, topic *metadata.Topic, first, n int32) ([]metadata.Partition, bool) {
+	p := newPlacer(v, topic)
 	out := make([]metadata.Partition, n)
 	for i := range out {
 		leader, ok := p.next()

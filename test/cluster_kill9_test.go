@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // procCluster runs 3 `weir controller` and 3 `weir broker --controllers` processes that
@@ -81,6 +82,19 @@ func startProcClusterWith(t *testing.T, o procClusterOptions) *procCluster {
 		pc.brokerArgs = append(pc.brokerArgs, args)
 		pc.brokers = append(pc.brokers, startProc(t, pc.dir, fmt.Sprintf("broker-%d.log", i), kafka, args...))
 	}
+	// A listening broker may not be registered yet: a topic created before every broker is
+	// active is placed on the others only (TestProcFailoverKillDuringMoves once found its
+	// broker leading none of the topic). Wait for all three.
+	adm := pc.admin(t)
+	testutil.Eventually(t, time.Minute, "three active brokers", func() bool {
+		n := 0
+		for _, b := range adm.View().Brokers {
+			if b.Active() {
+				n++
+			}
+		}
+		return n == 3
+	})
 	return pc
 }
 

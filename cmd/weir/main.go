@@ -15,7 +15,10 @@ Usage:
   weir dev [flags]        run a local cluster (3 controllers, 3 brokers in zones a, b, c), data under ./data
   weir controller [flags] run one controller of the Raft quorum
   weir broker [flags]     run one broker, in a cluster (--controllers) or standalone
-  weir admin <command>    cluster status, describe, partition moves (see weir admin --help)
+  weir admin <command>    the controllers: cluster status, describe, moves, drain, ACLs, users (weir admin --help)
+  weir topic <command>    topics: create, list, describe, delete, add-partitions (weir topic --help)
+  weir group <command>    consumer groups: list, describe with lag, reset offsets, delete (weir group --help)
+  weir config <command>   topic and broker configs: describe, set, delete (weir config --help)
   weir bench <kind> ...   benchmarks: produce, consume, e2e, disk, failover (see weir bench --help)
   weir chaos [flags]      kill, pause and cut brokers under a verified load; report (see weir chaos --help)
   weir version            print the version
@@ -42,6 +45,12 @@ func main() {
 		err = runDev(ctx, os.Args[2:])
 	case "admin":
 		err = runAdmin(ctx, os.Args[2:])
+	case "topic":
+		err = runTopic(ctx, os.Args[2:], os.Stdout)
+	case "group":
+		err = runGroup(ctx, os.Args[2:], os.Stdout)
+	case "config":
+		err = runConfig(ctx, os.Args[2:], os.Stdout)
 	case "bench":
 		err = runBench(ctx, os.Args[2:])
 	case "chaos":
