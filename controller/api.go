@@ -32,6 +32,8 @@ func (c *Controller) routes() http.Handler {
 	mux.HandleFunc("POST "+ctlwire.PathLeaseVote, c.handleLeaseVote)
 	mux.HandleFunc("POST "+ctlwire.PathSuspect, writeAs[ctlwire.SuspectRequest](c, c.handleSuspect))
 	mux.HandleFunc("POST "+ctlwire.PathDrain, writeAs[ctlwire.DrainRequest](c, c.handleDrain))
+	mux.HandleFunc("POST "+ctlwire.PathUndrain, writeAs[ctlwire.DrainRequest](c, c.handleUndrain))
+	mux.HandleFunc("POST "+ctlwire.PathDecommission, writeAs[ctlwire.DecommissionRequest](c, c.handleDecommission))
 	mux.HandleFunc("POST "+ctlwire.PathTopics, writeAs[ctlwire.CreateTopicRequest](c, c.handleCreateTopic))
 	mux.HandleFunc("DELETE "+ctlwire.PathTopic, c.write(c.handleDeleteTopic, nil))
 	mux.HandleFunc("POST "+ctlwire.PathTopicPartitions, writeAs[ctlwire.CreatePartitionsRequest](c, c.handleCreatePartitions))

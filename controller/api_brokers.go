@@ -155,6 +155,34 @@ func (c *Controller) handleDrain(r *http.Request, body []byte) (any, error) {
 		Recovering: dr.Recovering, NoTarget: dr.NoTarget, MovesCancelled: dr.MovesCancelled}, nil
 }
 
+// handleUndrain takes a draining registration out of draining (undrainBrokerCmd).
+func (c *Controller) handleUndrain(r *http.Request, body []byte) (any, error) {
+	var req ctlwire.DrainRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	res, err := c.propose(&undrainBrokerCmd{ID: req.ID, Epoch: req.Epoch})
+	if err != nil {
+		return nil, err
+	}
+	c.log.Info("broker undrained", "broker", req.ID, "epoch", req.Epoch)
+	return ctlwire.VersionResponse{Version: res.Version}, nil
+}
+
+// handleDecommission retires a fenced broker that leads nothing (decommissionBrokerCmd).
+func (c *Controller) handleDecommission(r *http.Request, body []byte) (any, error) {
+	var req ctlwire.DecommissionRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	res, err := c.propose(&decommissionBrokerCmd{ID: req.ID})
+	if err != nil {
+		return nil, err
+	}
+	c.log.Info("broker decommissioned", "broker", req.ID)
+	return ctlwire.VersionResponse{Version: res.Version}, nil
+}
+
 // handleSuspect records that a broker's gossip suspects another: the suspect is fenced
 // once it has been silent for SuspectTimeout instead of the whole lease.
 func (c *Controller) handleSuspect(r *http.Request, body []byte) (any, error) {

@@ -37,6 +37,8 @@ const (
 	cmdDeleteACLs            cmdType = 20
 	cmdCompleteRecoveries    cmdType = 21
 	cmdCompleteMoves         cmdType = 22
+	cmdUndrainBroker         cmdType = 23
+	cmdDecommissionBroker    cmdType = 24
 )
 
 // command is one replicated change. apply must be deterministic: it may read and change
@@ -72,6 +74,8 @@ var commandDecoders = map[cmdType]func() command{
 	cmdDeleteACLs:            func() command { return &deleteACLsCmd{} },
 	cmdCompleteRecoveries:    func() command { return &completeRecoveriesCmd{} },
 	cmdCompleteMoves:         func() command { return &completeMovesCmd{} },
+	cmdUndrainBroker:         func() command { return &undrainBrokerCmd{} },
+	cmdDecommissionBroker:    func() command { return &decommissionBrokerCmd{} },
 }
 
 var errBadCommand = errors.New("controller: undecodable command")

@@ -244,10 +244,29 @@ func TestDrainBrokerClient(t *testing.T) {
 	if b, _ := b1.View().Broker(1); b.State != metadata.BrokerActive {
 		t.Fatalf("broker 1 registered again: %+v", b)
 	}
-	if n := sumMetric(t, reg, "weir_controller_brokers_drained_total"); n != 1 {
+	// Undrain and decommission over the API (through a follower), their refusals
+	// mapped back to the sentinels.
+	if _, err := fc.DrainRegistration(ctx, 1, b1.Epoch()); err != nil {
+		t.Fatal(err)
+	}
+	if err := fc.UndrainRegistration(ctx, 1, b1.Epoch()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := fc.View().Broker(1); b.State != metadata.BrokerActive {
+		t.Fatalf("broker 1 after undrain: %+v", b)
+	}
+	testutil.Eventually(t, 10*time.Second, "broker 1's own client sees the undrain", func() bool { return !b1.Draining() })
+	if err := fc.Decommission(ctx, 1); !errors.Is(err, metadata.ErrBrokerState) {
+		t.Fatalf("decommission of a live broker: %v, want ErrBrokerState", err)
+	}
+	if err := fc.Decommission(ctx, 42); !errors.Is(err, metadata.ErrUnknownBroker) {
+		t.Fatalf("decommission of an unknown broker: %v, want ErrUnknownBroker", err)
+	}
+	if n := sumMetric(t, reg, "weir_controller_brokers_drained_total"); n != 2 {
 		t.Fatalf("drains counted: %v, want 1", n)
 	}
-	// Every controller exports the leaders of its own View: 9 each.
+	// Every controller exports the leaders of its own View: 9 each (the second drain's
+	// moves are under way, not complete).
 	testutil.Eventually(t, 10*time.Second, "27 partitions led over 3 controllers' metrics", func() bool {
 		return sumMetric(t, reg, "weir_controller_broker_partitions_led") == 27
 	})

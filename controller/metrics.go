@@ -121,11 +121,11 @@ func newMetrics(reg prometheus.Registerer, c *Controller) (*metrics, error) {
 		func() float64 { return c.bal.imbalance() })
 	gauge("weir_controller_partitions_moving", "Partitions with a graceful move under way (admin, drain or balancer).",
 		func() float64 { return float64(movesInFlight(c.fsm.View())) })
-	for _, state := range []metadata.BrokerState{metadata.BrokerActive, metadata.BrokerDraining, metadata.BrokerFenced} {
+	for _, state := range []metadata.BrokerState{metadata.BrokerActive, metadata.BrokerDraining, metadata.BrokerFenced, metadata.BrokerDecommissioned} {
 		state := state
 		cols = append(cols, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "weir_controller_brokers",
-			Help:        "Registered brokers by state (active, draining, fenced).",
+			Help:        "Registered brokers by state (active, draining, fenced, decommissioned).",
 			ConstLabels: prometheus.Labels{"state": string(state)},
 		}, func() float64 {
 			n := 0
@@ -135,6 +135,8 @@ func newMetrics(reg prometheus.Registerer, c *Controller) (*metrics, error) {
 					n += b2i(state == metadata.BrokerActive)
 				case b.Draining():
 					n += b2i(state == metadata.BrokerDraining)
+				case b.Decommissioned():
+					n += b2i(state == metadata.BrokerDecommissioned)
 				default:
 					n += b2i(state == metadata.BrokerFenced)
 				}

@@ -51,6 +51,11 @@ var (
 	// A refusal for a stale or fenced epoch also matches ErrFenced, one for a partition
 	// that does not exist (any more) also ErrUnknownTopic.
 	ErrObjectRejected = errors.New("metadata: object rejected")
+	// ErrUnknownBroker: no broker of that ID ever registered.
+	ErrUnknownBroker = errors.New("metadata: unknown broker")
+	// ErrBrokerState: the broker's state forbids the change (decommissioning a live
+	// broker, or one that still leads partitions). Nothing changed.
+	ErrBrokerState = errors.New("metadata: broker state forbids the change")
 )
 
 // TopicID is a topic's UUID. It changes when a topic is deleted and created again, so
@@ -79,7 +84,8 @@ type Broker struct {
 	Rack string `json:"rack,omitempty"`
 	// Epoch is a new number each time the broker registers (each process start).
 	Epoch int64 `json:"epoch,omitempty"`
-	// State is BrokerActive, BrokerFenced or BrokerDraining; the empty string means active.
+	// State is BrokerActive, BrokerFenced, BrokerDraining or BrokerDecommissioned; the
+	// empty string means active.
 	State BrokerState `json:"state,omitempty"`
 	// Listeners are the broker's extra Kafka listeners: named ones (Kafka's listener
 	// names, each with its security protocol) and per-zone ones (zone routing, named
@@ -157,7 +163,16 @@ const (
 	// away gracefully and it is given none (placement, failover, moves, the
 	// balancer). A new registration (the next epoch) is active again.
 	BrokerDraining BrokerState = "draining"
+	// BrokerDecommissioned: an operator declared a fenced broker gone for good (weir
+	// admin decommission). Like fenced it is given nothing and clients are not sent to
+	// it, and listings leave it out; the entry stays so that the ID's epochs keep
+	// growing if a broker of that ID ever registers again (its WAL directories and
+	// fence token are named by epoch).
+	BrokerDecommissioned BrokerState = "decommissioned"
 )
+
+// Decommissioned reports whether an operator retired the broker (BrokerDecommissioned).
+func (b Broker) Decommissioned() bool { return b.State == BrokerDecommissioned }
 
 // Active reports whether the registration is live, so clients may be sent to this
 // broker for what it leads: active or draining (a draining broker serves its

@@ -419,6 +419,14 @@ func aclMatrix() []aclCase {
 			r.Topics = append(r.Topics, rt)
 			return r
 		}, kerr.ClusterAuthorizationFailed.Code},
+		{35, "DescribeLogDirs", func(e *aclEnv) kmsg.Request { return kmsg.NewPtrDescribeLogDirsRequest() }, kerr.ClusterAuthorizationFailed.Code},
+		{61, "DescribeProducers", func(e *aclEnv) kmsg.Request {
+			r := kmsg.NewPtrDescribeProducersRequest()
+			rt := kmsg.NewDescribeProducersRequestTopic()
+			rt.Topic, rt.Partitions = "t", []int32{0}
+			r.Topics = append(r.Topics, rt)
+			return r
+		}, kerr.TopicAuthorizationFailed.Code},
 		{46, "ListPartitionReassignments", func(e *aclEnv) kmsg.Request {
 			r := kmsg.NewPtrListPartitionReassignmentsRequest()
 			r.TimeoutMillis = 5000

@@ -12,6 +12,7 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -70,6 +71,9 @@ func (s *Server) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsR
 		st.TopicID = t.ID
 		st.NumPartitions = int32(len(t.Partitions))
 		st.ReplicationFactor = 1
+		if rt.ReplicationFactor > 1 {
+			st.ErrorMessage = rfNote(rt.ReplicationFactor)
+		}
 		for _, c := range describeTopicConfigs(t, nil, false) {
 			rc := kmsg.NewCreateTopicsResponseTopicConfig()
 			rc.Name, rc.Value, rc.ReadOnly, rc.Source, rc.IsSensitive = c.Name, c.Value, c.ReadOnly, int8(c.Source), c.IsSensitive
@@ -81,4 +85,18 @@ func (s *Server) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsR
 		s.be.Refresh()
 	}
 	return resp
+}
+
+// rfNote is what a create asking for a replication factor above 1 is told beside its
+// success. Weir keeps one copy of a partition's data, in storage that is itself
+// replicated across zones (the shared WAL file system, then the object store), and
+// one leader serves it: the replication factor is 1 in every answer (CreateTopics,
+// Metadata's replicas and ISR), whatever was asked. Refusing
+// would break tools that create topics with their default of 3 (Kafka Connect, Schema
+// Registry); reporting 3 would name replicas that do not exist. Kafka clients read the
+// message only on an error; `weir topic create` prints it. docs/OPERATIONS.md,
+// "Replication factor".
+func rfNote(asked int16) *string {
+	msg := fmt.Sprintf("replication factor %d recorded as 1: Weir keeps one copy in storage replicated across zones (the shared WAL, then object storage); durability does not depend on broker replicas", asked)
+	return &msg
 }

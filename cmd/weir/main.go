@@ -19,6 +19,7 @@ Usage:
   weir topic <command>    topics: create, list, describe, delete, add-partitions (weir topic --help)
   weir group <command>    consumer groups: list, describe with lag, reset offsets, delete (weir group --help)
   weir config <command>   topic and broker configs: describe, set, delete (weir config --help)
+  weir partition describe where each partition's data lives: offsets, WAL directories, objects, producers
   weir bench <kind> ...   benchmarks: produce, consume, e2e, disk, failover (see weir bench --help)
   weir chaos [flags]      kill, pause and cut brokers under a verified load; report (see weir chaos --help)
   weir version            print the version
@@ -51,6 +52,8 @@ func main() {
 		err = runGroup(ctx, os.Args[2:], os.Stdout)
 	case "config":
 		err = runConfig(ctx, os.Args[2:], os.Stdout)
+	case "partition":
+		err = runPartition(ctx, os.Args[2:], os.Stdout)
 	case "bench":
 		err = runBench(ctx, os.Args[2:])
 	case "chaos":

@@ -370,6 +370,32 @@ func (c *Client) DrainRegistration(ctx context.Context, id int32, epoch int64) (
 	return resp, nil
 }
 
+// UndrainRegistration takes broker id's registration epoch out of draining (admin
+// tools): it may be given partitions again. A registration that is not draining is no
+// change; metadata.ErrFenced when it is not the current, live one. On return this
+// client's View shows it.
+func (c *Client) UndrainRegistration(ctx context.Context, id int32, epoch int64) error {
+	var resp ctlwire.VersionResponse
+	if _, err := c.call(ctx, http.MethodPost, ctlwire.PathUndrain, ctlwire.DrainRequest{ID: id, Epoch: epoch}, &resp); err != nil {
+		return err
+	}
+	c.waitVersion(ctx, resp.Version)
+	return nil
+}
+
+// Decommission retires broker id, a fenced broker that leads nothing, for good (admin
+// tools): metadata.ErrUnknownBroker for an ID never registered, metadata.ErrBrokerState
+// for a live broker or one that still leads partitions. On return this client's View
+// shows it.
+func (c *Client) Decommission(ctx context.Context, id int32) error {
+	var resp ctlwire.VersionResponse
+	if _, err := c.call(ctx, http.MethodPost, ctlwire.PathDecommission, ctlwire.DecommissionRequest{ID: id}, &resp); err != nil {
+		return err
+	}
+	c.waitVersion(ctx, resp.Version)
+	return nil
+}
+
 // Draining implements metadata.Drainer: whether this client's View shows the broker's
 // current registration draining.
 func (c *Client) Draining() bool {

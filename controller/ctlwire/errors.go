@@ -54,6 +54,8 @@ var errorCodes = []struct {
 	{"recovery_refused", metadata.ErrRecoveryRefused, http.StatusConflict},
 	{"duplicate_broker", metadata.ErrDuplicateBroker, http.StatusConflict},
 	{"acl_rejected", metadata.ErrACLRejected, http.StatusBadRequest},
+	{"unknown_broker", metadata.ErrUnknownBroker, http.StatusNotFound},
+	{"broker_state", metadata.ErrBrokerState, http.StatusConflict},
 	{CodeNotLeader, ErrNotLeader, http.StatusServiceUnavailable},
 	{CodeUnavailable, ErrUnavailable, http.StatusServiceUnavailable},
 	{"bad_request", ErrBadRequest, http.StatusBadRequest},

@@ -16,6 +16,8 @@ import (
 //	POST   /v1/brokers/lease-vote        (controller to controller: the controller's LeaseVoteRequest)
 //	POST   /v1/brokers/suspect           SuspectRequest          -> VersionResponse
 //	POST   /v1/brokers/drain             DrainRequest            -> DrainResponse | 409 fenced
+//	POST   /v1/brokers/undrain           DrainRequest            -> VersionResponse | 409 fenced
+//	POST   /v1/brokers/decommission      DecommissionRequest     -> VersionResponse | 404 unknown_broker, 409 broker_state
 //	POST   /v1/topics                    CreateTopicRequest      -> TopicResponse
 //	DELETE /v1/topics/{name}                                     -> TopicResponse
 //	POST   /v1/topics/{name}/partitions  CreatePartitionsRequest -> VersionResponse
@@ -45,6 +47,8 @@ const (
 	PathLeaseVote          = "/v1/brokers/lease-vote"
 	PathSuspect            = "/v1/brokers/suspect"
 	PathDrain              = "/v1/brokers/drain"
+	PathUndrain            = "/v1/brokers/undrain"
+	PathDecommission       = "/v1/brokers/decommission"
 	PathTopics             = "/v1/topics"
 	PathTopic              = "/v1/topics/{name}"
 	PathTopicPartitions    = "/v1/topics/{name}/partitions"

@@ -70,6 +70,12 @@ type DrainResponse struct {
 	MovesCancelled int    `json:"moves_cancelled"`
 }
 
+// DecommissionRequest is the body of POST /v1/brokers/decommission: retire broker ID, a
+// fenced broker that leads nothing, for good (metadata.BrokerDecommissioned).
+type DecommissionRequest struct {
+	ID int32 `json:"id"`
+}
+
 // SuspectRequest is the body of POST /v1/brokers/suspect: Reporter's gossip suspects ID.
 type SuspectRequest struct {
 	ID       int32 `json:"id"`
