@@ -66,7 +66,9 @@ func TestPartitionDescribe(t *testing.T) {
 		}
 		return infos[0]
 	}
-	walDir := func(broker int32) string { return filepath.Join(dir, "wal", fmt.Sprintf("broker-%d", broker)) + string(filepath.Separator) }
+	walDir := func(broker int32) string {
+		return filepath.Join(dir, "wal", fmt.Sprintf("broker-%d", broker)) + string(filepath.Separator)
+	}
 	in := describe()
 	if in.HighWatermark != 50 || in.LogStart != 0 || in.Producers != 1 || len(in.Errors) != 0 {
 		t.Fatalf("after 50 records: %+v", in)
