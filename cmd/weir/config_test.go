@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -46,11 +48,7 @@ func TestConfigCommands(t *testing.T) {
 		}
 		return m
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newTestClient(t, c.KafkaAddrs()...)
 	adm := kadm.NewClient(cl)
 	if _, err := adm.CreateTopic(ctx, 2, -1, nil, "cfg"); err != nil {
 		t.Fatal(err)
@@ -60,14 +58,21 @@ func TestConfigCommands(t *testing.T) {
 		if out := ok("set", "--topic", "cfg", "retention.ms=60000", "segment.ms=120000"); !strings.Contains(out, "updated") {
 			t.Fatalf("set:\n%s", out)
 		}
-		// The brokers' own answer, not this command's.
-		rcs, err := adm.DescribeTopicConfigs(ctx, "cfg")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v, err := rcs.On("cfg", nil); err != nil || !hasConfig(v.Configs, "retention.ms", "60000") {
-			t.Fatalf("the broker's configs after set: %+v %v", v, err)
-		}
+		// The brokers' own answer, not this command's: every broker has it once its view
+		// of the metadata caught up (the change went through the controllers).
+		testutil.Eventually(t, 20*time.Second, "every broker shows retention.ms=60000", func() bool {
+			for id := 1; id <= len(c.KafkaAddrs()); id++ {
+				req := kmsg.NewPtrDescribeConfigsRequest()
+				rr := kmsg.NewDescribeConfigsRequestResource()
+				rr.ResourceType, rr.ResourceName, rr.ConfigNames = kmsg.ConfigResourceTypeTopic, "cfg", []string{"retention.ms"}
+				req.Resources = append(req.Resources, rr)
+				resp, err := req.RequestWith(ctx, cl.Broker(id))
+				if err != nil || len(resp.Resources) != 1 || len(resp.Resources[0].Configs) != 1 || deref(resp.Resources[0].Configs[0].Value) != "60000" {
+					return false
+				}
+			}
+			return true
+		})
 		rc := describe("--topic", "cfg")
 		if m := values(rc); len(m) != 2 || m["retention.ms"] != "60000" || m["segment.ms"] != "120000" || rc.Configs[0].Source != "DYNAMIC_TOPIC_CONFIG" {
 			t.Fatalf("describe: %+v", rc)
@@ -89,9 +94,10 @@ func TestConfigCommands(t *testing.T) {
 		if out := ok("delete", "--topic", "cfg", "retention.ms"); !strings.Contains(out, "updated") {
 			t.Fatalf("delete:\n%s", out)
 		}
-		if m := values(describe("--topic", "cfg")); len(m) != 1 || m["segment.ms"] != "120000" {
-			t.Fatalf("after delete retention.ms: %v", m)
-		}
+		testutil.Eventually(t, 20*time.Second, "retention.ms deleted", func() bool {
+			m := values(describe("--topic", "cfg"))
+			return len(m) == 1 && m["segment.ms"] == "120000"
+		})
 		var dry alteredConfigs
 		if err := json.Unmarshal([]byte(ok("set", "--topic", "cfg", "retention.ms=1", "--dry-run", "--json")), &dry); err != nil || dry.Status != "valid" {
 			t.Fatalf("--dry-run: %+v %v", dry, err)
@@ -163,11 +169,13 @@ func TestConfigCommands(t *testing.T) {
 	})
 }
 
-func hasConfig(cs []kadm.Config, key, value string) bool {
-	for _, c := range cs {
-		if c.Key == key && c.MaybeValue() == value {
-			return true
-		}
+// newTestClient is a franz-go client of seeds, closed when the test ends.
+func newTestClient(t *testing.T, seeds ...string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return false
+	t.Cleanup(cl.Close)
+	return cl
 }

@@ -55,16 +55,31 @@ func TestTopicCommands(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	partitionsOf := func(name string) int { // -1: no such topic
-		req := kmsg.NewPtrMetadataRequest() // not kadm's: its answers are cached for seconds
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(name)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
-			return -1
+	// partitionsOf is the partition count of name every broker's Metadata shows, -1 for
+	// no such topic, -2 while they disagree (their views of the metadata catch up).
+	partitionsOf := func(name string) int {
+		counts := map[int]bool{}
+		for id := 1; id <= len(c.KafkaAddrs()); id++ {
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(name)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, cl.Broker(id))
+			switch {
+			case err != nil || len(resp.Topics) != 1:
+				return -2
+			case resp.Topics[0].ErrorCode != 0:
+				counts[-1] = true
+			default:
+				counts[len(resp.Topics[0].Partitions)] = true
+			}
 		}
-		return len(resp.Topics[0].Partitions)
+		for n := range counts {
+			if len(counts) == 1 {
+				return n
+			}
+		}
+		return -2
 	}
 	ok := func(args ...string) string {
 		t.Helper()
@@ -131,6 +146,7 @@ func TestTopicCommands(t *testing.T) {
 		if _, err := adm.CommitOffsets(ctx, "g", offs); err != nil {
 			t.Fatal(err)
 		}
+		testutil.Eventually(t, 20*time.Second, "every broker knows fresh", func() bool { return partitionsOf("fresh") == 1 })
 		out := ok("list")
 		for _, want := range []string{"TOPIC", "orders", "events", "fresh"} {
 			if !strings.Contains(out, want) {
