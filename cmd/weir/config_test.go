@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
@@ -48,7 +47,7 @@ func TestConfigCommands(t *testing.T) {
 		}
 		return m
 	}
-	cl := newTestClient(t, c.KafkaAddrs()...)
+	cl := newTestClient(t, c)
 	adm := kadm.NewClient(cl)
 	if _, err := adm.CreateTopic(ctx, 2, -1, nil, "cfg"); err != nil {
 		t.Fatal(err)
@@ -167,15 +166,4 @@ func TestConfigCommands(t *testing.T) {
 			t.Errorf("set --help's flags:\n%s", set)
 		}
 	})
-}
-
-// newTestClient is a franz-go client of seeds, closed when the test ends.
-func newTestClient(t *testing.T, seeds ...string) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
 }

@@ -230,11 +230,3 @@ func uniq(names []string) []string {
 	}
 	return out
 }
-
-// dash is s, or "-" for an empty table cell.
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}

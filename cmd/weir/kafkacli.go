@@ -108,3 +108,11 @@ func subcommand(w io.Writer, usage string, args []string) (string, []string, boo
 	}
 	return args[0], args[1:], true
 }
+
+// dash is s, or "-" for an empty table cell, so columns stay aligned.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -148,11 +148,3 @@ func count(n int64) string {
 	}
 	return fmt.Sprint(n)
 }
-
-// dash prints "" as "-", so table columns stay aligned.
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}

@@ -275,13 +275,3 @@ func rowsHave(rows []listedTopic, name string) bool {
 	}
 	return false
 }
-
-// tableRow is the fields of the first table line whose first field is first.
-func tableRow(table, first string) []string {
-	for _, line := range strings.Split(table, "\n") {
-		if f := strings.Fields(line); len(f) > 0 && f[0] == first {
-			return f
-		}
-	}
-	return nil
-}
