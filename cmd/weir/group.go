@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -54,42 +53,27 @@ func runGroup(ctx context.Context, args []string, w io.Writer) error {
 	return fmt.Errorf("group: unknown command %q (weir group --help lists them)", cmd)
 }
 
-// groupCmd is one run of `weir group NAME`: the Kafka client flags (kafkaCLI), the
-// command's own (added to fs by the caller before parse) and the positional arguments.
+// groupCmd is a weir group subcommand: a kafkaCmd (own flags, then the shared
+// connection and output flags) that keeps its positional arguments (the groups).
 type groupCmd struct {
-	kafkaCLI
-	fs  *flag.FlagSet
+	*kafkaCmd
 	pos []string
 }
 
-// newGroupCmd makes the flag set; --help prints help and then the flags, to w.
 func newGroupCmd(name, help string, w io.Writer) *groupCmd {
-	c := &groupCmd{fs: flag.NewFlagSet("weir group "+name, flag.ContinueOnError)}
-	c.fs.SetOutput(w)
-	c.fs.Usage = func() {
-		fmt.Fprint(w, help)
-		fmt.Fprintln(w, "\nFlags:")
-		c.fs.PrintDefaults()
-	}
-	c.bind(c.fs)
-	return c
+	return &groupCmd{kafkaCmd: newKafkaCmd("weir group "+name, help, w)}
 }
 
-// parse parses args into the flags and c.pos; done is true after --help.
+// parse parses args into the flags and c.pos; done is true after --help or an error.
 func (c *groupCmd) parse(args []string) (done bool, err error) {
-	c.pos, done, err = parseFlags(c.fs, args)
+	c.pos, done, err = c.kafkaCmd.parse(args)
 	return done || err != nil, err
 }
 
 // connect bounds ctx by --timeout and makes the admin client; stop closes both.
 func (c *groupCmd) connect(ctx context.Context) (_ context.Context, _ *kadm.Client, stop func(), err error) {
-	ctx, cancel := c.ctx(ctx)
-	cl, adm, err := c.client()
-	if err != nil {
-		cancel()
-		return nil, nil, nil, err
-	}
-	return ctx, adm, func() { cl.Close(); cancel() }, nil
+	ctx, _, adm, stop, err := c.kafkaCmd.connect(ctx)
+	return ctx, adm, stop, err
 }
 
 // groupErr is a broker's refusal for one group (or one of its partitions): the Kafka error
