@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,30 +11,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
-	"github.com/weir-io/weir/cluster"
 	"github.com/weir-io/weir/security/tlsconf"
 )
 
 // TestGroupSecureCluster: weir group against SASL_SSL listeners (as `weir dev --secure`
 // runs them) with the client flags of kafkaCLI; without them the command fails.
 func TestGroupSecureCluster(t *testing.T) {
-	dir := t.TempDir()
-	sec, err := devSecurity(dir, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := cluster.Config{Dir: dir, Controllers: 1, Brokers: 1, NoGossip: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	sec.apply(&cfg)
-	c, err := cluster.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := sec.bootstrap(ctx, c, cfg.Brokers, c.Bootstrap()); err != nil {
-		t.Fatal(err)
-	}
+	c, sec := startSecureDev(t, ctx)
 	src, err := tlsconf.New(tlsconf.Files{CAFile: sec.caFile}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -3,36 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/weir-io/weir/cluster"
 )
 
 // TestTopicSecureCluster: weir topic and weir config against the SASL_SSL listeners of
 // the cluster weir dev --secure runs (one controller and one broker here, to start fast),
 // with the client flags kafkaCLI shares; without SASL, or without TLS, they get nothing.
 func TestTopicSecureCluster(t *testing.T) {
-	dir := t.TempDir()
-	sec, err := devSecurity(dir, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := cluster.Config{Dir: dir, Controllers: 1, Brokers: 1, NoGossip: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	sec.apply(&cfg)
-	c, err := cluster.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if err := sec.bootstrap(ctx, c, cfg.Brokers, c.Bootstrap()); err != nil {
-		t.Fatal(err)
-	}
+	c, sec := startSecureDev(t, ctx)
 	base := []string{"--bootstrap", c.Bootstrap(), "--timeout", "20s"}
 	tlsFlags := []string{"--tls-ca", sec.caFile}
 	saslFlags := []string{"--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", devAdmin}
