@@ -23,7 +23,7 @@ func idleNote(accepting []*balBroker, mean float64, canTarget func(*balBroker) b
 		}
 	}
 	if len(out) == 0 {
-		return fmt.Sprintf("balanced: every broker within %.1f of the mean cost %.1f (the band the balancer leaves alone: one partition, or 10%% of the mean if more)", thr, mean)
+		return fmt.Sprintf("balanced: every broker within %.1f of the mean cost %.1f (the balancer's band: one partition, or 10%% of the mean if more)", thr, mean)
 	}
 	var silent []string
 	lowest := -1.0 // the least loaded broker a move may go to

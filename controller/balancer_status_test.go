@@ -19,7 +19,7 @@ func TestBalancerNoteExplainsImbalance(t *testing.T) {
 	brokers := []metadata.Broker{{ID: 1, Epoch: 1, Rack: "a"}, {ID: 2, Epoch: 1, Rack: "b"}, {ID: 3, Epoch: 1, Rack: "c", State: metadata.BrokerActive}}
 	one := viewWith(brokers, &metadata.Topic{Name: "t", ID: topicID(1), Partitions: []metadata.Partition{{Index: 0, Leader: 1, MovingTo: -1}}})
 	plan := planBalance(balanceInput{view: one, maxMoves: 4})
-	if len(plan.Moves) != 0 || plan.Imbalance != 2 || plan.Note != "balanced: every broker within 1.0 of the mean cost 0.3 (the band the balancer leaves alone: one partition, or 10% of the mean if more)" {
+	if len(plan.Moves) != 0 || plan.Imbalance != 2 || plan.Note != "balanced: every broker within 1.0 of the mean cost 0.3 (the balancer's band: one partition, or 10% of the mean if more)" {
 		t.Fatalf("one partition over three brokers: %d moves, imbalance %.2f, note %q", len(plan.Moves), plan.Imbalance, plan.Note)
 	}
 	for _, b := range plan.Brokers {

@@ -86,7 +86,7 @@ func (c *Client) classifyErr(addr string, err error) *ControllerError {
 	msg := err.Error()
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return ctlErr(addr, ErrRefused, err, down, "connection refused at %s: is a controller running there? (check --controllers: the controllers' API addresses)", addr)
+		return ctlErr(addr, ErrRefused, err, down, "connection refused at %s (no controller listening there: down, restarting, or a wrong address in --controllers?)", addr)
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
 		return ctlErr(addr, ErrUnresolved, err, down, "cannot resolve %s (no such host): check --controllers", dnsErr.Name)
 	case errors.As(err, &dnsErr):
@@ -150,9 +150,12 @@ func (c *Client) classifyAnswer(addr string, status int, body []byte) *Controlle
 			what = ae.Message
 		}
 		return ctlErr(addr, ErrForbidden, fmt.Errorf("HTTP %d: %s", status, what), permanent, "403 at %s: the controller refuses this caller (%s): check the credentials (--cluster-token-file, --controller-tls-cert)", addr, what)
+	case !isAPI && status >= 500:
+		// A proxy in front of controllers that are restarting, say.
+		return ctlErr(addr, nil, fmt.Errorf("HTTP %d: %.200s", status, body), transient, "%s answered HTTP %d: %.200s", addr, status, strings.TrimSpace(string(body)))
 	case !isAPI || ae.Code == "not_found":
 		// Something answers HTTP there, but not as a controller does: a broker's metrics
-		// port, a proxy, another service.
+		// port, another service.
 		return ctlErr(addr, ErrNotAPI, fmt.Errorf("HTTP %d: %.200s", status, body), permanent,
 			"%s answered HTTP %d, not as a controller's API does: is it a controller's API address? (check --controllers)", addr, status)
 	}

@@ -1,7 +1,6 @@
 package ctlclient
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/weir-io/weir/controller/ctlwire"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/security/tlstest"
 )
 
@@ -177,13 +177,13 @@ func TestStartFailsFast(t *testing.T) {
 func TestStartWaitsForRefused(t *testing.T) {
 	closed := closedAddr(t)
 	silent := rawServer(t, nil) // accepts, never answers
-	var logs bytes.Buffer
+	var logs testutil.Buffer
 	var mu sync.Mutex
 	var progress []string
 	cfg := DefaultClientConfig()
 	cfg.Controllers, cfg.StartTimeout, cfg.RequestTimeout = []string{closed, silent}, 3*time.Second, 300*time.Millisecond
 	cfg.WaitingInterval = 500 * time.Millisecond
-	cfg.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil))
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	cfg.OnWaiting = func(waited time.Duration, status string) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -218,18 +218,6 @@ func TestStartWaitsForRefused(t *testing.T) {
 		t.Errorf("the refusal was logged %d times, want once (twice with the summary of the timeout):\n%s", n, logs.String())
 	}
 	t.Logf("error: %v\nprogress: %q", err, progress)
-}
-
-// syncWriter serialises a logger's writes with the test's reads.
-type syncWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // TestClassifyDNS: a name that does not resolve is said so, and counts as down (waited
