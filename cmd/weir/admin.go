@@ -85,9 +85,6 @@ func runAdminToken(_ context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// defaultControllers is what `weir dev` runs.
-const defaultControllers = "127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403"
-
 // adminDownGrace is how long an admin command waits for controllers with nothing
 // listening: a controller restarting comes back within it; a wrong --controllers is
 // reported then, not after --timeout.
