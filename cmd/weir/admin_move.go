@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/weir-io/weir/controller/ctlclient"
 )
 
 func runAdminMove(ctx context.Context, args []string, out io.Writer) error {
@@ -42,18 +44,31 @@ func runAdminMove(ctx context.Context, args []string, out io.Writer) error {
 	}
 }
 
-func runAdminDrain(ctx context.Context, args []string, out io.Writer) error {
-	fs := adminFlags("drain", "--broker ID [flags]", "Drains broker ID before it is stopped: every partition it leads moves gracefully to another broker, and it\n"+
-		"is given nothing new. It stays draining until it registers again (a restart). Waits until it leads nothing.", out)
-	var cc ctlConn
-	cc.bind(fs)
-	brokerID := fs.Int("broker", -1, "the ID of the broker to drain")
-	ctx, cl, done, err := cc.start(ctx, fs, args)
-	if cl == nil {
-		return err
+// brokerCommand makes the run function of an admin command on one broker: its flags
+// are the shared ones and --broker; fn runs with a connected client and the ID (-1 when
+// --broker is missing: fn says what it needs).
+func brokerCommand(name, help string, fn func(ctx context.Context, cl *ctlclient.Client, w io.Writer, id int32) error) func(context.Context, []string, io.Writer) error {
+	return func(ctx context.Context, args []string, out io.Writer) error {
+		fs := adminFlags(name, "--broker ID [flags]", help, out)
+		var cc ctlConn
+		cc.bind(fs)
+		id := fs.Int("broker", -1, "the broker's ID")
+		ctx, cl, done, err := cc.start(ctx, fs, args)
+		if cl == nil {
+			return err
+		}
+		defer done()
+		return fn(ctx, cl, out, int32(*id))
 	}
-	defer done()
-	b, ok := cl.View().Broker(int32(*brokerID))
+}
+
+const drainHelp = "Drains broker ID before it is stopped: every partition it leads moves gracefully to another broker, and it\n" +
+	"is given nothing new. It stays draining until it registers again (a restart) or is undrained. Waits until it\n" +
+	"leads nothing (--timeout)."
+
+// adminDrain drains broker id and waits until it leads nothing.
+func adminDrain(ctx context.Context, cl *ctlclient.Client, out io.Writer, id int32) error {
+	b, ok := cl.View().Broker(id)
 	if !ok || !b.Active() {
 		return fmt.Errorf("drain needs --broker, the ID of a live broker")
 	}
@@ -73,7 +88,7 @@ func runAdminDrain(ctx context.Context, args []string, out io.Writer) error {
 		select {
 		case <-cl.Changed():
 		case <-ctx.Done():
-			return fmt.Errorf("broker %d still leads %d partitions after %v (are the brokers up? is the balancer on?)", b.ID, n, cc.timeout)
+			return fmt.Errorf("broker %d still leads %d partitions after %v (are the brokers up? is the balancer on?)", b.ID, n, time.Since(start).Round(time.Second))
 		}
 	}
 }

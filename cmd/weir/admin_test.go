@@ -3,15 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/weir-io/weir/cluster"
 	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/metadata"
 )
@@ -38,6 +35,8 @@ func TestAdminHelpPerCommand(t *testing.T) {
 		{"describe", []string{"-topic", "-json"}, []string{"-broker", "-to", "-partition"}},
 		{"move", []string{"-topic", "-partition", "-to"}, []string{"-broker", "-json"}},
 		{"drain", []string{"-broker"}, []string{"-topic", "-to", "-partition", "-json"}},
+		{"undrain", []string{"-broker"}, []string{"-topic", "-to", "-partition", "-json"}},
+		{"decommission", []string{"-broker"}, []string{"-topic", "-to", "-partition", "-json"}},
 		{"acl add", []string{"-principal", "-operation"}, []string{"-broker", "-to", "-partition"}},
 		{"user set", []string{"-name", "-password-file"}, []string{"-broker", "-to", "-partition"}},
 	} {
@@ -87,52 +86,34 @@ func TestAdminUnreachableFailsFast(t *testing.T) {
 // its --json decodes; status --json decodes, and status and describe show the same
 // state for each broker, a drained one included.
 func TestAdminDescribeAndStatus(t *testing.T) {
-	c, err := cluster.Start(cluster.Config{Dir: t.TempDir(), Controllers: 1, Brokers: 3, NoGossip: true, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := startKafkaCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	ccfg := ctlclient.DefaultClientConfig()
-	ccfg.Controllers = c.APIAddrs()
-	cl, err := ctlclient.NewClient(ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	for name, n := range map[string]int32{"orders": 3, "logs": 2, "audit": 1} {
-		if _, err := cl.CreateTopic(ctx, metadata.TopicSpec{Name: name, Partitions: n, ReplicationFactor: 1}, false); err != nil {
-			t.Fatal(err)
+	topic := kafkaRunner(ctx, runTopic, "--bootstrap", c.Bootstrap())
+	for name, n := range map[string]string{"orders": "3", "logs": "2", "audit": "1"} {
+		if out, err := topic("create", name, "--partitions", n); err != nil {
+			t.Fatalf("weir topic create %s: %v\n%s", name, err, out)
 		}
 	}
-	ctl := []string{"--controllers", strings.Join(c.APIAddrs(), ","), "--timeout", "30s"}
+	admin := kafkaRunner(ctx, runAdmin, "--controllers", strings.Join(c.APIAddrs(), ","), "--timeout", "30s")
 	run := func(args ...string) string {
 		t.Helper()
-		var out bytes.Buffer
-		if err := runAdmin(ctx, append(args, ctl...), &out); err != nil {
-			t.Fatalf("weir admin %v: %v", args, err)
+		out, err := admin(args...)
+		if err != nil {
+			t.Fatalf("weir admin %v: %v\n%s", args, err, out)
 		}
-		return out.String()
+		return out
 	}
-	describe := func(args ...string) describeJSON {
+	describe := func(args ...string) (d describeJSON) {
 		t.Helper()
-		var d describeJSON
-		out := run(append([]string{"describe", "--json"}, args...)...)
-		if err := json.Unmarshal([]byte(out), &d); err != nil {
-			t.Fatalf("describe --json: %v\n%s", err, out)
-		}
+		decodeJSON(t, run(append([]string{"describe", "--json"}, args...)...), &d)
 		return d
 	}
-	status := func() statusJSON {
+	status := func() (st statusJSON) {
 		t.Helper()
-		var st statusJSON
-		out := run("status", "--json")
-		if err := json.Unmarshal([]byte(out), &st); err != nil {
-			t.Fatalf("status --json: %v\n%s", err, out)
-		}
+		decodeJSON(t, run("status", "--json"), &st)
 		if len(st.Controllers) != 1 || st.Controllers[0].Status == nil || st.Controllers[0].State != "Leader" || st.Balancer == nil {
-			t.Fatalf("status --json: %s", out)
+			t.Fatalf("status --json: %+v", st)
 		}
 		return st
 	}
@@ -161,7 +142,7 @@ func TestAdminDescribeAndStatus(t *testing.T) {
 		if m := topicsOf(describe()); len(m) != 3 {
 			t.Errorf("describe without --topic: %v", m)
 		}
-		err := runAdmin(ctx, append([]string{"describe", "--topic", "orders,nope"}, ctl...), io.Discard)
+		_, err := admin("describe", "--topic", "orders,nope")
 		if !errors.Is(err, metadata.ErrUnknownTopic) || !strings.Contains(err.Error(), "nope") {
 			t.Errorf("describe --topic nope: %v", err)
 		}
