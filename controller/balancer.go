@@ -145,6 +145,9 @@ type balBroker struct {
 	parts int
 	bytes int64
 	cands []*candidate
+	// cooled and recovering count the partitions it leads that may not move now
+	// (idleNote says so).
+	cooled, recovering int
 }
 
 // planBalance decides one round (see the rules above). Deterministic: the same input
@@ -229,7 +232,12 @@ func planBalance(in balanceInput) balancePlan {
 			default:
 				lb.cost += c
 				lb.parts++
-				if !p.Recovering && !cooled[k] {
+				switch {
+				case p.Recovering:
+					lb.recovering++
+				case cooled[k]:
+					lb.cooled++
+				default:
 					lb.cands = append(lb.cands, &candidate{key: k, id: t.ID, cost: c, from: p.Leader})
 				}
 			}
@@ -240,7 +248,8 @@ func planBalance(in balanceInput) balancePlan {
 	sum := 0.0
 	for _, id := range ids {
 		b := bs[id]
-		plan.Brokers = append(plan.Brokers, ctlwire.BrokerBalance{ID: id, Rack: b.b.Rack, State: b.b.State, Leads: b.leads, Cost: b.cost, BytesPerSec: b.bytes})
+		// The state as `weir admin describe` shows it, from the same field.
+		plan.Brokers = append(plan.Brokers, ctlwire.BrokerBalance{ID: id, Rack: b.b.Rack, State: ctlwire.StateOf(b.b), Leads: b.leads, Cost: b.cost, BytesPerSec: b.bytes})
 		if b.b.Accepting() {
 			accepting = append(accepting, b)
 			sum += b.cost
@@ -532,9 +541,9 @@ func planBalance(in balanceInput) balancePlan {
 		}
 	}
 	if len(plan.Moves) == 0 {
-		plan.Note = "balanced"
-		if len(accepting) == 0 {
-			plan.Note = "no active broker"
+		plan.Note = "no active broker"
+		if len(accepting) > 0 {
+			plan.Note = idleNote(accepting, meanCost, canTarget, in.cooldown)
 		}
 	}
 	return plan
@@ -557,7 +566,6 @@ type balancer struct {
 	last      balancePlan
 	lastRound time.Time
 	total     uint64
-	reported  int
 	// movingRounds counts the rounds that began a move.
 	movingRounds uint64
 }
@@ -609,31 +617,16 @@ func (b *balancer) loop() {
 func (b *balancer) forget() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.recent, b.last, b.lastRound, b.reported = nil, balancePlan{}, time.Time{}, 0
+	b.recent, b.last, b.lastRound = nil, balancePlan{}, time.Time{}
 }
 
 // round makes one decision and proposes its moves.
 func (b *balancer) round(now time.Time) balancePlan {
 	c := b.c
-	v := c.fsm.View()
-	loads := c.loads.snapshot(now)
 	b.mu.Lock()
 	b.recent = slices.DeleteFunc(b.recent, func(r recentMove) bool { return now.Sub(r.at) >= c.cfg.BalanceCooldown })
-	recent := slices.Clone(b.recent)
 	b.mu.Unlock()
-	lease := c.cfg.GrantedLease()
-	plan := planBalance(balanceInput{
-		view: v, loads: loads, recent: recent, now: now,
-		maxMoves: c.cfg.BalanceMaxMoves, cooldown: c.cfg.BalanceCooldown,
-		target: func(id int32) bool {
-			br, ok := v.Broker(id)
-			if !ok {
-				return false
-			}
-			_, fresh := c.leases.holder(id, br.Epoch, now, lease)
-			return fresh
-		},
-	})
+	v, _, plan := b.plan(now)
 	// The moves are independent commands: a catch-up's hundreds are proposed side by
 	// side, balanceProposers at a time, which Raft's leader gathers into appends of up to
 	// MaxAppendEntries (64) entries, one write and fsync each, not one round trip a move.
@@ -683,25 +676,59 @@ func (b *balancer) round(now time.Time) balancePlan {
 	if len(made) > 0 {
 		b.movingRounds++
 	}
-	b.last, b.lastRound, b.reported = plan, now, len(loads)
+	b.last, b.lastRound = plan, now
 	b.mu.Unlock()
 	return plan
 }
 
-// status describes the balancer as this controller runs it.
+// plan decides a round at now from the current View, the loads and the recent moves
+// (those within the cooldown); it proposes nothing.
+func (b *balancer) plan(now time.Time) (*metadata.View, map[partKey]int64, balancePlan) {
+	c := b.c
+	v := c.fsm.View()
+	loads := c.loads.snapshot(now)
+	b.mu.Lock()
+	recent := slices.DeleteFunc(slices.Clone(b.recent), func(r recentMove) bool { return now.Sub(r.at) >= c.cfg.BalanceCooldown })
+	b.mu.Unlock()
+	lease := c.cfg.GrantedLease()
+	return v, loads, planBalance(balanceInput{
+		view: v, loads: loads, recent: recent, now: now,
+		maxMoves: c.cfg.BalanceMaxMoves, cooldown: c.cfg.BalanceCooldown,
+		target: func(id int32) bool {
+			br, ok := v.Broker(id)
+			if !ok {
+				return false
+			}
+			_, fresh := c.leases.holder(id, br.Epoch, now, lease)
+			return fresh
+		},
+	})
+}
+
+// status describes the balancer as this controller runs it. The brokers, the imbalance
+// and the decision come from one plan of the current View (what a round would decide
+// now; nothing is proposed), so the brokers' states are describe's and the imbalance
+// and the decision are read from the same numbers. They were the last round's, up to
+// an interval old: a broker drained since showed active beside describe's draining.
 func (b *balancer) status() ctlwire.BalancerStatus {
 	c := b.c
+	now := time.Now()
+	v, loads, plan := b.plan(now)
 	st := ctlwire.BalancerStatus{
 		Enabled: c.cfg.Balance, Controller: c.cfg.NodeID, MaxMoves: c.cfg.BalanceMaxMoves,
 		IntervalMs: c.cfg.BalanceInterval.Milliseconds(), CooldownMs: c.cfg.BalanceCooldown.Milliseconds(),
-		MovesInFlight: movesInFlight(c.fsm.View()),
+		MovesInFlight: movesInFlight(v), ViewVersion: v.Version,
+		Imbalance: plan.Imbalance, Brokers: plan.Brokers, ReportedPartitions: len(loads),
+		Decision: describePlan(plan, "a round would begin"),
+	}
+	if !c.cfg.Balance {
+		st.Decision = "off (a round would decide: " + st.Decision + ")"
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st.MovesTotal, st.LastRound, st.ReportedPartitions = b.total, b.lastRound, b.reported
-	st.LastMoves, st.Imbalance, st.Brokers = b.last.Moves, b.last.Imbalance, b.last.Brokers
+	st.MovesTotal, st.LastRound, st.LastMoves = b.total, b.lastRound, b.last.Moves
 	if !b.lastRound.IsZero() {
-		st.LastDecision = describePlan(b.last)
+		st.LastDecision = describePlan(b.last, "began")
 	}
 	return st
 }
@@ -716,8 +743,9 @@ func (b *balancer) imbalance() float64 {
 // describeMoves bounds the moves describePlan names (a catch-up begins hundreds).
 const describeMoves = 8
 
-// describePlan summarises a decision in one line.
-func describePlan(p balancePlan) string {
+// describePlan summarises a decision in one line; verb says what became of its moves
+// ("began").
+func describePlan(p balancePlan, verb string) string {
 	if len(p.Moves) == 0 {
 		return p.Note
 	}
@@ -735,7 +763,7 @@ func describePlan(p balancePlan) string {
 	if more := begun - len(parts); more > 0 {
 		parts = append(parts, fmt.Sprintf("and %d more", more))
 	}
-	s := fmt.Sprintf("began %d moves: %s", begun, strings.Join(parts, ", "))
+	s := fmt.Sprintf("%s %d moves: %s", verb, begun, strings.Join(parts, ", "))
 	if p.CatchUp > 0 {
 		s += fmt.Sprintf(" (a catch-up of %d)", p.CatchUp)
 	}

@@ -8,9 +8,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/security"
 	"github.com/weir-io/weir/security/acl"
 )
@@ -39,10 +37,9 @@ Flags:
 `
 
 type aclFlags struct {
-	controllers, principal, host, operations, pattern string
-	topic, group, txn                                 string
-	cluster, deny                                     bool
-	timeout                                           time.Duration
+	principal, host, operations, pattern string
+	topic, group, txn                    string
+	cluster, deny                        bool
 }
 
 func runAdminACL(ctx context.Context, args []string, out io.Writer) error {
@@ -52,9 +49,11 @@ func runAdminACL(ctx context.Context, args []string, out io.Writer) error {
 	}
 	cmd := args[0]
 	fs := flag.NewFlagSet("weir admin acl "+cmd, flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), aclHelp); fs.PrintDefaults() }
+	fs.SetOutput(out)
+	fs.Usage = func() { fmt.Fprint(out, aclHelp); fs.PrintDefaults() }
 	var f aclFlags
-	fs.StringVar(&f.controllers, "controllers", "127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403", "comma-separated controller API addresses")
+	var cc ctlConn
+	cc.bind(fs) // --controllers, --timeout, --cluster-token-file, --controller-tls-*: a secured cluster's API
 	fs.StringVar(&f.principal, "principal", "", "the principal, Type:name (User:alice; User:* is every user)")
 	fs.StringVar(&f.host, "host", "", `the client host the binding applies to (add: default "*", any)`)
 	fs.StringVar(&f.operations, "operation", "", "comma-separated operations: read, write, create, delete, alter, describe, cluster_action, describe_configs, alter_configs, idempotent_write, all")
@@ -64,24 +63,11 @@ func runAdminACL(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&f.txn, "transactional-id", "", "the resource is this transactional id")
 	fs.BoolVar(&f.cluster, "cluster", false, "the resource is the cluster (kafka-cluster)")
 	fs.BoolVar(&f.deny, "deny", false, "add: a DENY binding (default ALLOW); list and delete: only DENY bindings")
-	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait")
-	ccfg := ctlclient.DefaultClientConfig()
-	ccfg.BindSecurityFlags(fs) // --cluster-token-file, --controller-tls-*: a secured cluster's API
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	ctx, cl, done, err := cc.start(ctx, fs, args[1:])
+	if cl == nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
-	ccfg.Controllers = strings.Split(f.controllers, ",")
-	ccfg.StartTimeout = f.timeout
-	cl, err := ctlclient.NewClient(ccfg)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+	defer done()
 	switch cmd {
 	case "add":
 		bs, err := f.bindings()

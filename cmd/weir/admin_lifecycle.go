@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/weir-io/weir/controller/ctlclient"
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -57,18 +58,10 @@ func adminDecommission(ctx context.Context, cl *ctlclient.Client, w io.Writer, i
 		case errors.Is(err, metadata.ErrUnknownBroker):
 			return fmt.Errorf("broker %d was never registered: %w", id, err)
 		case errors.Is(err, metadata.ErrBrokerState) && ok && b.Active():
-			return fmt.Errorf("broker %d is %s, not stopped: drain it (weir admin drain --broker %d), stop its process, wait until `weir admin describe` shows it fenced (its lease runs out in seconds), then decommission it: %w", id, stateOf(b), id, err)
+			return fmt.Errorf("broker %d is %s, not stopped: drain it (weir admin drain --broker %d), stop its process, wait until `weir admin describe` shows it fenced (its lease runs out in seconds), then decommission it: %w", id, ctlwire.StateOf(b), id, err)
 		}
 		return err
 	}
 	fmt.Fprintf(w, "broker %d (last epoch %d) decommissioned: it is no longer listed; its WAL directories are deleted once object storage holds their data\n", id, b.Epoch)
 	return nil
-}
-
-// stateOf is a broker's state as printed ("" is active).
-func stateOf(b metadata.Broker) metadata.BrokerState {
-	if b.State == "" {
-		return metadata.BrokerActive
-	}
-	return b.State
 }

@@ -9,9 +9,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/security/sasl"
 )
@@ -55,15 +53,13 @@ func runAdminUser(ctx context.Context, args []string, out io.Writer) error {
 	sub := args[0]
 	fs := flag.NewFlagSet("weir admin user "+sub, flag.ContinueOnError)
 	fs.SetOutput(out)
-	controllers := fs.String("controllers", "127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403", "comma-separated controller API addresses (a cluster)")
+	var cc ctlConn
+	cc.bind(fs) // --controllers (a cluster), --timeout, --cluster-token-file, --controller-tls-*
 	metaFile := fs.String("metadata-file", "", "a stopped standalone broker's metadata.json (instead of --controllers)")
 	name := fs.String("name", "", "set, delete: the user name")
 	pwFile := fs.String("password-file", "", "set: file holding the password (one trailing newline is dropped; - reads stdin); never on the command line, where ps would show it")
 	mechs := fs.String("mechanism", "SCRAM-SHA-256,SCRAM-SHA-512", "set, delete: comma-separated SCRAM mechanisms (delete: default all the user has)")
 	iterations := fs.Int("iterations", sasl.DefaultIterations, fmt.Sprintf("set: PBKDF2 iterations (%d..%d)", metadata.ScramMinIterations, metadata.ScramMaxIterations))
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait")
-	ccfg := ctlclient.DefaultClientConfig()
-	ccfg.BindSecurityFlags(fs) // --cluster-token-file, --controller-tls-*
 	fs.Usage = func() {
 		fmt.Fprint(out, userHelp)
 		fs.PrintDefaults()
@@ -76,8 +72,6 @@ func runAdminUser(ctx context.Context, args []string, out io.Writer) error {
 	}
 	mechSet := false
 	fs.Visit(func(f *flag.Flag) { mechSet = mechSet || f.Name == "mechanism" })
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
 
 	var store userStore
 	if *metaFile != "" {
@@ -87,14 +81,13 @@ func runAdminUser(ctx context.Context, args []string, out io.Writer) error {
 		}
 		store = ls
 	} else {
-		ccfg.Controllers = strings.Split(*controllers, ",")
-		ccfg.StartTimeout = *timeout
-		cl, err := ctlclient.NewClient(ccfg)
+		cctx, cancel, cl, err := cc.connect(ctx)
 		if err != nil {
 			return err
 		}
+		defer cancel()
 		defer cl.Close()
-		store = cl
+		ctx, store = cctx, cl
 	}
 
 	parseMechs := func() ([]metadata.ScramMechanism, error) {

@@ -197,7 +197,7 @@ func TestDevSecureEndToEnd(t *testing.T) {
 		}
 	}
 	base := []string{"--controllers", strings.Join(c.APIAddrs(), ","), "--timeout", "20s"}
-	if err := runAdmin(ctx, append(append([]string{"describe"}, base...), strings.Fields(sec.adminFlags)...)); err != nil {
+	if err := runAdmin(ctx, append(append([]string{"describe"}, base...), strings.Fields(sec.adminFlags)...), io.Discard); err != nil {
 		t.Fatalf("weir admin describe %s: %v", sec.adminFlags, err)
 	}
 }

@@ -45,7 +45,7 @@ func main() {
 	case "dev":
 		err = runDev(ctx, os.Args[2:])
 	case "admin":
-		err = runAdmin(ctx, os.Args[2:])
+		err = runAdmin(ctx, os.Args[2:], os.Stdout)
 	case "topic":
 		err = runTopic(ctx, os.Args[2:], os.Stdout)
 	case "group":

@@ -86,6 +86,19 @@ type ClientConfig struct {
 	// InsecurePlaintextToken allows TokenFile without TLS (the controllers' key then
 	// crosses the network in the clear); without it NewClient refuses.
 	InsecurePlaintextToken bool
+	// DownGrace is how long NewClient waits for controllers with nothing listening
+	// (connection refused) or whose names do not resolve before it counts those as
+	// failures waiting cannot fix; it gives up before StartTimeout once every controller
+	// failed so (a TLS mismatch, an unknown CA, a 401 count at once: startwait.go). 0:
+	// never (a broker waits its StartTimeout for controllers that start after it);
+	// `weir admin` gives them a few seconds, as a controller restarting is common.
+	DownGrace time.Duration
+	// OnWaiting, if set, is called every WaitingInterval (default 3 s) while NewClient
+	// waits for its first View, with how long it has waited and each failed controller's
+	// last failure ("connection refused at 127.0.0.1:9401: ...; ..."); `weir admin`
+	// prints it to stderr. Each new failure of a controller is also logged, once.
+	OnWaiting       func(waited time.Duration, status string)
+	WaitingInterval time.Duration
 }
 
 // DefaultClientConfig returns the defaults (BrokerID -1: set it for a broker).
@@ -101,6 +114,7 @@ func DefaultClientConfig() ClientConfig {
 		ProducerIDBlock:   ctlwire.DefaultProducerIDBlock,
 
 		LoadReportInterval: 2 * time.Second,
+		WaitingInterval:    3 * time.Second,
 	}
 }
 
@@ -130,6 +144,9 @@ func (cfg *ClientConfig) fill() error {
 	}
 	if cfg.LoadReportInterval <= 0 {
 		cfg.LoadReportInterval = d.LoadReportInterval
+	}
+	if cfg.WaitingInterval <= 0 {
+		cfg.WaitingInterval = d.WaitingInterval
 	}
 	if cfg.ProducerIDBlock <= 0 || cfg.ProducerIDBlock > ctlwire.MaxProducerIDBlock {
 		cfg.ProducerIDBlock = d.ProducerIDBlock
@@ -326,10 +343,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		scancel()
 		if err != nil {
 			cancel()
-			if errors.Is(err, ctlwire.ErrUnauthenticated) {
-				return nil, fmt.Errorf("controller client: %w", err)
-			}
-			return nil, fmt.Errorf("controller client: no consistent metadata within %v: %w", cfg.StartTimeout, err)
+			return nil, err
 		}
 	}
 	c.wg.Add(1)
@@ -474,7 +488,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) (ca
 		status, resp, err := c.attempt(ctx, c.cfg.Controllers[idx], method, path, body, c.cfg.RequestTimeout)
 		switch {
 		case err != nil:
-			lastErr = err
+			lastErr = c.classifyErr(c.cfg.Controllers[idx], err)
 			if !ctlwire.IsDialError(err) {
 				info.ambiguous = true
 			}
@@ -522,7 +536,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) (ca
 func (c *Client) fetchView(ctx context.Context, addr, path string, timeout time.Duration) (*ctlwire.ViewJSON, error) {
 	status, body, err := c.attempt(ctx, addr, http.MethodGet, path, nil, timeout)
 	if err != nil {
-		return nil, err
+		return nil, c.classifyErr(addr, err)
 	}
 	switch status {
 	case http.StatusOK:
@@ -534,32 +548,45 @@ func (c *Client) fetchView(ctx context.Context, addr, path string, timeout time.
 	case http.StatusNoContent:
 		return nil, nil
 	default:
-		var ae ctlwire.APIError
-		if json.Unmarshal(body, &ae) != nil || ae.Code == "" {
-			ae = ctlwire.APIError{Code: "internal", Message: fmt.Sprintf("HTTP %d", status)}
-		}
-		return nil, &ae
+		return nil, c.classifyAnswer(addr, status, body)
 	}
 }
 
 // refreshConsistent fetches the leader's View after a barrier, trying every controller
-// until ctx ends.
+// until ctx ends or every controller failed in a way waiting cannot fix (startwait.go).
+// Its error is a *StartError.
 func (c *Client) refreshConsistent(ctx context.Context) error {
 	n := len(c.cfg.Controllers)
 	first := int(c.hint.Load())
 	backoff := 25 * time.Millisecond
+	w := newStartWait(c.cfg.Controllers, c.cfg.DownGrace, c.log)
+	stop := w.report(c.cfg.OnWaiting, c.cfg.WaitingInterval)
+	defer stop()
 	for attempt := 0; ; attempt++ {
-		addr := c.cfg.Controllers[(first+attempt)%n]
+		idx := (first + attempt) % n
+		addr := c.cfg.Controllers[idx]
 		vj, err := c.fetchView(ctx, addr, ctlwire.PathMetadata+"?consistent=1", c.cfg.RequestTimeout)
 		if err == nil && vj != nil {
 			c.publish(vj)
 			return nil
 		}
-		if isUnauthenticated(err) {
-			return asSentinel(err) // wrong credentials everywhere: no point waiting
-		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w: %v", metadata.ErrNotController, err)
+			// The start timeout cut this attempt short: that says little about the
+			// controller, unless it is all there is to say.
+			if !w.tried(idx) && err != nil {
+				w.record(idx, c.classifyErr(addr, err))
+			}
+			if c.ctx.Err() != nil {
+				return ErrClosed
+			}
+			return w.err(false, c.cfg.StartTimeout)
+		}
+		if err == nil {
+			err = ctlErr(addr, nil, nil, transient, "%s answered no view", addr)
+		}
+		w.record(idx, c.classifyErr(addr, err))
+		if w.hopeless() {
+			return w.err(true, c.cfg.StartTimeout)
 		}
 		if (attempt+1)%n == 0 {
 			select {

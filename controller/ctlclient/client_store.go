@@ -626,12 +626,13 @@ func (c *Client) Status(ctx context.Context, idx int) (ctlwire.Status, error) {
 	if idx < 0 || idx >= len(c.cfg.Controllers) {
 		return st, fmt.Errorf("%w: controller index %d", ctlwire.ErrBadRequest, idx)
 	}
-	status, body, err := c.attempt(ctx, c.cfg.Controllers[idx], http.MethodGet, ctlwire.PathStatus, nil, c.cfg.RequestTimeout)
+	addr := c.cfg.Controllers[idx]
+	status, body, err := c.attempt(ctx, addr, http.MethodGet, ctlwire.PathStatus, nil, c.cfg.RequestTimeout)
 	if err != nil {
-		return st, err
+		return st, c.classifyErr(addr, err)
 	}
 	if status != http.StatusOK {
-		return st, fmt.Errorf("%w: HTTP %d", ctlwire.ErrUnavailable, status)
+		return st, c.classifyAnswer(addr, status, body)
 	}
 	return st, json.Unmarshal(body, &st)
 }

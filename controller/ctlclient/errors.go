@@ -1,10 +1,6 @@
 package ctlclient
 
-import (
-	"errors"
-
-	"github.com/weir-io/weir/controller/ctlwire"
-)
+import "errors"
 
 // Errors of the client itself; the controller's answers come back as ctlwire's
 // sentinels and the metadata ones (ctlwire.APIError.ToError).
@@ -16,17 +12,30 @@ var (
 	ErrBadConfig = errors.New("controller client: bad configuration")
 )
 
-// isUnauthenticated reports whether err is a controller's 401.
-func isUnauthenticated(err error) bool {
-	var ae *ctlwire.APIError
-	return errors.Is(err, ctlwire.ErrUnauthenticated) || (errors.As(err, &ae) && ae.Code == ctlwire.CodeUnauthenticated)
-}
-
-// asSentinel turns an APIError into the error matching its code's sentinel.
-func asSentinel(err error) error {
-	var ae *ctlwire.APIError
-	if errors.As(err, &ae) {
-		return ae.ToError()
-	}
-	return err
-}
+// What went wrong with one controller (the Kind of a ControllerError, reach.go). A 401
+// is ctlwire.ErrUnauthenticated.
+var (
+	// ErrRefused: nothing listens at the address (connection refused).
+	ErrRefused = errors.New("controller client: connection refused")
+	// ErrUnresolved: the address's host name does not resolve.
+	ErrUnresolved = errors.New("controller client: host not found")
+	// ErrTimeout: no answer in time (a dial or a request timed out).
+	ErrTimeout = errors.New("controller client: timed out")
+	// ErrSpeaksTLS: a plain-HTTP client met a TLS server (pass --controller-tls-ca).
+	ErrSpeaksTLS = errors.New("controller client: the controller speaks TLS")
+	// ErrNotTLS: a TLS client met a plain-HTTP server.
+	ErrNotTLS = errors.New("controller client: the controller does not speak TLS")
+	// ErrUnknownAuthority: the controller's certificate is not signed by a CA the client
+	// trusts (--controller-tls-ca).
+	ErrUnknownAuthority = errors.New("controller client: certificate signed by unknown authority")
+	// ErrBadCertificate: the TLS handshake failed over a certificate (the server's name,
+	// validity, or the client certificate the controller wants or refuses).
+	ErrBadCertificate = errors.New("controller client: certificate refused")
+	// ErrForbidden: the controller answered 403.
+	ErrForbidden = errors.New("controller client: forbidden")
+	// ErrNotAPI: something answered HTTP at the address, but not as a controller does.
+	ErrNotAPI = errors.New("controller client: not a controller API")
+	// ErrNoController: NewClient found no controller to take its first View from (a
+	// StartError, which also matches each controller's failure).
+	ErrNoController = errors.New("controller client: no controller answered")
+)

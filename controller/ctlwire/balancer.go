@@ -19,15 +19,32 @@ type BalancerStatus struct {
 	MovesInFlight int `json:"moves_in_flight"`
 	// MovesTotal counts the moves the balancer began while this controller led.
 	MovesTotal uint64 `json:"moves_total"`
-	// LastRound is when the last decision was made (zero before the first); LastDecision
-	// summarises it, LastMoves lists its moves, Imbalance and Brokers are what it saw.
-	LastRound    time.Time       `json:"last_round,omitempty"`
-	LastDecision string          `json:"last_decision,omitempty"`
-	LastMoves    []BalanceMove   `json:"last_moves,omitempty"`
-	Imbalance    float64         `json:"imbalance"`
-	Brokers      []BrokerBalance `json:"brokers,omitempty"`
+	// Imbalance, Brokers and Decision are what a round would see and decide now, from
+	// the View of version ViewVersion (nothing is proposed): the brokers' states are the
+	// View's, as `weir admin describe` shows them, and Decision explains the imbalance
+	// (why it is left, when nothing would move). Imbalance is the most loaded accepting
+	// broker's cost over the accepting brokers' mean, minus 1.
+	ViewVersion uint64          `json:"view_version"`
+	Imbalance   float64         `json:"imbalance"`
+	Decision    string          `json:"decision,omitempty"`
+	Brokers     []BrokerBalance `json:"brokers,omitempty"`
+	// LastRound is when the last round decided (zero before the first); LastDecision
+	// summarises it and LastMoves lists its moves.
+	LastRound    time.Time     `json:"last_round,omitempty"`
+	LastDecision string        `json:"last_decision,omitempty"`
+	LastMoves    []BalanceMove `json:"last_moves,omitempty"`
 	// ReportedPartitions counts the partitions with a reported rate.
 	ReportedPartitions int `json:"reported_partitions"`
+}
+
+// StateOf is b's state as the admin tools show it: its State, BrokerActive when empty
+// (the zero value means active). `weir admin status` (the balancer's brokers) and
+// `describe` both show this, so they cannot disagree.
+func StateOf(b metadata.Broker) metadata.BrokerState {
+	if b.State == "" {
+		return metadata.BrokerActive
+	}
+	return b.State
 }
 
 // BalanceMove is one move the balancer decided.
@@ -47,9 +64,10 @@ type BalanceMove struct {
 
 // BrokerBalance is one broker as the balancer saw it.
 type BrokerBalance struct {
-	ID    int32                `json:"id"`
-	Rack  string               `json:"rack,omitempty"`
-	State metadata.BrokerState `json:"state,omitempty"`
+	ID   int32  `json:"id"`
+	Rack string `json:"rack,omitempty"`
+	// State is StateOf the broker: never empty.
+	State metadata.BrokerState `json:"state"`
 	// Leads counts the partitions it leads; Cost is what the balancer weighs (moves
 	// under way counted at their target; 0 for a draining broker); BytesPerSec sums the
 	// reported rates of the partitions it leads.
