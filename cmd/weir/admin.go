@@ -93,6 +93,9 @@ func runAdminToken(_ context.Context, args []string, out io.Writer) error {
 // reported then, not after --timeout.
 const adminDownGrace = 3 * time.Second
 
+// defaultControllers is what `weir dev` (and `make run`) runs.
+const defaultControllers = "127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403"
+
 // ctlConn is what every admin command that talks to the controllers shares: where they
 // are, how long to wait, the client's credentials (ctlclient's BindSecurityFlags), and
 // where the wait is reported.
@@ -106,10 +109,16 @@ type ctlConn struct {
 
 // bind registers --controllers, --timeout and the security flags on fs.
 func (cc *ctlConn) bind(fs *flag.FlagSet) {
+	cc.bindNoTimeout(fs)
+	fs.DurationVar(&cc.timeout, "timeout", 30*time.Second, "how long the command may take, the wait for the controllers included")
+}
+
+// bindNoTimeout registers --controllers and the security flags, for a command whose
+// --timeout is bound elsewhere (weir partition: kafkaCLI's); it sets cc.timeout.
+func (cc *ctlConn) bindNoTimeout(fs *flag.FlagSet) {
 	cc.cfg = ctlclient.DefaultClientConfig()
 	cc.progress = os.Stderr
 	fs.StringVar(&cc.controllers, "controllers", defaultControllers, "comma-separated controller API addresses (host:port); any one that answers will do")
-	fs.DurationVar(&cc.timeout, "timeout", 30*time.Second, "how long the command may take, the wait for the controllers included")
 	cc.cfg.BindSecurityFlags(fs)
 }
 

@@ -73,23 +73,28 @@ func runAdminDescribe(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	})
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	all := fs.Bool("all", false, "list decommissioned brokers too (retired with weir admin decommission; hidden by default)")
 	_, cl, done, err := cc.start(ctx, fs, args)
 	if cl == nil {
 		return err
 	}
 	defer done()
-	d, err := describeView(cl.View(), topics)
+	d, err := describeView(cl.View(), topics, *all)
 	if err != nil {
 		return err
 	}
 	return emit(out, *asJSON, d, func(w io.Writer) { printDescribe(w, d) })
 }
 
-// describeView is the View as describe shows it: every broker, and the partitions of
-// topics (all when empty). A topic that does not exist is an error naming it.
-func describeView(v *metadata.View, topics []string) (describeJSON, error) {
+// describeView is the View as describe shows it: every broker (decommissioned ones only
+// with all), and the partitions of topics (all when empty). A topic that does not exist
+// is an error naming it.
+func describeView(v *metadata.View, topics []string, all bool) (describeJSON, error) {
 	d := describeJSON{ViewVersion: v.Version, Brokers: []brokerJSON{}, Partitions: []partitionJSON{}}
 	for _, b := range v.Brokers {
+		if b.Decommissioned() && !all {
+			continue
+		}
 		d.Brokers = append(d.Brokers, brokerJSON{ID: b.ID, Zone: b.Rack, Host: b.Host, Port: b.Port, Epoch: b.Epoch, State: string(ctlwire.StateOf(b))})
 	}
 	names := slices.Clone(topics)

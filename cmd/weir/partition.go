@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -86,9 +85,8 @@ func runPartition(ctx context.Context, args []string, w io.Writer) error {
 	var k kafkaCLI
 	k.bind(fs)
 	part := fs.Int("partition", -1, "describe only this partition (default: all of the topic's)")
-	controllers := fs.String("controllers", defaultControllers, "comma-separated controller API addresses")
-	ccfg := ctlclient.DefaultClientConfig()
-	ccfg.BindSecurityFlags(fs)
+	var cc ctlConn
+	cc.bindNoTimeout(fs)
 	pos, help, err := parseFlags(fs, rest)
 	if help || err != nil {
 		return err
@@ -97,14 +95,12 @@ func runPartition(ctx context.Context, args []string, w io.Writer) error {
 		return errors.New("weir partition describe: name one TOPIC (weir partition describe --help)")
 	}
 	topic := pos[0]
-	ctx, cancel := k.ctx(ctx)
-	defer cancel()
-	ccfg.Controllers = strings.Split(*controllers, ",")
-	ccfg.StartTimeout = k.timeout
-	ctl, err := ctlclient.NewClient(ccfg)
+	cc.timeout = k.timeout
+	ctx, cancel, ctl, err := cc.connect(ctx)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	defer ctl.Close()
 	t := ctl.View().Topics[topic]
 	if t == nil {
@@ -156,9 +152,6 @@ func runPartition(ctx context.Context, args []string, w io.Writer) error {
 		}
 	})
 }
-
-// defaultControllers is what `weir dev` (and `make run`) runs.
-const defaultControllers = "127.0.0.1:9401,127.0.0.1:9402,127.0.0.1:9403"
 
 // describePartitions joins the controllers' view of parts with what the brokers answer.
 // A broker's failure to answer is noted in the partition's Errors, not fatal: the
