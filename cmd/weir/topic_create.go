@@ -20,7 +20,8 @@ partition count, its replication factor and its ID, or the Kafka error and a hin
 
 Replication: Weir keeps one copy of each partition, in the shared WAL and object
 storage; durability comes from that shared storage, not from replicas on other brokers.
-The replication factor printed is the broker's answer, whatever was asked.
+The replication factor printed is the broker's answer, whatever was asked: 1, with a
+note saying so when more was asked (docs/OPERATIONS.md, Replication factor).
 
 Examples:
   weir topic create orders --partitions 6
@@ -35,6 +36,9 @@ type createdTopic struct {
 	Status            string `json:"status"` // created, valid (--dry-run), failed
 	Partitions        int32  `json:"partitions"`
 	ReplicationFactor int16  `json:"replication_factor"`
+	// Note is what the broker said beside a success (a replication factor above 1
+	// recorded as 1, and why).
+	Note string `json:"note,omitempty"`
 	itemErr
 }
 
@@ -78,6 +82,9 @@ func runTopicCreate(ctx context.Context, args []string, w io.Writer) error {
 		} else {
 			row.itemErr = newItemErr(r.Err, r.ErrMessage, n, "")
 			row.TopicID, row.Partitions, row.ReplicationFactor = topicID(r.ID), r.NumPartitions, r.ReplicationFactor
+			if r.Err == nil {
+				row.Note = r.ErrMessage
+			}
 		}
 		switch {
 		case row.failed():
@@ -92,6 +99,11 @@ func runTopicCreate(ctx context.Context, args []string, w io.Writer) error {
 		fmt.Fprintln(tw, "TOPIC\tSTATUS\tPARTITIONS\tREPLICATION FACTOR\tID\tERROR")
 		for _, r := range rows {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Topic, r.Status, count(int64(r.Partitions)), count(int64(r.ReplicationFactor)), dash(r.TopicID), r.cell())
+		}
+		for _, r := range rows {
+			if r.Note != "" {
+				fmt.Fprintf(tw, "%s: %s\n", r.Topic, r.Note)
+			}
 		}
 	})
 	if err != nil {

@@ -111,6 +111,13 @@ func TestTopicCommands(t *testing.T) {
 			rows[0].ReplicationFactor != want["other"].ReplicationFactor || rows[0].Error != "" {
 			t.Fatalf("create --json: %+v (the broker answers replication factor %d)", rows, want["other"].ReplicationFactor)
 		}
+		// Asked 3, answered 1: the broker's note says so, in --json and in the table.
+		if rows[0].ReplicationFactor != 1 || !strings.Contains(rows[0].Note, "recorded as 1") {
+			t.Fatalf("create --replication-factor 3: %+v, want 1 with the broker's note", rows[0])
+		}
+		if out := ok("create", "events3", "--replication-factor", "3"); !strings.Contains(out, "events3: replication factor 3 recorded as 1") {
+			t.Fatalf("create --replication-factor 3, the table has no note:\n%s", out)
+		}
 		testutil.Eventually(t, 20*time.Second, "Metadata shows events", func() bool { return partitionsOf("events") == 2 })
 
 		if out := ok("create", "dry", "--dry-run", "--partitions", "4"); !strings.Contains(out, "valid") {
