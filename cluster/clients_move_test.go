@@ -36,7 +36,7 @@ func TestGoClientsProduceThroughMoves(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := "moves-" + tc.name
-			if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, topic); err != nil {
+			if err := createTopic(t, adm, 1, topic); err != nil {
 				t.Fatal(err)
 			}
 			tp := waitTopic(t, c, topic)

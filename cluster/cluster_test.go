@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weir-io/weir/broker"
 	"github.com/weir-io/weir/controller"
@@ -75,6 +77,24 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// createTopic creates topic with partitions. TOPIC_ALREADY_EXISTS for a topic of that
+// many partitions counts as created: on this busy machine a broker may be fenced and
+// restarted while the request is in flight (closing its connections), and the client's
+// retry of a create that worked is answered so, as Kafka answers it.
+func createTopic(t *testing.T, adm *kadm.Client, partitions int32, topic string) error {
+	t.Helper()
+	ctx := ctxFor(t, 60*time.Second)
+	_, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		td, derr := adm.ListTopics(ctx, topic)
+		if derr == nil && len(td[topic].Partitions) == int(partitions) {
+			t.Logf("create %s answered TOPIC_ALREADY_EXISTS (a retry of a create that worked): it has its %d partitions", topic, partitions)
+			return nil
+		}
+	}
+	return err
 }
 
 func newClient(t *testing.T, c *Cluster, opts ...kgo.Opt) *kgo.Client {
@@ -141,7 +161,7 @@ func TestClusterProduceConsume(t *testing.T) {
 	c := startCluster(t, nil)
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 12, 1, nil, "orders"); err != nil {
+	if err := createTopic(t, adm, 12, "orders"); err != nil {
 		t.Fatal(err)
 	}
 	// Leaders spread evenly: 4 partitions per broker, one broker per zone.

@@ -54,7 +54,7 @@ func TestFailoverKillBrokerUnderLoad(t *testing.T) {
 	c := startCluster(t, nil)
 	adm := kadm.NewClient(newClient(t, c))
 	const parts = 12
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), parts, 1, nil, "fo"); err != nil {
+	if err := createTopic(t, adm, parts, "fo"); err != nil {
 		t.Fatal(err)
 	}
 	l := startLoad(t, c, "fo", parts, 3, 5*time.Millisecond)
@@ -98,7 +98,7 @@ func TestFailoverKillTwoBrokers(t *testing.T) {
 	})
 	adm := kadm.NewClient(newClient(t, c))
 	const parts = 9
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), parts, 1, nil, "fo2"); err != nil {
+	if err := createTopic(t, adm, parts, "fo2"); err != nil {
 		t.Fatal(err)
 	}
 	l := startLoad(t, c, "fo2", parts, 2, 5*time.Millisecond)
@@ -152,7 +152,7 @@ func TestFailoverDeadWALUploadedAndDeleted(t *testing.T) {
 		}
 	})
 	adm := kadm.NewClient(newClient(t, c))
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 6, 1, nil, "gc"); err != nil {
+	if err := createTopic(t, adm, 6, "gc"); err != nil {
 		t.Fatal(err)
 	}
 	l := startLoad(t, c, "gc", 6, 2, 5*time.Millisecond)
@@ -182,7 +182,7 @@ func TestFailoverDeadWALUploadedAndDeleted(t *testing.T) {
 func TestFailoverSurvivesControllerLeaderKill(t *testing.T) {
 	c := startCluster(t, nil)
 	adm := kadm.NewClient(newClient(t, c))
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 6, 1, nil, "cl"); err != nil {
+	if err := createTopic(t, adm, 6, "cl"); err != nil {
 		t.Fatal(err)
 	}
 	l := startLoad(t, c, "cl", 6, 2, 5*time.Millisecond)

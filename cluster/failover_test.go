@@ -23,7 +23,7 @@ func TestControllerLeaderFailoverAndFullRestart(t *testing.T) {
 	c := startCluster(t, nil)
 	cl := newClient(t, c)
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 6, 1, nil, "load"); err != nil {
+	if err := createTopic(t, adm, 6, "load"); err != nil {
 		t.Fatal(err)
 	}
 	// Produce load through the whole test.
@@ -125,7 +125,7 @@ func TestMovePartitionKeepsData(t *testing.T) {
 	c := startCluster(t, nil)
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "mv"); err != nil {
+	if err := createTopic(t, adm, 3, "mv"); err != nil {
 		t.Fatal(err)
 	}
 	first := produceValues(t, cl, "mv", 3, 200, "before")
@@ -172,7 +172,7 @@ func TestFencedBrokerComesBack(t *testing.T) {
 	c := startCluster(t, func(cfg *Config) { cfg.NoGossip = true })
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "f"); err != nil {
+	if err := createTopic(t, adm, 3, "f"); err != nil {
 		t.Fatal(err)
 	}
 	acked := produceValues(t, cl, "f", 3, 50, "x")
@@ -235,7 +235,7 @@ func TestGroupCommitsSurviveCoordinatorRestart(t *testing.T) {
 	c := startCluster(t, nil)
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "g"); err != nil {
+	if err := createTopic(t, adm, 3, "g"); err != nil {
 		t.Fatal(err)
 	}
 	produceValues(t, cl, "g", 3, 20, "r")

@@ -521,7 +521,7 @@ func TestGroupSurvivesCoordinatorMove(t *testing.T) {
 	c := startGroupCluster(t)
 	adm := kadm.NewClient(newClient(t, c))
 	const group, topic = "issue21-move", "gm"
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 6, 1, nil, topic); err != nil {
+	if err := createTopic(t, adm, 6, topic); err != nil {
 		t.Fatal(err)
 	}
 	groupAcrossCoordinatorChange(t, c, adm, group, topic, func(from int32) int32 {
@@ -541,7 +541,7 @@ func TestGroupSurvivesCoordinatorFailover(t *testing.T) {
 	c := startGroupCluster(t)
 	adm := kadm.NewClient(newClient(t, c))
 	const group, topic = "issue21-failover", "gf"
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 6, 1, nil, topic); err != nil {
+	if err := createTopic(t, adm, 6, topic); err != nil {
 		t.Fatal(err)
 	}
 	victim := findCoordinator(t, adm, group)
@@ -780,7 +780,7 @@ func TestZombieCommitRefusedAfterCoordinatorReturns(t *testing.T) {
 	c := startGroupCluster(t)
 	adm := kadm.NewClient(newClient(t, c))
 	const group, topic = "issue21-zombie", "gz"
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, topic); err != nil {
+	if err := createTopic(t, adm, 1, topic); err != nil {
 		t.Fatal(err)
 	}
 	a := findCoordinator(t, adm, group)
@@ -850,7 +850,7 @@ func TestStaticMemberAcceptedAfterCoordinatorReturns(t *testing.T) {
 	c := startGroupCluster(t)
 	adm := kadm.NewClient(newClient(t, c))
 	const group, topic = "issue21-static", "gs"
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, topic); err != nil {
+	if err := createTopic(t, adm, 1, topic); err != nil {
 		t.Fatal(err)
 	}
 	a := findCoordinator(t, adm, group)
@@ -903,7 +903,7 @@ func TestParkedJoinAndSyncReleasedOnCoordinatorMove(t *testing.T) {
 	adm := kadm.NewClient(newClient(t, c))
 	const topic = "gp"
 	const rebalance = time.Minute
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, topic); err != nil {
+	if err := createTopic(t, adm, 1, topic); err != nil {
 		t.Fatal(err)
 	}
 	// Two groups on the same offsets partition: one move takes both away.
@@ -1116,7 +1116,7 @@ func TestOffsetCommitKeepsMemberAlive(t *testing.T) {
 	adm := kadm.NewClient(newClient(t, c))
 	const group, topic = "issue21-commit-session", "gc6"
 	const session = 6 * time.Second
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, topic); err != nil {
+	if err := createTopic(t, adm, 1, topic); err != nil {
 		t.Fatal(err)
 	}
 	m := newRawMember(t, c, group, topic, "", session, 10*time.Second)
@@ -1211,7 +1211,7 @@ func kcatGroupAcrossCoordinatorChange(t *testing.T, group, topic string, kill bo
 	}
 	c := startGroupCluster(t)
 	adm := kadm.NewClient(newClient(t, c))
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, topic); err != nil {
+	if err := createTopic(t, adm, 3, topic); err != nil {
 		t.Fatal(err)
 	}
 	from := findCoordinator(t, adm, group)

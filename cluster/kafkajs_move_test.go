@@ -53,7 +53,7 @@ func TestKafkajsProducesThroughMoves(t *testing.T) {
 	}
 
 	c := startCluster(t, noBalancer)
-	if _, err := kadm.NewClient(newClient(t, c)).CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, "jsmoves"); err != nil {
+	if err := createTopic(t, kadm.NewClient(newClient(t, c)), 1, "jsmoves"); err != nil {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "jsmoves")

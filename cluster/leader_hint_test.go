@@ -69,7 +69,7 @@ func TestLeaderHintAfterMove(t *testing.T) {
 		t.Skip("a cluster test")
 	}
 	c := startCluster(t, noBalancer)
-	if _, err := kadm.NewClient(newClient(t, c)).CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, "hinted"); err != nil {
+	if err := createTopic(t, kadm.NewClient(newClient(t, c)), 1, "hinted"); err != nil {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "hinted")
@@ -248,7 +248,7 @@ func TestKcatProducesThroughMoves(t *testing.T) {
 		t.Skip("kcat not installed")
 	}
 	c := startCluster(t, noBalancer)
-	if _, err := kadm.NewClient(newClient(t, c)).CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, "kmoves"); err != nil {
+	if err := createTopic(t, kadm.NewClient(newClient(t, c)), 1, "kmoves"); err != nil {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "kmoves")

@@ -75,7 +75,7 @@ func holePeerConns(px *broker.Broker, timeout time.Duration, holeOf func(addr st
 func TestLinkToMovedLeaderAnsweredAtOnce(t *testing.T) {
 	c := startCluster(t, nil)
 	adm := kadm.NewClient(newClient(t, c))
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, "cut"); err != nil {
+	if err := createTopic(t, adm, 1, "cut"); err != nil {
 		t.Fatal(err)
 	}
 	mp := waitTopic(t, c, "cut").Partitions[0]
@@ -190,7 +190,7 @@ func TestLostLinkFenceAtNewLeaderKeepsLinksToIt(t *testing.T) {
 		}
 	})
 	adm := kadm.NewClient(newClient(t, c))
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "rot"); err != nil {
+	if err := createTopic(t, adm, 3, "rot"); err != nil {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "rot")

@@ -143,7 +143,7 @@ func TestClusterMetrics(t *testing.T) {
 	const topic, partitions, perPartition = "metered", 6, 50
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), partitions, 1, nil, topic); err != nil {
+	if err := createTopic(t, adm, partitions, topic); err != nil {
 		t.Fatal(err)
 	}
 	acked := produceValues(t, cl, topic, partitions, perPartition, "m")

@@ -123,7 +123,7 @@ func TestReassignWithKadm(t *testing.T) {
 	})
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "ra"); err != nil {
+	if err := createTopic(t, adm, 3, "ra"); err != nil {
 		t.Fatal(err)
 	}
 	acked := produceValues(t, cl, "ra", 3, 100, "before")

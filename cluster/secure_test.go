@@ -66,7 +66,7 @@ func TestSecureConnections(t *testing.T) {
 		cfg.GossipConfig = func(g *gossip.Config) { g.SecretKey = keys[0] }
 	})
 	cl := newClient(t, c)
-	if _, err := kadm.NewClient(cl).CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "secure"); err != nil {
+	if err := createTopic(t, kadm.NewClient(cl), 3, "secure"); err != nil {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "secure")

@@ -40,7 +40,7 @@ func TestBrokerRestartsAfterItsWALFailed(t *testing.T) {
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RecordDeliveryTimeout(2*time.Minute), kgo.MetadataMinAge(100*time.Millisecond))
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "sf"); err != nil {
+	if err := createTopic(t, adm, 3, "sf"); err != nil {
 		t.Fatal(err)
 	}
 	acked := produceValues(t, cl, "sf", 3, 20, "before")

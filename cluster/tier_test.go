@@ -102,7 +102,7 @@ func TestTierOnMinIOWithFaults(t *testing.T) {
 	c, proxy, direct, stores := tierCluster(t)
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 6, 1, nil, "tier"); err != nil {
+	if err := createTopic(t, adm, 6, "tier"); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []faulty.HTTPRule{

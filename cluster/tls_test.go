@@ -94,7 +94,7 @@ func TestTLSListenerClients(t *testing.T) {
 	adm := kadm.NewClient(newClient(t, c))
 	const parts = 3
 	for _, topic := range []string{"tls-franz", "tls-kcat", "tls-sarama"} {
-		if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), parts, 1, nil, topic); err != nil {
+		if err := createTopic(t, adm, parts, topic); err != nil {
 			t.Fatal(err)
 		}
 		waitTopic(t, c, topic)

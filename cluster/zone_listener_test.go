@@ -91,7 +91,7 @@ func TestZoneListenerClients(t *testing.T) {
 
 	mainCl := newClient(t, c)
 	adm := kadm.NewClient(mainCl)
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), parts, 1, nil, "zl"); err != nil {
+	if err := createTopic(t, adm, parts, "zl"); err != nil {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "zl")

@@ -94,7 +94,7 @@ func waitTopic(t *testing.T, c *Cluster, topic string) *metadata.Topic {
 func TestProxyProduce(t *testing.T) {
 	c := startCluster(t, nil)
 	cl := newClient(t, c)
-	if _, err := kadm.NewClient(cl).CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "zoned"); err != nil {
+	if err := createTopic(t, kadm.NewClient(cl), 3, "zoned"); err != nil {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "zoned")
@@ -156,7 +156,7 @@ func TestProxyProduce(t *testing.T) {
 func TestProxiedDataSurvivesFailover(t *testing.T) {
 	c := startCluster(t, nil)
 	cl := newClient(t, c)
-	if _, err := kadm.NewClient(cl).CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "zf"); err != nil {
+	if err := createTopic(t, kadm.NewClient(cl), 3, "zf"); err != nil {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "zf")
@@ -222,7 +222,7 @@ func TestProxiedDataSurvivesFailover(t *testing.T) {
 func TestReadReplica(t *testing.T) {
 	c := startCluster(t, nil)
 	cl := newClient(t, c)
-	if _, err := kadm.NewClient(cl).CreateTopic(ctxFor(t, 30*time.Second), 1, 1, nil, "rr"); err != nil {
+	if err := createTopic(t, kadm.NewClient(cl), 1, "rr"); err != nil {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "rr")
@@ -359,7 +359,7 @@ func TestZoneRoutingClients(t *testing.T) {
 	c := startCluster(t, func(cfg *Config) { cfg.Registerer = reg })
 	adm := kadm.NewClient(newClient(t, c))
 	const parts = 6
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), parts, 1, nil, "zr"); err != nil {
+	if err := createTopic(t, adm, parts, "zr"); err != nil {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "zr")
@@ -483,7 +483,7 @@ func TestProxiedWALTrimmedAndCollected(t *testing.T) {
 		}
 	})
 	adm := kadm.NewClient(newClient(t, c))
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, 1, nil, "pt"); err != nil {
+	if err := createTopic(t, adm, 3, "pt"); err != nil {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "pt")
@@ -564,7 +564,7 @@ func TestProxiedLoadSurvivesLeaderChanges(t *testing.T) {
 	c := startCluster(t, func(cfg *Config) { cfg.Registerer = reg })
 	adm := kadm.NewClient(newClient(t, c))
 	const parts = 6
-	if _, err := adm.CreateTopic(ctxFor(t, 30*time.Second), parts, 1, nil, "zl"); err != nil {
+	if err := createTopic(t, adm, parts, "zl"); err != nil {
 		t.Fatal(err)
 	}
 	tp := waitTopic(t, c, "zl")

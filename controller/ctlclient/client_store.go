@@ -31,7 +31,16 @@ func (c *Client) CreateTopic(ctx context.Context, spec metadata.TopicSpec, valid
 		ID:                metadata.NewTopicID(),
 	}
 	var resp ctlwire.TopicResponse
-	if _, err := c.call(ctx, http.MethodPost, ctlwire.PathTopics, req, &resp); err != nil {
+	if info, err := c.call(ctx, http.MethodPost, ctlwire.PathTopics, req, &resp); err != nil {
+		// An attempt that failed may have been applied (a slow controller answered too
+		// late): the topic then exists with this request's ID, and the create worked.
+		// Without this check the client's retry would be told TOPIC_ALREADY_EXISTS
+		// about its own topic.
+		if info.ambiguous && !validateOnly && c.refreshConsistent(ctx) == nil {
+			if t := c.View().Topics[spec.Name]; t != nil && t.ID == req.ID {
+				return t, nil
+			}
+		}
 		return nil, err
 	}
 	if resp.Topic == nil {
@@ -149,14 +158,21 @@ func (c *Client) RegisterBroker(ctx context.Context, b metadata.Broker) error {
 	c.self = metadata.Broker{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack, Listeners: slices.Clone(b.Listeners)}
 	c.selfID.Store(b.ID)
 	backoff := 100 * time.Millisecond
+	var dup error // the last refusal as a duplicate
 	for refused := 0; ; refused++ {
 		err := c.register(ctx)
 		if err == nil {
 			break
 		}
+		if dup != nil && ctx.Err() != nil {
+			// The wait for the other process's lease ran out during an attempt: its
+			// refusal says why, not the attempt cut short.
+			return fmt.Errorf("%w (gave up: %v)", dup, ctx.Err())
+		}
 		if !errors.Is(err, metadata.ErrDuplicateBroker) {
 			return err
 		}
+		dup = err
 		if refused == 0 {
 			c.log.Warn("broker ID in use by a live process; waiting for its lease to run out", "broker", b.ID, "err", err)
 		}
