@@ -1117,7 +1117,9 @@ func testFailoverDuplicateBrokerID(t *testing.T, fsx *fsxConfig) {
 	args = append(args, foBrokerArgs...)
 	started := time.Now()
 	second := spawnProc(t, e.pc.dir, fmt.Sprintf("broker-%d-second.log", id), kafka, args...)
-	testutil.Eventually(t, 30*time.Second, "the second process logs that the ID is in use", func() bool {
+	// A minute: the second process starts on a machine running the race-detector half of
+	// the suite beside this one (a CI run once took more than 30 s to get this far).
+	testutil.Eventually(t, time.Minute, "the second process logs that the ID is in use", func() bool {
 		return strings.Contains(second.logText(), "broker ID in use by a live process")
 	})
 	time.Sleep(3 * time.Second) // on purpose: several leases, in which the second must not take over
