@@ -488,7 +488,7 @@ func TestACLMatrix(t *testing.T) {
 
 	cases := aclMatrix()
 	advertised := map[int16]bool{}
-	for _, ak := range apiVersionsResponse(4).ApiKeys {
+	for _, ak := range apiVersionsResponse(nil, 4).ApiKeys {
 		advertised[ak.ApiKey] = true
 		if aclExempt[ak.ApiKey] {
 			continue

@@ -7,6 +7,6 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // client retries with a version we have.
 func init() {
 	register(api{key: 18, min: 0, max: 4, handle: func(s *Server, c *conn, sl *slot, req kmsg.Request) {
-		sl.respond(apiVersionsResponse(req.GetVersion()))
+		sl.respond(apiVersionsResponse(s, req.GetVersion()))
 	}})
 }

@@ -421,7 +421,8 @@ var errUnsupported = errors.New("kafka: unsupported API key or version")
 // parseRequest decodes a request frame's header and body. A key or version outside
 // the registry returns the header with errUnsupported; anything malformed returns
 // another error, after which the connection is closed (as Kafka does).
-func parseRequest(body []byte) (reqHeader, kmsg.Request, error) {
+// s says which keys are served (nil: those served whatever the configuration).
+func parseRequest(s *Server, body []byte) (reqHeader, kmsg.Request, error) {
 	rd := kbin.Reader{Src: body}
 	h := reqHeader{key: rd.Int16(), version: rd.Int16(), corr: rd.Int32()}
 	if cid := rd.NullableString(); cid != nil {
@@ -431,8 +432,8 @@ func parseRequest(body []byte) (reqHeader, kmsg.Request, error) {
 		return h, nil, errors.New("kafka: truncated request header")
 	}
 	a, known := apis[h.key]
-	if !known || h.version < a.min || h.version > a.max {
-		return h, nil, errUnsupported
+	if !known || !a.served(s) || h.version < a.min || h.version > a.max {
+		return h, nil, errUnsupported // a feature that is off here is as an unknown key
 	}
 	var req kmsg.Request
 	if a.newReq != nil {
@@ -464,7 +465,7 @@ func parseRequest(body []byte) (reqHeader, kmsg.Request, error) {
 // other unknown key or version gets UNSUPPORTED_VERSION and the connection is closed,
 // since no answer could be encoded in a format the client would parse.
 func (c *conn) parse(body []byte) (*slot, kmsg.Request, error) {
-	h, req, err := parseRequest(body)
+	h, req, err := parseRequest(c.s, body)
 	if err != nil && !errors.Is(err, errUnsupported) {
 		return nil, nil, err
 	}
@@ -472,7 +473,7 @@ func (c *conn) parse(body []byte) (*slot, kmsg.Request, error) {
 	if err != nil {
 		c.s.metrics.unsupported.Inc()
 		if h.key == 18 {
-			resp := apiVersionsResponse(0)
+			resp := apiVersionsResponse(c.s, 0)
 			resp.ErrorCode = kerr.UnsupportedVersion.Code
 			s.done <- resp
 			return s, nil, nil

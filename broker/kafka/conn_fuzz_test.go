@@ -27,7 +27,7 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		h, req, err := parseRequest(body)
+		h, req, err := parseRequest(&Server{txn: fakeTxnOff{}}, body) // every key decoded, the transaction ones too
 		if err != nil {
 			return
 		}

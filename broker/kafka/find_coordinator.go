@@ -2,10 +2,11 @@ package kafka
 
 // FindCoordinator (key 10), versions 0-6.
 //
-// A group's coordinator is the leader of its __consumer_offsets partition (the topic is
-// created on first use). Transactions are not supported, so transaction coordinator
-// lookups get COORDINATOR_NOT_AVAILABLE with a message saying so. v4+ batch several keys
-// in one request.
+// A group's coordinator is the leader of its __consumer_offsets partition, a
+// transactional id's the leader of its __transaction_state partition (each topic is
+// created on first use). With transactions off (txn.go) transaction coordinator lookups
+// get COORDINATOR_NOT_AVAILABLE with a message saying so. v4+ batch several keys in one
+// request.
 
 import (
 	"context"
@@ -31,7 +32,17 @@ func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 			if !acl.Allowed(ctx, acl.OpDescribe, acl.ResourceTransactionalID, key) {
 				return fail(kerr.TransactionalIDAuthorizationFailed.Code, "Describe on the transactional id is not allowed")
 			}
-			return fail(kerr.CoordinatorNotAvailable.Code, "Weir does not support transactions")
+			if s.txn == nil {
+				return fail(kerr.CoordinatorNotAvailable.Code, "transactions are off on this cluster")
+			}
+			if key == "" {
+				return fail(kerr.InvalidRequest.Code, "transactional id must not be empty")
+			}
+			t, idx, err := s.txn.Partition(ctx, key, true)
+			if err != nil {
+				return fail(kerr.CoordinatorNotAvailable.Code, err.Error())
+			}
+			return s.coordinatorBroker(t.Partitions[idx].Leader, fail)
 		}
 		// Before the coordinator is looked up: that may create __consumer_offsets.
 		if !acl.Allowed(ctx, acl.OpDescribe, acl.ResourceGroup, key) {
@@ -44,11 +55,7 @@ func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 		if err != nil {
 			return fail(kerr.CoordinatorNotAvailable.Code, err.Error())
 		}
-		br, ok := s.meta.View().Broker(t.Partitions[idx].Leader)
-		if !ok || !br.Active() {
-			return fail(kerr.CoordinatorNotAvailable.Code, "the coordinator's broker is not available")
-		}
-		return br, 0, nil
+		return s.coordinatorBroker(t.Partitions[idx].Leader, fail)
 	}
 	if req.Version <= 3 {
 		br, code, msg := answer(req.CoordinatorKey)
@@ -67,4 +74,14 @@ func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp
+}
+
+// coordinatorBroker is the answer naming broker id, the leader of a coordinator's
+// partition, or COORDINATOR_NOT_AVAILABLE when it is not an active broker.
+func (s *Server) coordinatorBroker(id int32, fail func(int16, string) (metadata.Broker, int16, *string)) (metadata.Broker, int16, *string) {
+	br, ok := s.meta.View().Broker(id)
+	if !ok || !br.Active() {
+		return fail(kerr.CoordinatorNotAvailable.Code, "the coordinator's broker is not available")
+	}
+	return br, 0, nil
 }

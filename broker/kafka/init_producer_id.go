@@ -5,7 +5,8 @@ package kafka
 // Hands idempotent producers a producer ID from the metadata store (never reused, also
 // across restarts) with epoch 0. v3+ producers may pass their current ID and epoch to bump
 // the epoch after an error (KIP-360); at the maximum epoch a new ID is issued. A
-// transactional ID is refused: Weir has no transaction coordinator.
+// transactional ID goes to the transaction coordinator (WRITE on it required), or is
+// refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED when transactions are off (txn.go).
 
 import (
 	"context"
@@ -24,7 +25,18 @@ func (s *Server) handleInitProducerID(ctx context.Context, req *kmsg.InitProduce
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		// WRITE on the transactional id (Kafka's rule); without a coordinator every
+		// transactional producer is refused so.
+		if s.txn == nil || !acl.Allowed(ctx, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionalID) {
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			return resp
+		}
+		pid, epoch, err := s.txn.InitProducerID(ctx, *req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch)
+		if err != nil {
+			resp.ErrorCode = kafkaCode(err)
+			return resp
+		}
+		resp.ProducerID, resp.ProducerEpoch = pid, epoch
 		return resp
 	}
 	// An idempotent producer needs IdempotentWrite on the cluster or Write on some topic

@@ -31,6 +31,9 @@ type api struct {
 	internal bool
 	// newReq makes the request type of a key kmsg does not know.
 	newReq func() kmsg.Request
+	// on, when set, says whether this server serves (and advertises) the key: a
+	// feature that is off (transactions without a coordinator) is an unknown key.
+	on func(*Server) bool
 	handle handler
 }
 
@@ -95,8 +98,12 @@ func (s *Server) runHandler(a api, c *conn, sl *slot, req kmsg.Request) {
 	a.handle(s, c, sl, req)
 }
 
-// apiVersionsResponse lists the registry in key order.
-func apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
+// served reports whether s serves a's key.
+func (a api) served(s *Server) bool { return a.on == nil || (s != nil && a.on(s)) }
+
+// apiVersionsResponse lists the registry in key order: the keys s serves (s nil: those
+// served whatever the configuration).
+func apiVersionsResponse(s *Server, version int16) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.SetVersion(version)
 	keys := make([]int, 0, len(apis))
@@ -106,7 +113,7 @@ func apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
 	sort.Ints(keys)
 	for _, k := range keys {
 		a := apis[int16(k)]
-		if a.internal {
+		if a.internal || !a.served(s) {
 			continue
 		}
 		ak := kmsg.NewApiVersionsResponseApiKey()

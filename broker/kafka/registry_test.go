@@ -13,18 +13,25 @@ import (
 	"github.com/weir-io/weir/internal/kafkatest"
 )
 
-// ApiVersions advertises exactly the registry, and the group keys are exactly the group
+// ApiVersions advertises exactly the registry's keys this server serves (the
+// transaction keys only with a coordinator), and the group keys are exactly the group
 // coordinator's.
 func TestRegistryIsWhatApiVersionsAdvertises(t *testing.T) {
-	resp := apiVersionsResponse(4)
-	public := 0
+	public, always := 0, 0
 	for _, a := range apis {
 		if !a.internal {
 			public++
+			if a.on == nil {
+				always++
+			}
 		}
 	}
-	if len(resp.ApiKeys) != public {
-		t.Fatalf("ApiVersions lists %d keys, the registry has %d public ones", len(resp.ApiKeys), public)
+	if n := len(apiVersionsResponse(&Server{txn: fakeTxnOff{}}, 4).ApiKeys); n != public {
+		t.Fatalf("with transactions on, ApiVersions lists %d keys, the registry has %d public ones", n, public)
+	}
+	resp := apiVersionsResponse(nil, 4)
+	if len(resp.ApiKeys) != always || always >= public {
+		t.Fatalf("without a coordinator, ApiVersions lists %d keys, want the %d served whatever the configuration (of %d)", len(resp.ApiKeys), always, public)
 	}
 	for _, ak := range resp.ApiKeys {
 		if ak.ApiKey == InternalKey {
@@ -57,7 +64,7 @@ func TestEveryAdvertisedKeyIsAnswered(t *testing.T) {
 	s, _ := startServer(t)
 	c := dialRaw(t, s)
 	corr := int32(0)
-	for _, ak := range apiVersionsResponse(4).ApiKeys {
+	for _, ak := range apiVersionsResponse(nil, 4).ApiKeys {
 		for _, v := range []int16{ak.MinVersion, ak.MaxVersion} {
 			req := kmsg.RequestForKey(ak.ApiKey)
 			req.SetVersion(v)
@@ -87,9 +94,9 @@ func TestEveryAdvertisedKeyIsAnswered(t *testing.T) {
 // UNSUPPORTED_VERSION and is closed.
 func TestUnregisteredKeyIsRefused(t *testing.T) {
 	s, _ := startServer(t)
-	for _, key := range []int16{24 /* AddPartitionsToTxn */, 57, 1000} {
-		if _, ok := apis[key]; ok {
-			t.Fatalf("key %d is registered; pick another", key)
+	for _, key := range []int16{24 /* AddPartitionsToTxn: transactions are off */, 57, 1000} {
+		if a, ok := apis[key]; ok && a.served(s) {
+			t.Fatalf("key %d is served; pick another", key)
 		}
 		c := dialRaw(t, s)
 		frame := binary.BigEndian.AppendUint32(nil, 0)

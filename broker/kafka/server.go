@@ -77,6 +77,9 @@ type Deps struct {
 	PeerAuth PeerAuthenticator
 	// Now is the clock for LogAppendTime; nil: time.Now.
 	Now func() time.Time
+	// Txn is the transaction coordinator (txn.go); nil: transactions are refused and
+	// their API keys not advertised.
+	Txn TxnCoordinator
 }
 
 // Server serves the Kafka protocol on a listener.
@@ -85,6 +88,7 @@ type Server struct {
 	meta     metadata.Store
 	be       Backend
 	groups   *group.Coordinator
+	txn      TxnCoordinator
 	internal InternalHandler
 	peerAuth PeerAuthenticator
 	zones    zoneViews
@@ -121,7 +125,7 @@ func NewServer(cfg Config, d Deps) *Server {
 	if b := cfg.Limits.QueuedMaxRequestBytes; b > 0 && int64(cfg.MaxRequestBytes) > b {
 		cfg.MaxRequestBytes = int32(b) // a larger frame could never get its budget
 	}
-	s := &Server{cfg: cfg, meta: d.Meta, be: d.Backend, groups: d.Groups, internal: d.Internal, peerAuth: d.PeerAuth, log: d.Logger, now: d.Now,
+	s := &Server{cfg: cfg, meta: d.Meta, be: d.Backend, groups: d.Groups, txn: d.Txn, internal: d.Internal, peerAuth: d.PeerAuth, log: d.Logger, now: d.Now,
 		metrics: newMetrics(d.Registerer), conns: map[*conn]struct{}{}}
 	s.lim = newLimiter(cfg.Limits, s.metrics.set, d.Logger)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
