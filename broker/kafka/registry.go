@@ -33,7 +33,7 @@ type api struct {
 	newReq func() kmsg.Request
 	// on, when set, says whether this server serves (and advertises) the key: a
 	// feature that is off (transactions without a coordinator) is an unknown key.
-	on func(*Server) bool
+	on     func(*Server) bool
 	handle handler
 }
 
