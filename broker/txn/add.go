@@ -26,18 +26,12 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, producer Produc
 }
 
 func (c *Coordinator) add(ctx context.Context, id string, producer Producer, partitions []TopicPartition, groups []string) error {
-	if id == "" {
-		return fmt.Errorf("%w: empty transactional id", ErrInvalidRequest)
-	}
 	partitions = mergeSorted(nil, partitions, comparePartitions)
 	groups = mergeSorted(nil, groups, cmp.Compare[string])
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p, t, err := c.lookupLocked(id)
+	p, t, err := c.producerTxnLocked(id, producer)
 	if err != nil {
-		return err
-	}
-	if err := checkProducer(t, producer); err != nil {
 		return err
 	}
 	switch {
@@ -68,16 +62,10 @@ func hasAll(sorted, items []string) bool {
 // addition is durable, until the transaction's outcome is. The error is the request's
 // (the producer is not the ID's current one, or its transaction is ending).
 func (c *Coordinator) VerifyPartitions(id string, producer Producer, partitions []TopicPartition) ([]error, error) {
-	if id == "" {
-		return nil, fmt.Errorf("%w: empty transactional id", ErrInvalidRequest)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, t, err := c.lookupLocked(id)
+	_, t, err := c.producerTxnLocked(id, producer)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkProducer(t, producer); err != nil {
 		return nil, err
 	}
 	if t.m.State == PrepareCommit || t.m.State == PrepareAbort {

@@ -39,7 +39,10 @@ type Store interface {
 // ErrPartitionGone when the partition no longer exists, or the partition leader's error
 // (carrying its Kafka code: INVALID_PRODUCER_EPOCH or PRODUCER_FENCED for a producer
 // epoch newer than the marker's, TRANSACTION_COORDINATOR_FENCED for a newer coordinator,
-// anything else is retried). It is never called twice at once for one transaction.
+// anything else is retried). ctx ends when the coordinator stops writing them (the
+// partition left, or the call took Config.MarkerTimeout); a call must return soon after.
+// Only one loop writes a transaction's markers, but a call of a loop stopped by a new
+// Load of the partition may still be returning when the new loop's first call starts.
 type MarkerWriter interface {
 	WriteMarkers(ctx context.Context, producer Producer, commit bool, coordinatorEpoch int32, partitions []TopicPartition) []error
 }
@@ -193,18 +196,25 @@ func (c *Coordinator) write(ctx context.Context, p *partition, t *txn, next Meta
 	return nil
 }
 
-// checkProducer is the check of a request naming t's producer (AddPartitionsToTxn,
-// AddOffsetsToTxn, EndTxn): the ID is known, with that producer ID, at that epoch.
-func checkProducer(t *txn, producer Producer) error {
-	switch {
-	case t == nil:
-		return fmt.Errorf("%w: unknown transactional id", ErrInvalidProducerIDMapping)
-	case t.m.ProducerID != producer.ID:
-		return fmt.Errorf("%w: producer id %d, the transactional id's is %d", ErrInvalidProducerIDMapping, producer.ID, t.m.ProducerID)
-	case t.m.ProducerEpoch != producer.Epoch:
-		return fmt.Errorf("%w: epoch %d, current %d", ErrProducerFenced, producer.Epoch, t.m.ProducerEpoch)
+// producerTxnLocked finds id's state for a request naming its producer
+// (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, verification): the ID is known here,
+// with that producer ID, at that epoch. Called with c.mu held.
+func (c *Coordinator) producerTxnLocked(id string, producer Producer) (*partition, *txn, error) {
+	if id == "" {
+		return nil, nil, fmt.Errorf("%w: empty transactional id", ErrInvalidRequest)
 	}
-	return nil
+	p, t, err := c.lookupLocked(id)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case t == nil:
+		return nil, nil, fmt.Errorf("%w: unknown transactional id", ErrInvalidProducerIDMapping)
+	case t.m.ProducerID != producer.ID:
+		return nil, nil, fmt.Errorf("%w: producer id %d, the transactional id's is %d", ErrInvalidProducerIDMapping, producer.ID, t.m.ProducerID)
+	case t.m.ProducerEpoch != producer.Epoch:
+		return nil, nil, fmt.Errorf("%w: epoch %d, current %d", ErrProducerFenced, producer.Epoch, t.m.ProducerEpoch)
+	}
+	return p, t, nil
 }
 
 // every runs round every d until Close (timer slot i).

@@ -18,16 +18,10 @@ import (
 
 // EndTxn commits (commit) or aborts the producer's open transaction.
 func (c *Coordinator) EndTxn(ctx context.Context, id string, producer Producer, commit bool) error {
-	if id == "" {
-		return fmt.Errorf("%w: empty transactional id", ErrInvalidRequest)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p, t, err := c.lookupLocked(id)
+	p, t, err := c.producerTxnLocked(id, producer)
 	if err != nil {
-		return err
-	}
-	if err := checkProducer(t, producer); err != nil {
 		return err
 	}
 	switch t.m.State {

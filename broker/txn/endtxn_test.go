@@ -75,11 +75,11 @@ func TestMarkersRetried(t *testing.T) {
 		h.markers.setAnswer(func(ctx context.Context, call markerCall) []error {
 			at = append(at, time.Since(start))
 			errs := make([]error, len(call.partitions))
-			for i, tp := range call.partitions {
+			for i, x := range call.partitions {
 				switch {
-				case tp.Topic == "gone":
+				case x.Topic == "gone":
 					errs[i] = fmt.Errorf("deleted: %w", ErrPartitionGone)
-				case tp.Topic == "a" && len(at) <= 3:
+				case x.Topic == "a" && len(at) <= 3:
 					errs[i] = notLeader
 				}
 			}
@@ -184,8 +184,8 @@ func TestCrashBetweenPrepareAndComplete(t *testing.T) {
 				p := h.openTxn("t", tp("a", 0), tp("b", 1))
 				h.markers.setAnswer(func(ctx context.Context, call markerCall) []error {
 					errs := make([]error, len(call.partitions))
-					for i, tp := range call.partitions {
-						if tp.Topic == "b" {
+					for i, x := range call.partitions {
+						if x.Topic == "b" {
 							errs[i] = kcode.New("not leader", kcode.NotLeaderOrFollower) // never makes it
 						}
 					}

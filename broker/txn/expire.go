@@ -5,7 +5,11 @@ package txn
 // that let it time out is a zombie from now on, as in Kafka), and forget the
 // transactional IDs idle for IDExpiration (a tombstone is written first).
 
-import "time"
+import (
+	"maps"
+	"slices"
+	"time"
+)
 
 // due is one ID a round acts on.
 type due struct {
@@ -24,7 +28,7 @@ func (c *Coordinator) collect(match func(m *Meta, now time.Time) bool) []due {
 		if p.loading {
 			continue
 		}
-		for _, id := range sortedIDs(p.txns) {
+		for _, id := range slices.Sorted(maps.Keys(p.txns)) {
 			if t := p.txns[id]; t.pending == nil && match(&t.m, now) {
 				out = append(out, due{p, t})
 			}

@@ -243,6 +243,18 @@ func (h *harness) add(id string, p Producer, tps ...TopicPartition) error {
 	return h.c.AddPartitions(context.Background(), id, p, tps)
 }
 
+// addInFlight starts an AddPartitions whose record the store holds until release is
+// called; done has its answer. Other writes go through meanwhile. In a bubble.
+func (h *harness) addInFlight(id string, p Producer, tps ...TopicPartition) (release func(), done <-chan error) {
+	held := make(chan struct{})
+	h.store.setHook(func(Record) { <-held })
+	answer := make(chan error, 1)
+	go func() { answer <- h.add(id, p, tps...) }()
+	synctest.Wait() // the add waits in the store
+	h.store.setHook(nil)
+	return func() { close(held) }, answer
+}
+
 func (h *harness) end(id string, p Producer, commit bool) error {
 	return h.c.EndTxn(context.Background(), id, p, commit)
 }
@@ -265,12 +277,6 @@ func wantErr(t *testing.T, what string, err, want error) {
 }
 
 func tp(topic string, p int32) TopicPartition { return TopicPartition{topic, p} }
-
-// bubble runs f in a synctest bubble.
-func bubble(t *testing.T, f func(t *testing.T)) {
-	t.Helper()
-	synctest.Test(t, f)
-}
 
 // codedErr is an error carrying Kafka code code, as the broker's sentinels do.
 func codedErr(code int16) error { return kcode.New(fmt.Sprintf("code %d", code), code) }

@@ -10,6 +10,7 @@ package txn
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -75,7 +76,7 @@ func (c *Coordinator) Load(index, coordinatorEpoch int32, replay func(apply func
 	}
 	p.loading = false
 	st.IDs = len(p.txns)
-	for _, id := range sortedIDs(p.txns) {
+	for _, id := range slices.Sorted(maps.Keys(p.txns)) {
 		if t := p.txns[id]; t.m.State == PrepareCommit || t.m.State == PrepareAbort {
 			c.startMarkers(p, t)
 			st.Resumed++
@@ -97,14 +98,4 @@ func (c *Coordinator) Unload(index int32) int {
 	delete(c.parts, index)
 	p.cancel()
 	return len(p.txns)
-}
-
-// sortedIDs is the keys of m, sorted (for a deterministic order of work).
-func sortedIDs(m map[string]*txn) []string {
-	ids := make([]string, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }

@@ -163,16 +163,11 @@ func TestWriteAcrossUnload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		p := h.mustInit("t")
-		release := make(chan struct{})
-		h.store.setHook(func(Record) { <-release })
-		done := make(chan error, 1)
-		go func() { done <- h.add("t", p, tp("a", 0)) }()
-		synctest.Wait()
-		h.store.setHook(nil)
+		release, done := h.addInFlight("t", p, tp("a", 0))
 		if _, err := h.c.Load(0, testEpoch+1, h.store.replay(0)); err != nil {
 			t.Fatal(err)
 		}
-		close(release)
+		release()
 		wantErr(t, "AddPartitions across a reload", <-done, ErrNotCoordinator)
 		if d := h.describe("t"); d.State != Empty {
 			t.Fatalf("the reloaded state changed: %v", d.State)

@@ -25,12 +25,12 @@ func (c *Coordinator) startMarkers(p *partition, t *txn) {
 	c.wg.Add(1) // under c.mu, not closed: never concurrent with Close's Wait
 	go func() {
 		defer c.wg.Done()
-		c.endTxn(p, t, producer, commit, left)
+		c.finishTxn(p, t, producer, commit, left)
 	}()
 }
 
-// endTxn writes the markers of t's transaction to the partitions left, then completes it.
-func (c *Coordinator) endTxn(p *partition, t *txn, producer Producer, commit bool, left []TopicPartition) {
+// finishTxn writes the markers of t's transaction to the partitions left, then completes it.
+func (c *Coordinator) finishTxn(p *partition, t *txn, producer Producer, commit bool, left []TopicPartition) {
 	backoff := c.cfg.RetryBackoff
 	wait := func() bool {
 		ok := c.sleep(p.ctx, backoff)
@@ -57,7 +57,7 @@ func (c *Coordinator) endTxn(p *partition, t *txn, producer Producer, commit boo
 				return
 			case markerRetry:
 				retry = append(retry, tp)
-				if len(retry) == 1 {
+				if len(retry) == 1 && attempt&(attempt-1) == 0 { // attempts 1, 2, 4, 8...
 					c.log.Info("transaction markers failed; retrying", "transactional_id", t.id, "attempt", attempt,
 						"partitions", len(left), "failed_first", tp.Topic, "index", tp.Partition, "err", err)
 				}

@@ -7,11 +7,11 @@ package txn
 
 import (
 	"cmp"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/weir-io/weir/internal/bincodec"
 )
 
 // Record is one durable change: the ID's whole state after it.
@@ -30,16 +30,16 @@ var recordMagic = [4]byte{0x00, 'W', 'T', 0x01}
 // EncodeRecord is the stored form of rec: the key and the value of its log record.
 func EncodeRecord(rec Record) (key, value []byte) {
 	m := &rec.Meta
-	w := &writer{b: make([]byte, 0, 48+len(m.Partitions)*4+16*len(m.Groups))}
-	w.b = append(w.b, recordMagic[:]...)
-	w.b = append(w.b, byte(m.State))
-	w.varint(m.ProducerID)
-	w.varint(int64(m.ProducerEpoch))
-	w.varint(m.PrevProducerID)
-	w.varint(int64(m.LastProducerEpoch))
-	w.uvarint(uint64(max(m.Timeout.Milliseconds(), 0)))
-	w.varint(toMs(m.Start))
-	w.varint(toMs(m.Updated))
+	w := &bincodec.Writer{B: make([]byte, 0, 48+len(m.Partitions)*4+16*len(m.Groups))}
+	w.B = append(w.B, recordMagic[:]...)
+	w.Byte(byte(m.State))
+	w.Varint(m.ProducerID)
+	w.Varint(int64(m.ProducerEpoch))
+	w.Varint(m.PrevProducerID)
+	w.Varint(int64(m.LastProducerEpoch))
+	w.Uvarint(uint64(max(m.Timeout.Milliseconds(), 0)))
+	w.Varint(toMs(m.Start))
+	w.Varint(toMs(m.Updated))
 	// Partitions grouped by topic (they are sorted, so each topic's are together).
 	var topics int
 	for i, p := range m.Partitions {
@@ -47,24 +47,24 @@ func EncodeRecord(rec Record) (key, value []byte) {
 			topics++
 		}
 	}
-	w.uvarint(uint64(topics))
+	w.Uvarint(uint64(topics))
 	for i := 0; i < len(m.Partitions); {
 		j := i
 		for j < len(m.Partitions) && m.Partitions[j].Topic == m.Partitions[i].Topic {
 			j++
 		}
-		w.str(m.Partitions[i].Topic)
-		w.uvarint(uint64(j - i))
+		w.Str(m.Partitions[i].Topic)
+		w.Uvarint(uint64(j - i))
 		for _, p := range m.Partitions[i:j] {
-			w.varint(int64(p.Partition))
+			w.Varint(int64(p.Partition))
 		}
 		i = j
 	}
-	w.uvarint(uint64(len(m.Groups)))
+	w.Uvarint(uint64(len(m.Groups)))
 	for _, g := range m.Groups {
-		w.str(g)
+		w.Str(g)
 	}
-	return []byte(rec.TransactionalID), w.b
+	return []byte(rec.TransactionalID), w.B
 }
 
 // DecodeRecord reads a stored record. An empty value is a tombstone.
@@ -83,48 +83,33 @@ func DecodeRecord(key, value []byte) (Record, error) {
 	if value[3] != recordMagic[3] {
 		return Record{}, fmt.Errorf("%w: version %d (this broker reads %d)", ErrRecord, value[3], recordMagic[3])
 	}
-	r := &reader{b: value[len(recordMagic):]}
+	r := bincodec.NewReader(value[len(recordMagic):])
 	m := &rec.Meta
-	m.State = State(r.byte1())
-	if r.err == nil && (m.State < Empty || m.State > Dead) {
-		r.fail(fmt.Errorf("state %d", m.State))
+	m.State = State(r.Byte())
+	if r.Err() == nil && (m.State < Empty || m.State > Dead) {
+		r.Fail(fmt.Errorf("state %d", m.State))
 	}
-	m.ProducerID = r.varint()
-	m.ProducerEpoch = r.int16v()
-	m.PrevProducerID = r.varint()
-	m.LastProducerEpoch = r.int16v()
-	timeout := r.uvarint()
+	m.ProducerID = r.Varint()
+	m.ProducerEpoch = r.Int16()
+	m.PrevProducerID = r.Varint()
+	m.LastProducerEpoch = r.Int16()
+	timeout := r.Uvarint()
 	if timeout > math.MaxInt32 {
-		r.fail(fmt.Errorf("timeout %d ms", timeout))
+		r.Fail(fmt.Errorf("timeout %d ms", timeout))
 	}
 	m.Timeout = time.Duration(timeout) * time.Millisecond
-	m.Start, m.Updated = r.time(), r.time()
-	topics := r.count(2)
-	for range topics {
-		if r.err != nil {
-			break
-		}
-		topic := r.str()
-		n := r.count(1)
-		for range n {
-			if r.err != nil {
-				break
-			}
-			m.Partitions = append(m.Partitions, TopicPartition{topic, r.int32v()})
+	m.Start, m.Updated = readTime(r), readTime(r)
+	for range r.Count(2) {
+		topic := r.Str()
+		for range r.Count(1) {
+			m.Partitions = append(m.Partitions, TopicPartition{topic, r.Int32()})
 		}
 	}
-	groups := r.count(1)
-	for range groups {
-		if r.err != nil {
-			break
-		}
-		m.Groups = append(m.Groups, r.str())
+	for range r.Count(1) {
+		m.Groups = append(m.Groups, r.Str())
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.fail(fmt.Errorf("%d bytes after the record", len(r.b)))
-	}
-	if r.err != nil {
-		return Record{}, fmt.Errorf("%w: %w", ErrRecord, r.err)
+	if err := r.End(); err != nil {
+		return Record{}, fmt.Errorf("%w: %w", ErrRecord, err)
 	}
 	// Sorted and without duplicates, whatever wrote them.
 	m.Partitions = mergeSorted(nil, m.Partitions, comparePartitions)
@@ -140,106 +125,15 @@ func toMs(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-type writer struct{ b []byte }
-
-func (w *writer) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
-func (w *writer) varint(v int64)   { w.b = binary.AppendVarint(w.b, v) }
-func (w *writer) str(s string)     { w.uvarint(uint64(len(s))); w.b = append(w.b, s...) }
-
-var errShort = errors.New("truncated")
-
-// reader reads a value; the first error sticks and every later read returns zero.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) fail(err error) {
-	if r.err == nil {
-		r.err = err
-	}
-	r.b = nil
-}
-
-func (r *reader) byte1() byte {
-	if len(r.b) < 1 {
-		r.fail(errShort)
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail(errShort)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail(errShort)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) int16v() int16 {
-	v := r.varint()
-	if v < math.MinInt16 || v > math.MaxInt16 {
-		r.fail(fmt.Errorf("epoch %d out of range", v))
-		return 0
-	}
-	return int16(v)
-}
-
-func (r *reader) int32v() int32 {
-	v := r.varint()
-	if v < math.MinInt32 || v > math.MaxInt32 {
-		r.fail(fmt.Errorf("partition %d out of range", v))
-		return 0
-	}
-	return int32(v)
-}
-
-// time reads Unix milliseconds (-1: the zero time).
-func (r *reader) time() time.Time {
-	ms := r.varint()
+// readTime reads Unix milliseconds (-1: the zero time).
+func readTime(r *bincodec.Reader) time.Time {
+	ms := r.Varint()
 	switch {
 	case ms == -1:
 		return time.Time{}
-	case ms < 0 || ms > math.MaxInt64/int64(time.Millisecond):
-		r.fail(fmt.Errorf("time %d ms out of range", ms))
+	case ms < 0:
+		r.Fail(fmt.Errorf("time %d ms out of range", ms))
 		return time.Time{}
 	}
 	return time.UnixMilli(ms).UTC()
-}
-
-func (r *reader) str() string {
-	n := r.uvarint()
-	if n > uint64(len(r.b)) {
-		r.fail(errShort)
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
-}
-
-// count reads a count of items each at least min bytes long, refusing one the rest of
-// the value cannot hold (so a forged count allocates nothing).
-func (r *reader) count(min int) int {
-	n := r.uvarint()
-	if n > uint64(len(r.b)/min) {
-		r.fail(fmt.Errorf("count %d exceeds the record", n))
-		return 0
-	}
-	return int(n)
 }

@@ -190,17 +190,12 @@ func TestConcurrentChangeRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		p := h.mustInit("t")
-		release := make(chan struct{})
-		h.store.setHook(func(Record) { <-release })
-		done := make(chan error, 1)
-		go func() { done <- h.add("t", p, tp("a", 0)) }()
-		synctest.Wait() // the add waits in the store
-		h.store.setHook(nil)
+		release, done := h.addInFlight("t", p, tp("a", 0))
 		_, err := h.init("t", NoProducer)
 		wantErr(t, "InitProducerID", err, ErrConcurrentTransactions)
 		wantErr(t, "AddPartitions", h.add("t", p, tp("b", 0)), ErrConcurrentTransactions)
 		wantErr(t, "EndTxn", h.end("t", p, true), ErrConcurrentTransactions)
-		close(release)
+		release()
 		wantErr(t, "the first AddPartitions", <-done, nil)
 		if d := h.describe("t"); d.State != Ongoing || len(d.Partitions) != 1 {
 			t.Fatalf("after the add: %+v", d)
