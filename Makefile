@@ -41,6 +41,7 @@ fuzz: ## a short run of every fuzz target
 	$(GO) test ./internal/recbatch/ -run '^$$' -fuzz FuzzValidateProduce -fuzztime 30s
 	$(GO) test ./internal/recbatch/ -run '^$$' -fuzz FuzzValidateRecords -fuzztime 20s
 	$(GO) test ./broker/group/ -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 20s
+	$(GO) test ./broker/txn/ -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 20s
 	$(GO) test ./gossip/ -run '^$$' -fuzz FuzzDecodeMeta -fuzztime 20s
 	$(GO) test ./objectstore/objfmt/ -run '^$$' -fuzz FuzzParseFooter -fuzztime 20s
 	$(GO) test ./objectstore/objfmt/ -run '^$$' -fuzz FuzzParseIndex -fuzztime 20s
