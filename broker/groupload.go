@@ -251,25 +251,13 @@ func (b *Broker) groupWorker(gp *groupPart) {
 // errGroupRead: a group record batch of an offsets partition could not be read.
 var errGroupRead = errors.New("broker: reading group records failed")
 
-// loadGroups replays every group record of p in log order (those only object storage
-// holds, then the index's) into the coordinator, replacing the groups of p's index. It
-// returns the bytes read. A failed read fails the whole load (going on with missing
-// records would serve stale offsets and members as if they were current).
+// loadGroups replays every group record of p in log order (replayPartition) into the
+// coordinator, replacing the groups of p's index. It returns the bytes read.
 func (b *Broker) loadGroups(p *partlog.Partition, n int) (group.LoadStats, int64, error) {
 	var bytes int64
 	st, err := b.groups.Load(belongsTo(p.Index(), n), func(apply func(string, group.Record)) error {
-		bytes = 0
-		locs := p.Batches()
-		// Objects are read only below the batches this snapshot indexes: a trim between
-		// the snapshot and the object read raises the object span, and those batches
-		// would be replayed twice (harmless, since the second pass runs on to the end,
-		// but wasted).
-		indexed := int64(math.MaxInt64)
-		if len(locs) > 0 {
-			indexed = locs[0].Base
-		}
-		one := func(off int64, data []byte) {
-			bytes += int64(len(data))
+		var err error
+		bytes, err = b.replayPartition(p, offsetsTopic, errGroupRead, func(off int64, data []byte) {
 			err := recbatch.DecodeRecords(data, func(key, value []byte) {
 				rec, err := group.DecodeRecord(value)
 				if err != nil {
@@ -282,32 +270,52 @@ func (b *Broker) loadGroups(p *partlog.Partition, n int) (group.LoadStats, int64
 				// Damaged data does not heal by reading again: skip it, loudly.
 				b.log.Error("loading groups: undecodable batch skipped", "partition", p.Index(), "offset", off, "err", err)
 			}
-		}
-		if b.tier != nil {
-			err := b.tier.ReadObjectBatches(b.ctx, p, func(off int64, data []byte) {
-				if off < indexed {
-					one(off, data)
-				}
-			})
-			if err != nil {
-				return fmt.Errorf("%w: %s/%d from objects: %w", errGroupRead, offsetsTopic, p.Index(), err)
-			}
-		}
-		for _, loc := range locs {
-			data := loc.Data
-			if data == nil {
-				data = make([]byte, loc.Size)
-				// A WAL segment trimmed since the snapshot fails here; the retry finds
-				// the batch in objects.
-				if err := loc.Src.ReadAt(data, loc.Pos); err != nil {
-					return fmt.Errorf("%w: %s/%d at offset %d: %w", errGroupRead, offsetsTopic, p.Index(), loc.Base, err)
-				}
-			}
-			one(loc.Base, data)
-		}
-		return nil
+		})
+		return err
 	})
 	return st, bytes, err
+}
+
+// replayPartition calls one with every batch of p in log order (those only object
+// storage holds, then the index's) and returns the bytes read: how a coordinator loads
+// the state its internal partition holds. A failed read fails the whole replay (going
+// on with missing records would serve stale state as if it were current), wrapping
+// readErr.
+func (b *Broker) replayPartition(p *partlog.Partition, topic string, readErr error, one func(off int64, data []byte)) (int64, error) {
+	var bytes int64
+	locs := p.Batches()
+	// Objects are read only below the batches this snapshot indexes: a trim between the
+	// snapshot and the object read raises the object span, and those batches would be
+	// replayed twice (harmless for state whose later records win, but wasted).
+	indexed := int64(math.MaxInt64)
+	if len(locs) > 0 {
+		indexed = locs[0].Base
+	}
+	if b.tier != nil {
+		err := b.tier.ReadObjectBatches(b.ctx, p, func(off int64, data []byte) {
+			if off < indexed {
+				bytes += int64(len(data))
+				one(off, data)
+			}
+		})
+		if err != nil {
+			return bytes, fmt.Errorf("%w: %s/%d from objects: %w", readErr, topic, p.Index(), err)
+		}
+	}
+	for _, loc := range locs {
+		data := loc.Data
+		if data == nil {
+			data = make([]byte, loc.Size)
+			// A WAL segment trimmed since the snapshot fails here; the retry finds the
+			// batch in objects.
+			if err := loc.Src.ReadAt(data, loc.Pos); err != nil {
+				return bytes, fmt.Errorf("%w: %s/%d at offset %d: %w", readErr, topic, p.Index(), loc.Base, err)
+			}
+		}
+		bytes += int64(len(data))
+		one(loc.Base, data)
+	}
+	return bytes, nil
 }
 
 // shouldCompactGroups: the served log has grown past max(OffsetsCompactBytes, twice what
