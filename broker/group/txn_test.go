@@ -153,6 +153,11 @@ func TestTxnOffsetCommitOffByDefault(t *testing.T) {
 		t.Fatal("TxnOffsetCommit advertised before the transaction coordinator is wired")
 	}
 	h2 := newTxnHarness(t)
+	for v := int16(0); v <= TxnOffsetCommitMaxVersion; v++ { // every version answers in kind
+		r := x.req(tc("t1", 0, 5))
+		r.Version = v
+		wantCode(t, "TxnOffsetCommit with transactions on", h2.txnCodesOf(r)[0], nil)
+	}
 	r := x.req(tc("t1", 0, 5))
 	r.Version = TxnOffsetCommitMaxVersion + 1
 	wantCode(t, "TxnOffsetCommit v5", h2.do(r).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode, kerr.UnsupportedVersion)
