@@ -258,6 +258,11 @@ func (b *Broker) loadGroups(p *partlog.Partition, n int) (group.LoadStats, int64
 	st, err := b.groups.Load(belongsTo(p.Index(), n), func(apply func(string, group.Record)) error {
 		var err error
 		bytes, err = b.replayPartition(p, offsetsTopic, errGroupRead, func(off int64, data []byte) {
+			if h, err := recbatch.Parse(data); err == nil && h.Control() {
+				// A transaction marker holds no group record: a transaction's end in a
+				// group is the group's own record (group.Record.TxnEnds, CompleteTxn).
+				return
+			}
 			err := recbatch.DecodeRecords(data, func(key, value []byte) {
 				rec, err := group.DecodeRecord(value)
 				if err != nil {

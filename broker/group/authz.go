@@ -13,6 +13,8 @@ package group
 //   - ListGroups: Describe on the cluster lists all, otherwise only the groups the
 //     client may describe.
 //   - OffsetDelete: Delete on the group, Read on each topic.
+//   - TxnOffsetCommit: Write on the transactional ID (else
+//     TRANSACTIONAL_ID_AUTHORIZATION_FAILED), Read on the group, Read on each topic.
 // A request denied in part is served for the rest and the denied parts are merged into
 // its answer.
 
@@ -83,6 +85,29 @@ func authorize(ctx context.Context, req kmsg.Request, respond func(kmsg.Response
 		return &cp, func(resp kmsg.Response) {
 			if or, ok := resp.(*kmsg.OffsetCommitResponse); ok {
 				or.Topics = append(or.Topics, denied...)
+			}
+			respond(resp)
+		}, true
+	case *kmsg.TxnOffsetCommitRequest:
+		if !ss.Allowed(acl.OpWrite, acl.ResourceTransactionalID, r.TransactionalID) {
+			respond(errorResponse(req, kerr.TransactionalIDAuthorizationFailed.Code))
+			return nil, nil, false
+		}
+		if !group(acl.OpRead, r.Group) {
+			return deny()
+		}
+		cp := *r
+		var denied []kmsg.TxnOffsetCommitResponseTopic
+		cp.Topics, denied = split(r.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return topic(acl.OpRead, t.Topic) },
+			func(t kmsg.TxnOffsetCommitRequestTopic) kmsg.TxnOffsetCommitResponseTopic {
+				return txnCommitTopicError(t, topicDenied)
+			})
+		if len(denied) == 0 {
+			return req, respond, true
+		}
+		return &cp, func(resp kmsg.Response) {
+			if tr, ok := resp.(*kmsg.TxnOffsetCommitResponse); ok {
+				tr.Topics = append(tr.Topics, denied...)
 			}
 			respond(resp)
 		}, true

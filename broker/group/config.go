@@ -7,6 +7,9 @@
 // ClassicGroup in the group-coordinator module, and the older Scala
 // GroupCoordinator) closely; deviations are documented where they occur.
 //
+// TxnOffsetCommit (offsets committed in a transaction, txn_offset_commit.go) is served
+// when Config.Transactions is on; CompleteTxn ends a transaction's offsets.
+//
 // Committed offsets and each generation's membership and assignment are made
 // durable through a Store (record.go) and replayed with Coordinator.Load when a
 // coordinator takes a group's partition, so a group survives a move or failover
@@ -58,6 +61,10 @@ type Config struct {
 	// being restored. ListGroups then answers COORDINATOR_LOAD_IN_PROGRESS (with the
 	// groups it can list), as Kafka does: the list would be incomplete. Nil means never.
 	Loading func() bool
+	// Transactions turns TxnOffsetCommit on. Off (the default, until the transaction
+	// coordinator is wired), it is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which a
+	// client treats as fatal, as every transactional request is answered today.
+	Transactions bool
 }
 
 // OwnStatus is a coordinator's relation to a group (Config.Status).

@@ -91,6 +91,10 @@ type Coordinator struct {
 	// legacy holds the offsets Restore replayed from records written before offsets
 	// lived in the group's partition: Load starts from them.
 	legacy map[string][]Offset
+	// txnGroups indexes the groups that may hold pending offsets of a producer (its
+	// TxnOffsetCommit was queued, or a load found them), for CompleteTxn
+	// (txn_complete.go).
+	txnGroups map[int64]map[string]struct{}
 }
 
 // New returns a Coordinator. Config fields beyond the four basic ones
@@ -139,14 +143,30 @@ func MaxVersions() map[int16]int16 {
 	}
 }
 
-// Handle serves one request of the group API keys. respond is called exactly
-// once, possibly later from another goroutine, with a response of the same
-// version as req. Handle never blocks on I/O or on a rebalance.
+// TxnOffsetCommitMaxVersion is the highest TxnOffsetCommit (key 28) version Handle
+// serves (v5 is KIP-890's second part). The key is not in MaxVersions, so the Kafka server
+// neither advertises it nor routes it here, until the transaction coordinator is wired:
+// its handler must then verify the transaction (KIP-890) and its ACL matrix cover it.
+const TxnOffsetCommitMaxVersion int16 = 4
+
+// maxVersion is the highest version Handle serves of key: MaxVersions, and
+// TxnOffsetCommit.
+func maxVersion(key int16) (int16, bool) {
+	if key == kmsg.TxnOffsetCommit.Int16() {
+		return TxnOffsetCommitMaxVersion, true
+	}
+	v, ok := MaxVersions()[key]
+	return v, ok
+}
+
+// Handle serves one request of the group API keys (MaxVersions, and TxnOffsetCommit).
+// respond is called exactly once, possibly later from another goroutine, with a response
+// of the same version as req. Handle never blocks on I/O or on a rebalance.
 func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, respond func(kmsg.Response)) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	maxV, ok := MaxVersions()[req.Key()]
+	maxV, ok := maxVersion(req.Key())
 	if !ok {
 		// Not a group API; answer with an empty response of the right kind
 		// so respond is still called exactly once.
@@ -155,6 +175,10 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, respond func
 	}
 	if v := req.GetVersion(); v < 0 || v > maxV {
 		respond(errorResponse(req, kerr.UnsupportedVersion.Code))
+		return
+	}
+	if _, txn := req.(*kmsg.TxnOffsetCommitRequest); txn && !c.cfg.Transactions {
+		respond(errorResponse(req, kerr.TransactionalIDAuthorizationFailed.Code))
 		return
 	}
 	if c.isClosed() {
@@ -190,6 +214,8 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, respond func
 		c.handleDeleteGroups(ctx, r, respond)
 	case *kmsg.OffsetDeleteRequest:
 		c.handleOffsetDelete(ctx, r, respond)
+	case *kmsg.TxnOffsetCommitRequest:
+		c.handleTxnOffsetCommit(ctx, r, respond)
 	default:
 		respond(errorResponse(req, kerr.InvalidRequest.Code))
 	}
@@ -219,6 +245,8 @@ func (c *Coordinator) ownershipCode(req kmsg.Request) int16 {
 	case *kmsg.OffsetCommitRequest:
 		groups = []string{r.Group}
 	case *kmsg.OffsetDeleteRequest:
+		groups = []string{r.Group}
+	case *kmsg.TxnOffsetCommitRequest:
 		groups = []string{r.Group}
 	case *kmsg.OffsetFetchRequest:
 		if r.Version >= 8 {
@@ -456,12 +484,29 @@ type write struct {
 	// the head of the queue, after every earlier write is applied. deleted: the group is
 	// gone (Record.Deleted). Either is written alone, never merged with other writes.
 	full, deleted bool
+	// txn: pending offsets of a transaction (Record.Txn); ends: transactions ended
+	// (Record.TxnEnds).
+	txn  []TxnOffset
+	ends []TxnEnd
 	// apply runs with the group locked once the outcome is known (err is nil
 	// on success). It updates memory and queues the response.
 	apply func(err error)
 }
 
 func (w *write) alone() bool { return w.full || w.deleted }
+
+// class orders the kinds of write as a record applies them (Meta and Offsets, Txn,
+// TxnEnds): writes merged into one record keep their order only if their classes do not
+// decrease.
+func (w *write) class() int {
+	switch {
+	case len(w.ends) > 0:
+		return 2
+	case len(w.txn) > 0:
+		return 1
+	}
+	return 0
+}
 
 // enqueueWrite queues w behind earlier writes of g. Called with g locked.
 func (g *group) enqueueWrite(w *write) {
@@ -486,12 +531,13 @@ func (g *group) enqueueWrite(w *write) {
 }
 
 // nextBatch takes the writes the next store call carries and the record they make:
-// every queued write up to the first one that goes alone, or that one by itself. Called
-// with g locked, after every earlier batch is applied. dropped[i] is the error of a
-// write whose request was cancelled before it was written (it is left out).
+// every queued write up to the first one that goes alone or would apply out of order in
+// the record (write.class), or that one by itself. Called with g locked, after every
+// earlier batch is applied. dropped[i] is the error of a write whose request was
+// cancelled before it was written (it is left out).
 func (g *group) nextBatch() (batch []*write, rec Record, dropped []error) {
 	n := 0
-	for n < len(g.writeQ) && !g.writeQ[n].alone() {
+	for n < len(g.writeQ) && !g.writeQ[n].alone() && (n == 0 || g.writeQ[n].class() >= g.writeQ[n-1].class()) {
 		n++
 	}
 	if n == 0 {
@@ -512,6 +558,8 @@ func (g *group) nextBatch() (batch []*write, rec Record, dropped []error) {
 			rec = Record{Deleted: true}
 		default:
 			rec.Offsets = append(rec.Offsets, w.offsets...)
+			rec.Txn = append(rec.Txn, w.txn...)
+			rec.TxnEnds = append(rec.TxnEnds, w.ends...)
 			if w.meta != nil {
 				rec.Meta = w.meta
 			}
@@ -521,7 +569,7 @@ func (g *group) nextBatch() (batch []*write, rec Record, dropped []error) {
 }
 
 func (rec *Record) empty() bool {
-	return len(rec.Offsets) == 0 && rec.Meta == nil && !rec.Full && !rec.Deleted
+	return len(rec.Offsets) == 0 && rec.Meta == nil && !rec.Full && !rec.Deleted && len(rec.Txn) == 0 && len(rec.TxnEnds) == 0
 }
 
 func (g *group) writeLoop() {
@@ -687,6 +735,11 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 		}
 	case *kmsg.OffsetDeleteRequest:
 		resp.(*kmsg.OffsetDeleteResponse).ErrorCode = code
+	case *kmsg.TxnOffsetCommitRequest:
+		resp := resp.(*kmsg.TxnOffsetCommitResponse)
+		for _, t := range r.Topics {
+			resp.Topics = append(resp.Topics, txnCommitTopicError(t, code))
+		}
 	}
 	return resp
 }

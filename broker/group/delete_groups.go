@@ -6,7 +6,8 @@ package group
 // being deleted), NON_EMPTY_GROUP unless the group is Empty. An Empty group
 // turns Dead at once (joins and commits then get COORDINATOR_NOT_AVAILABLE),
 // a deletion record (Record.Deleted) is written through the Store, and once
-// that is durable the group and its offsets are
+// that is durable the group and its offsets (pending transactional ones too, as
+// Kafka's deletion tombstones them) are
 // dropped (the name can then be reused by a fresh group). If the store
 // fails, the group goes back to Empty with its offsets and the error is
 // reported with Kafka's mapping (see storeErrorCode). v3+ carry an error
@@ -81,6 +82,7 @@ func (g *group) deleteGroup(ctx context.Context, finish func(code int16)) {
 				return
 			}
 			clear(g.offsets)
+			g.txn = txnOffsets{}
 			g.meta = nil
 			if !g.removed {
 				g.removeFromCoordinator()

@@ -7,7 +7,10 @@ package group
 //   - a Stable consumer group's offsets of topics no member subscribes to expire
 //     OffsetsRetention after their commit;
 //   - an offset of a topic that was deleted, or deleted and created again under the
-//     same name, goes at once (OffsetFetch already hides it).
+//     same name, goes at once (OffsetFetch already hides it);
+//   - an offset with a pending transactional offset of its partition does not expire
+//     until the transaction ends, and a group with pending offsets is not deleted (Kafka's
+//     cleanupExpiredOffsets); the tombstone of a deleted topic's offset drops them.
 // Expired offsets are tombstoned through the group's write queue; an Empty group left
 // without offsets is deleted (Record.Deleted), so its name starts afresh.
 
@@ -57,7 +60,7 @@ func (g *group) expiry(ctx context.Context, now time.Time, done func(int)) *writ
 		if !g.c.current(o) {
 			return true
 		}
-		if retention <= 0 {
+		if retention <= 0 || g.txn.unstable(o.Topic, o.Partition) {
 			return false
 		}
 		switch {
@@ -92,12 +95,13 @@ func (g *group) expiry(ctx context.Context, now time.Time, done func(int)) *writ
 		}
 		return gone[i].Partition < gone[j].Partition
 	})
-	if len(gone) == total && g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 {
+	if len(gone) == total && g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && g.txn.empty() {
 		return &write{ctx: ctx, deleted: true, apply: func(err error) {
 			n := 0
 			if err == nil {
 				n = len(gone)
 				clear(g.offsets)
+				g.txn = txnOffsets{}
 				g.meta = nil
 				if !g.removed && g.state == stateEmpty && len(g.members) == 0 {
 					g.removeFromCoordinator()

@@ -148,6 +148,10 @@ type group struct {
 	syncTok   uint64
 
 	offsets map[string]map[int32]Offset
+	// txn holds the pending offsets of open transactions (txn_offsets.go); txnQueued
+	// counts the TxnOffsetCommit writes of each producer queued or in flight.
+	txn       txnOffsets
+	txnQueued map[int64]int
 	// meta is the membership the log holds for the group (its last Meta record): what a
 	// Full record writes, since the state in memory may be mid-rebalance.
 	meta *Meta
@@ -758,7 +762,14 @@ func syncError(version int16, code int16) *kmsg.SyncGroupResponse {
 
 // ---- offsets ------------------------------------------------------------------
 
+// setOffset applies a plain commit: later than every pending offset of its partition.
 func (g *group) setOffset(o Offset) {
+	g.txn.supersede(o.Topic, o.Partition)
+	g.putOffset(o)
+}
+
+// putOffset makes o the committed offset of its partition.
+func (g *group) putOffset(o Offset) {
 	ps := g.offsets[o.Topic]
 	if ps == nil {
 		ps = make(map[int32]Offset)
@@ -767,7 +778,9 @@ func (g *group) setOffset(o Offset) {
 	ps[o.Partition] = o
 }
 
+// deleteOffset applies a tombstone: the committed offset and the pending ones go.
 func (g *group) deleteOffset(topic string, partition int32) {
+	g.txn.drop(topic, partition)
 	ps := g.offsets[topic]
 	if ps == nil {
 		return
@@ -784,9 +797,9 @@ func (g *group) offset(topic string, partition int32) (Offset, bool) {
 }
 
 // idle reports whether the group is Empty with no members, no pending
-// members and no offsets.
+// members and no offsets, committed or pending in a transaction.
 func (g *group) idle() bool {
-	return g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0
+	return g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 && g.txn.empty()
 }
 
 // unused reports whether the group holds nothing worth keeping: idle and no

@@ -62,6 +62,7 @@ func (c *Coordinator) Load(belongs func(group string) bool, replay func(apply fu
 		return LoadStats{}, err
 	}
 	c.Unload(belongs)
+	c.reindexTxn(belongs, states)
 	names := make([]string, 0, len(states))
 	for name, s := range states {
 		if !s.empty() {
@@ -96,6 +97,7 @@ func (c *Coordinator) groupFrom(name string, s *loadState) *group {
 	if s.offsets != nil {
 		g.offsets = s.offsets // the replay's maps are the group's from now on
 	}
+	g.txn = s.txn
 	if m := s.meta; m != nil {
 		g.generation = m.Generation
 		g.protocolType = m.ProtocolType
@@ -158,8 +160,8 @@ func (c *Coordinator) Unload(belongs func(group string) bool) int {
 	return len(gs)
 }
 
-// Compact writes a Full record (the group's durable membership and every committed
-// offset) for each live group belongs selects, through the group's write queue, so each
+// Compact writes a Full record (the group's durable membership, every committed offset
+// and every pending transactional one) for each live group belongs selects, through the group's write queue, so each
 // lands after every write of the group made before it. Once Compact returns nil, every
 // record of those groups appended before it was called is superseded: the caller may drop
 // the log below the end it saw before calling. It returns the number of records written.
@@ -212,5 +214,6 @@ func (g *group) fullRecord() Record {
 		sort.Slice(ps, func(i, j int) bool { return ps[i].Partition < ps[j].Partition })
 		rec.Offsets = append(rec.Offsets, ps...)
 	}
+	rec.Txn = g.txn.list()
 	return rec
 }

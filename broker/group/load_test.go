@@ -205,18 +205,7 @@ func TestCompactSupersedesOlderRecords(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("compacted %d groups: %v", n, err)
 	}
-	after := h.store.snapshot()[cut:]
-	c2 := New(h.c.cfg, h.store, h.c.topics)
-	defer c2.Close()
-	if _, err := c2.Load(all, func(apply func(string, Record)) error {
-		for _, c := range after {
-			apply(c.group, c.rec)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	h2 := &harness{t: t, c: c2, clock: h.clock, store: h.store}
+	h2 := loadFrom(t, h, h.store.snapshot()[cut:])
 	for p := int32(0); p < 4; p++ {
 		if got, want := h2.fetch("g", "t1", p).Offset, h.fetch("g", "t1", p).Offset; got != want {
 			t.Fatalf("t1/%d: %d after compaction, %d before", p, got, want)

@@ -45,8 +45,7 @@ func (c *Coordinator) partitionExists(topic string, partition int32) bool {
 func (c *Coordinator) handleOffsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequest, respond func(kmsg.Response)) {
 	v := r.Version
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-	type slot struct{ t, p int }
-	var candidates []slot
+	var parts []commitPart
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(r.Topics))
 	for ti, t := range r.Topics {
 		rt := &resp.Topics[ti]
@@ -57,23 +56,13 @@ func (c *Coordinator) handleOffsetCommit(ctx context.Context, r *kmsg.OffsetComm
 			rp := &rt.Partitions[pi]
 			rp.Default()
 			rp.Partition = p.Partition
-			if !c.partitionExists(t.Topic, p.Partition) {
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				continue
+			epoch := int32(-1)
+			if v >= 6 {
+				epoch = p.LeaderEpoch
 			}
-			candidates = append(candidates, slot{ti, pi})
+			parts = append(parts, commitPart{t.Topic, p.Partition, p.Offset, epoch, p.Metadata, &rp.ErrorCode})
 		}
 	}
-	if len(candidates) == 0 {
-		respond(resp)
-		return
-	}
-	setAll := func(slots []slot, code int16) {
-		for _, s := range slots {
-			resp.Topics[s.t].Partitions[s.p].ErrorCode = code
-		}
-	}
-
 	generation, memberID, instanceID := int32(-1), "", (*string)(nil)
 	if v >= 1 {
 		generation, memberID = r.Generation, r.MemberID
@@ -81,54 +70,109 @@ func (c *Coordinator) handleOffsetCommit(ctx context.Context, r *kmsg.OffsetComm
 	if v >= 7 {
 		instanceID = r.InstanceID
 	}
-	g := c.lockedGroup(r.Group, generation < 0)
-	if g == nil {
-		code := kerr.IllegalGeneration.Code
-		if v >= 9 {
-			code = kerr.GroupIDNotFound.Code
+	missing := kerr.IllegalGeneration.Code
+	if v >= 9 {
+		missing = kerr.GroupIDNotFound.Code
+	}
+	c.commitOffsets(ctx, r.Group, generation, parts, commitSpec{
+		missing: missing,
+		check: func(g *group) int16 {
+			if code := g.validateOffsetCommit(generation, memberID, instanceID, false); code != 0 {
+				return code
+			}
+			if m := g.members[memberID]; m != nil && generation >= 0 {
+				// A commit from the member proves it alive, as a heartbeat does (Kafka).
+				g.scheduleHeartbeat(m, m.sessionTimeout)
+			}
+			return 0
+		},
+		stage: func(_ *group, w *write, offsets []Offset) { w.offsets = offsets },
+		applied: func(g *group, offsets []Offset, err error) {
+			if err != nil {
+				return
+			}
+			for _, o := range offsets {
+				g.setOffset(o)
+			}
+		},
+	}, respond, resp)
+}
+
+// commitPart is one partition of an OffsetCommit or TxnOffsetCommit, with the error code
+// of its answer.
+type commitPart struct {
+	topic     string
+	partition int32
+	offset    int64
+	epoch     int32 // leader epoch; -1 in versions without it
+	metadata  *string
+	code      *int16
+}
+
+func setCodes(parts []commitPart, code int16) {
+	for _, p := range parts {
+		*p.code = code
+	}
+}
+
+// commitSpec is what OffsetCommit and TxnOffsetCommit do differently in commitOffsets.
+type commitSpec struct {
+	missing int16                                       // answer when the group does not exist (generation >= 0)
+	check   func(g *group) int16                        // with g locked; an error code fails every part
+	stage   func(g *group, w *write, offsets []Offset)  // with g locked, before the write is queued
+	applied func(g *group, offsets []Offset, err error) // with g locked, once the write is done
+}
+
+// commitOffsets is the commit both APIs share (see the file comment): unknown partitions,
+// the group (a missing one is created for generation < 0), spec.check, metadata sizes,
+// then the durable write of the accepted offsets, answered with resp once it is done.
+func (c *Coordinator) commitOffsets(ctx context.Context, name string, generation int32, parts []commitPart, spec commitSpec, respond func(kmsg.Response), resp kmsg.Response) {
+	var candidates []commitPart
+	for _, p := range parts {
+		if !c.partitionExists(p.topic, p.partition) {
+			*p.code = kerr.UnknownTopicOrPartition.Code
+			continue
 		}
-		setAll(candidates, code)
+		candidates = append(candidates, p)
+	}
+	if len(candidates) == 0 {
+		respond(resp)
+		return
+	}
+	g := c.lockedGroup(name, generation < 0)
+	if g == nil {
+		setCodes(candidates, spec.missing)
 		respond(resp)
 		return
 	}
 	defer g.unlock()
-	if code := g.validateOffsetCommit(generation, memberID, instanceID); code != 0 {
-		setAll(candidates, code)
+	if code := spec.check(g); code != 0 {
+		setCodes(candidates, code)
 		g.send(respond, resp)
 		return
 	}
-	if m := g.members[memberID]; m != nil && generation >= 0 {
-		// A commit from the member proves it alive, as a heartbeat does (Kafka).
-		g.scheduleHeartbeat(m, m.sessionTimeout)
-	}
 
 	now := c.cfg.Clock.Now()
-	var accepted []slot
+	var accepted []commitPart
 	var offsets []Offset
-	for _, s := range candidates {
-		t := &r.Topics[s.t]
-		p := &t.Partitions[s.p]
+	for _, p := range candidates {
 		meta := ""
-		if p.Metadata != nil {
-			meta = *p.Metadata
+		if p.metadata != nil {
+			meta = *p.metadata
 		}
 		if len(meta) > c.cfg.OffsetMetadataMaxBytes {
-			resp.Topics[s.t].Partitions[s.p].ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			*p.code = kerr.OffsetMetadataTooLarge.Code
 			continue
 		}
-		epoch := int32(-1)
-		if v >= 6 {
-			epoch = p.LeaderEpoch
-		}
-		accepted = append(accepted, s)
+		accepted = append(accepted, p)
 		offsets = append(offsets, Offset{
-			Topic:       t.Topic,
-			Partition:   p.Partition,
-			Offset:      p.Offset,
-			LeaderEpoch: epoch,
+			Topic:       p.topic,
+			Partition:   p.partition,
+			Offset:      p.offset,
+			LeaderEpoch: p.epoch,
 			Metadata:    meta,
 			CommitTime:  now,
-			TopicID:     c.topicID(t.Topic),
+			TopicID:     c.topicID(p.topic),
 		})
 	}
 	if len(offsets) == 0 {
@@ -138,31 +182,28 @@ func (c *Coordinator) handleOffsetCommit(ctx context.Context, r *kmsg.OffsetComm
 		g.send(respond, resp)
 		return
 	}
-	g.enqueueWrite(&write{
-		ctx:     ctx,
-		offsets: offsets,
-		apply: func(err error) {
-			if err != nil {
-				setAll(accepted, storeErrorCode(err, kerr.InvalidCommitOffsetSize.Code))
-				// Do not keep a simple group created by a failed commit.
-				g.afterBatch = append(g.afterBatch, func() {
-					if g.idle() && g.generation == 0 && len(g.writeQ) == 0 && !g.removed {
-						g.removeFromCoordinator()
-					}
-				})
-			} else {
-				for _, o := range offsets {
-					g.setOffset(o)
+	w := &write{ctx: ctx}
+	spec.stage(g, w, offsets)
+	w.apply = func(err error) {
+		if err != nil {
+			setCodes(accepted, storeErrorCode(err, kerr.InvalidCommitOffsetSize.Code))
+			// Do not keep a simple group created by a failed commit.
+			g.afterBatch = append(g.afterBatch, func() {
+				if g.idle() && g.generation == 0 && len(g.writeQ) == 0 && !g.removed {
+					g.removeFromCoordinator()
 				}
-			}
-			g.send(respond, resp)
-		},
-	})
+			})
+		}
+		spec.applied(g, offsets, err)
+		g.send(respond, resp)
+	}
+	g.enqueueWrite(w)
 }
 
-// validateOffsetCommit is Kafka's ClassicGroup.validateOffsetCommit for
-// non-transactional commits.
-func (g *group) validateOffsetCommit(generation int32, memberID string, instanceID *string) int16 {
+// validateOffsetCommit is Kafka's ClassicGroup.validateOffsetCommit. A transactional
+// commit (TxnOffsetCommit) without generation and member is accepted whatever the state
+// (its v0-v2 carry neither), and is not refused during CompletingRebalance.
+func (g *group) validateOffsetCommit(generation int32, memberID string, instanceID *string, txn bool) int16 {
 	if g.state == stateDead {
 		return kerr.CoordinatorNotAvailable.Code
 	}
@@ -176,10 +217,10 @@ func (g *group) validateOffsetCommit(generation int32, memberID string, instance
 		if generation != g.generation {
 			return kerr.IllegalGeneration.Code
 		}
-	} else if g.state != stateEmpty {
+	} else if !txn && g.state != stateEmpty {
 		return kerr.UnknownMemberID.Code
 	}
-	if g.state == stateCompletingRebalance {
+	if !txn && g.state == stateCompletingRebalance {
 		return kerr.RebalanceInProgress.Code
 	}
 	return 0

@@ -15,8 +15,11 @@ package group
 //   - An offset committed to a topic that has since been deleted (or deleted
 //     and created again under its name: another topic ID) is not returned;
 //     the next expiry round deletes it (expire.go).
-//   - RequireStable (v7+) needs no handling: there are no transactional
-//     (pending) offsets. The KIP-848 member ID / epoch (v9+) are ignored for
+//   - Offsets pending in a transaction (TxnOffsetCommit) are not returned.
+//     With RequireStable (v7+), a partition with a pending offset gets
+//     UNSTABLE_OFFSET_COMMIT (offset -1), also in a fetch of all topics
+//     (Kafka's fetchOffsets / fetchAllOffsets); the client retries until the
+//     transaction ends. The KIP-848 member ID / epoch (v9+) are ignored for
 //     classic groups.
 // (Kafka v0 read offsets from ZooKeeper; here all versions read the same
 // store.)
@@ -24,6 +27,7 @@ package group
 import (
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -32,6 +36,13 @@ type fetchedPartition struct {
 	offset    int64
 	epoch     int32
 	metadata  string
+	code      int16
+}
+
+// unstablePartition is the answer for a partition with a pending transactional offset
+// when the client requires stable offsets.
+func unstablePartition(p int32) fetchedPartition {
+	return fetchedPartition{partition: p, offset: -1, epoch: -1, code: kerr.UnstableOffsetCommit.Code}
 }
 
 type fetchedTopic struct {
@@ -45,7 +56,7 @@ type fetchTopic struct {
 }
 
 // fetchOffsets reads a group's offsets; topics == nil means all.
-func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic) []fetchedTopic {
+func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic, requireStable bool) []fetchedTopic {
 	var out []fetchedTopic
 	g := c.lockedGroup(name, false)
 	if g != nil {
@@ -63,8 +74,12 @@ func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic) []fetchedTo
 		for _, t := range names {
 			ft := fetchedTopic{topic: t}
 			for _, o := range g.offsets[t] {
-				if c.current(o) {
-					ft.partitions = append(ft.partitions, fetchedPartition{o.Partition, o.Offset, o.LeaderEpoch, o.Metadata})
+				switch {
+				case !c.current(o):
+				case requireStable && g.txn.unstable(t, o.Partition):
+					ft.partitions = append(ft.partitions, unstablePartition(o.Partition))
+				default:
+					ft.partitions = append(ft.partitions, fetchedPartition{o.Partition, o.Offset, o.LeaderEpoch, o.Metadata, 0})
 				}
 			}
 			if len(ft.partitions) == 0 {
@@ -80,8 +95,10 @@ func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic) []fetchedTo
 		for _, p := range t.partitions {
 			fp := fetchedPartition{partition: p, offset: -1, epoch: -1}
 			if g != nil {
-				if o, ok := g.offset(t.topic, p); ok && c.current(o) {
-					fp = fetchedPartition{p, o.Offset, o.LeaderEpoch, o.Metadata}
+				if requireStable && g.txn.unstable(t.topic, p) {
+					fp = unstablePartition(p)
+				} else if o, ok := g.offset(t.topic, p); ok && c.current(o) {
+					fp = fetchedPartition{p, o.Offset, o.LeaderEpoch, o.Metadata, 0}
 				}
 			}
 			ft.partitions = append(ft.partitions, fp)
@@ -105,12 +122,12 @@ func (c *Coordinator) handleOffsetFetch(r *kmsg.OffsetFetchRequest, respond func
 			}
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group = rg.Group
-			for _, ft := range c.fetchOffsets(rg.Group, topics) {
+			for _, ft := range c.fetchOffsets(rg.Group, topics, r.RequireStable) {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = ft.topic
 				for _, fp := range ft.partitions {
 					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = fp.partition, fp.offset, fp.epoch, strp(fp.metadata)
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = fp.partition, fp.offset, fp.epoch, strp(fp.metadata), fp.code
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				g.Topics = append(g.Topics, rt)
@@ -128,12 +145,13 @@ func (c *Coordinator) handleOffsetFetch(r *kmsg.OffsetFetchRequest, respond func
 			topics = append(topics, fetchTopic{t.Topic, t.Partitions})
 		}
 	}
-	for _, ft := range c.fetchOffsets(r.Group, topics) {
+	requireStable := v >= 7 && r.RequireStable
+	for _, ft := range c.fetchOffsets(r.Group, topics, requireStable) {
 		rt := kmsg.NewOffsetFetchResponseTopic()
 		rt.Topic = ft.topic
 		for _, fp := range ft.partitions {
 			rp := kmsg.NewOffsetFetchResponseTopicPartition()
-			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = fp.partition, fp.offset, fp.epoch, strp(fp.metadata)
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = fp.partition, fp.offset, fp.epoch, strp(fp.metadata), fp.code
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

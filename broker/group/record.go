@@ -13,7 +13,13 @@ package group
 //	Full     the record is the group's whole state (Meta and every offset): what came
 //	         before it no longer matters. Compaction writes one per group and then
 //	         raises the partition's log start past everything older;
-//	Deleted  the group is gone (DeleteGroups, or every offset of an empty group expired).
+//	Deleted  the group is gone (DeleteGroups, or every offset of an empty group expired);
+//	Txn      offsets committed in a transaction, pending until it ends (txn_offsets.go);
+//	TxnEnds  transactions ended: their pending offsets committed or dropped.
+//
+// Within one record they apply in that order: Full (or Deleted) first, then Meta,
+// Offsets, Txn, TxnEnds. The write queue only merges writes into one record in that order
+// (write.class), so the replay of a record is the order its writes were applied in memory.
 //
 // Encoding (the value of a __consumer_offsets record whose key is the group name):
 //
@@ -33,10 +39,12 @@ import (
 
 // Record is one durable change to a group (see the file comment for the replay rules).
 type Record struct {
-	Offsets []Offset `json:"offsets,omitempty"`
-	Meta    *Meta    `json:"meta,omitempty"`
-	Full    bool     `json:"full,omitempty"`
-	Deleted bool     `json:"deleted,omitempty"`
+	Offsets []Offset    `json:"offsets,omitempty"`
+	Meta    *Meta       `json:"meta,omitempty"`
+	Full    bool        `json:"full,omitempty"`
+	Deleted bool        `json:"deleted,omitempty"`
+	Txn     []TxnOffset `json:"txn,omitempty"`
+	TxnEnds []TxnEnd    `json:"txn_ends,omitempty"`
 }
 
 // Meta is a group's membership as of one generation.
@@ -117,22 +125,24 @@ func DecodeRecord(b []byte) (Record, error) {
 type loadState struct {
 	meta    *Meta
 	offsets map[string]map[int32]Offset
+	txn     txnOffsets
 }
 
 // apply replays rec onto s.
 func (s *loadState) apply(rec Record) {
 	if rec.Deleted {
-		s.meta, s.offsets = nil, nil
+		s.meta, s.offsets, s.txn = nil, nil, txnOffsets{}
 		return
 	}
 	if rec.Full {
-		s.meta, s.offsets = nil, nil
+		s.meta, s.offsets, s.txn = nil, nil, txnOffsets{}
 	}
 	if rec.Meta != nil {
 		s.meta = rec.Meta
 	}
 	for _, o := range rec.Offsets {
 		if o.Delete {
+			s.txn.drop(o.Topic, o.Partition)
 			if ps := s.offsets[o.Topic]; ps != nil {
 				delete(ps, o.Partition)
 				if len(ps) == 0 {
@@ -141,21 +151,33 @@ func (s *loadState) apply(rec Record) {
 			}
 			continue
 		}
-		if s.offsets == nil {
-			s.offsets = map[string]map[int32]Offset{}
-		}
-		ps := s.offsets[o.Topic]
-		if ps == nil {
-			ps = map[int32]Offset{}
-			s.offsets[o.Topic] = ps
-		}
-		ps[o.Partition] = o
+		s.txn.supersede(o.Topic, o.Partition)
+		s.set(o)
 	}
+	for _, x := range rec.Txn {
+		s.txn.add(x)
+	}
+	for _, e := range rec.TxnEnds {
+		s.txn.end(e, s.set)
+	}
+}
+
+// set makes o the committed offset of its partition.
+func (s *loadState) set(o Offset) {
+	if s.offsets == nil {
+		s.offsets = map[string]map[int32]Offset{}
+	}
+	ps := s.offsets[o.Topic]
+	if ps == nil {
+		ps = map[int32]Offset{}
+		s.offsets[o.Topic] = ps
+	}
+	ps[o.Partition] = o
 }
 
 // empty reports whether the replay left nothing of the group.
 func (s *loadState) empty() bool {
-	return len(s.offsets) == 0 && (s.meta == nil || len(s.meta.Members) == 0)
+	return len(s.offsets) == 0 && s.txn.empty() && (s.meta == nil || len(s.meta.Members) == 0)
 }
 
 // metaOf is the group's current membership as a Meta, with assignments taken from

@@ -4,8 +4,8 @@ package group
 // new coordinator decodes every record of its partition before it serves the partition's
 // groups, and JSON decoded at about 100 MB/s (BenchmarkGroupLoad).
 //
-//	value   := 0x00 'W' 'G' 0x02 flags [meta] topics offsets
-//	flags   := byte: 1 full, 2 deleted, 4 meta present
+//	value   := 0x00 'W' 'G' 0x02 flags [meta] topics offsets [txn] [ends]
+//	flags   := byte: 1 full, 2 deleted, 4 meta present, 8 txn present, 16 ends present
 //	meta    := varint(generation) str(protocol_type) str(protocol) str(leader)
 //	           varint(time, unix ms) uvarint(n) member*n
 //	member  := str(id) optstr(instance_id) str(client_id) str(client_host)
@@ -13,14 +13,20 @@ package group
 //	           uvarint(n) (str(name) bytes(metadata))*n bytes(assignment)
 //	topics  := uvarint(n) (str(name) str(topic_id))*n
 //	offsets := uvarint(n) offset*n
-//	offset  := uvarint(topic index) varint(partition) varint(offset) varint(leader_epoch)
-//	           str(metadata) varint(commit time, unix ms) byte(delete)
+//	offset  := common byte(delete)
+//	common  := uvarint(topic index) varint(partition) varint(offset) varint(leader_epoch)
+//	           str(metadata) varint(commit time, unix ms)
+//	txn     := uvarint(n) (common varint(producer_id) varint(producer_epoch) byte(stale))*n
+//	ends    := uvarint(n) (varint(producer_id) byte(commit))*n
 //	str     := uvarint(len) bytes
 //	optstr  := byte(0: absent | 1: present) [str]
 //	bytes   := uvarint(0: nil | len+1) bytes
 //
 // Times are kept to the millisecond (as Kafka's commit timestamps). Every count and
 // length is checked against what is left of the value before anything is allocated.
+// The txn and ends sections (transactional offsets) came later than the rest: a record
+// without them is what brokers wrote before, and a broker that predates them refuses a
+// record with them (unknown flags) rather than reading half of it.
 
 import (
 	"encoding/binary"
@@ -35,6 +41,9 @@ const (
 	flagFull    = 1
 	flagDeleted = 2
 	flagMeta    = 4
+	flagTxn     = 8
+	flagTxnEnds = 16
+	flagsKnown  = flagFull | flagDeleted | flagMeta | flagTxn | flagTxnEnds
 )
 
 type binWriter struct{ b []byte }
@@ -43,6 +52,14 @@ func (w *binWriter) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
 func (w *binWriter) varint(v int64)   { w.b = binary.AppendVarint(w.b, v) }
 func (w *binWriter) str(s string)     { w.uvarint(uint64(len(s))); w.b = append(w.b, s...) }
 func (w *binWriter) byte1(c byte)     { w.b = append(w.b, c) }
+
+func (w *binWriter) bool1(v bool) {
+	if v {
+		w.byte1(1)
+	} else {
+		w.byte1(0)
+	}
+}
 
 func (w *binWriter) bytes(b []byte) {
 	if b == nil {
@@ -80,6 +97,12 @@ func encodeBinary(rec Record) []byte {
 	if rec.Meta != nil {
 		flags |= flagMeta
 	}
+	if len(rec.Txn) > 0 {
+		flags |= flagTxn
+	}
+	if len(rec.TxnEnds) > 0 {
+		flags |= flagTxnEnds
+	}
 	w.byte1(flags)
 	if m := rec.Meta; m != nil {
 		w.varint(int64(m.Generation))
@@ -111,30 +134,52 @@ func encodeBinary(rec Record) []byte {
 	type topicKey struct{ name, id string }
 	index := map[topicKey]uint64{}
 	var topics []topicKey
-	for _, o := range rec.Offsets {
+	addTopic := func(o *Offset) {
 		k := topicKey{o.Topic, o.TopicID}
 		if _, ok := index[k]; !ok {
 			index[k] = uint64(len(topics))
 			topics = append(topics, k)
 		}
 	}
+	for i := range rec.Offsets {
+		addTopic(&rec.Offsets[i])
+	}
+	for i := range rec.Txn {
+		addTopic(&rec.Txn[i].Offset)
+	}
 	w.uvarint(uint64(len(topics)))
 	for _, k := range topics {
 		w.str(k.name)
 		w.str(k.id)
 	}
-	w.uvarint(uint64(len(rec.Offsets)))
-	for _, o := range rec.Offsets {
+	common := func(o *Offset) {
 		w.uvarint(index[topicKey{o.Topic, o.TopicID}])
 		w.varint(int64(o.Partition))
 		w.varint(o.Offset)
 		w.varint(int64(o.LeaderEpoch))
 		w.str(o.Metadata)
 		w.varint(unixMs(o.CommitTime))
-		if o.Delete {
-			w.byte1(1)
-		} else {
-			w.byte1(0)
+	}
+	w.uvarint(uint64(len(rec.Offsets)))
+	for i := range rec.Offsets {
+		common(&rec.Offsets[i])
+		w.bool1(rec.Offsets[i].Delete)
+	}
+	if len(rec.Txn) > 0 {
+		w.uvarint(uint64(len(rec.Txn)))
+		for i := range rec.Txn {
+			x := &rec.Txn[i]
+			common(&x.Offset)
+			w.varint(x.ProducerID)
+			w.varint(int64(x.ProducerEpoch))
+			w.bool1(x.Stale)
+		}
+	}
+	if len(rec.TxnEnds) > 0 {
+		w.uvarint(uint64(len(rec.TxnEnds)))
+		for _, e := range rec.TxnEnds {
+			w.varint(e.ProducerID)
+			w.bool1(e.Commit)
 		}
 	}
 	return w.b
@@ -194,6 +239,18 @@ func (r *binReader) byte1() byte {
 	return c
 }
 
+// bool1 reads a byte that must be 0 or 1 (what names it, in the error).
+func (r *binReader) bool1(what string) bool {
+	switch r.byte1() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	r.fail(fmt.Errorf("bad %s flag", what))
+	return false
+}
+
 func (r *binReader) raw(n uint64) []byte {
 	if n > uint64(len(r.b)) {
 		r.fail(errShort)
@@ -236,7 +293,7 @@ func decodeBinary(b []byte) (Record, error) {
 	r := &binReader{b: b[len(binMagic):]}
 	var rec Record
 	flags := r.byte1()
-	if flags&^(flagFull|flagDeleted|flagMeta) != 0 {
+	if flags&^flagsKnown != 0 {
 		return Record{}, fmt.Errorf("%w: unknown flags %#x", ErrRecord, flags)
 	}
 	rec.Full, rec.Deleted = flags&flagFull != 0, flags&flagDeleted != 0
@@ -274,27 +331,57 @@ func decodeBinary(b []byte) (Record, error) {
 	for i := 0; i < nt && r.err == nil; i++ {
 		topics = append(topics, topic{r.str(), r.str()})
 	}
+	common := func() Offset {
+		ti := r.uvarint()
+		if r.err == nil && ti >= uint64(len(topics)) {
+			r.fail(fmt.Errorf("topic index %d of %d", ti, len(topics)))
+			return Offset{}
+		}
+		o := Offset{Partition: r.int32v(), Offset: r.varint(), LeaderEpoch: r.int32v(), Metadata: r.str(), CommitTime: fromMs(r.varint())}
+		if r.err == nil {
+			o.Topic, o.TopicID = topics[ti].name, topics[ti].id
+		}
+		return o
+	}
 	no := r.count(7)
 	if no > 0 {
 		rec.Offsets = make([]Offset, 0, no)
 	}
 	for i := 0; i < no && r.err == nil; i++ {
-		ti := r.uvarint()
-		if r.err == nil && ti >= uint64(len(topics)) {
-			r.fail(fmt.Errorf("topic index %d of %d", ti, len(topics)))
-			break
-		}
-		o := Offset{Partition: r.int32v(), Offset: r.varint(), LeaderEpoch: r.int32v(), Metadata: r.str(), CommitTime: fromMs(r.varint())}
-		switch r.byte1() {
-		case 0:
-		case 1:
-			o.Delete = true
-		default:
-			r.fail(errors.New("bad delete flag"))
-		}
+		o := common()
+		o.Delete = r.bool1("delete")
 		if r.err == nil {
-			o.Topic, o.TopicID = topics[ti].name, topics[ti].id
 			rec.Offsets = append(rec.Offsets, o)
+		}
+	}
+	if flags&flagTxn != 0 {
+		n := r.count(9)
+		if n > 0 {
+			rec.Txn = make([]TxnOffset, 0, n)
+		}
+		for i := 0; i < n && r.err == nil; i++ {
+			x := TxnOffset{Offset: common(), ProducerID: r.varint()}
+			epoch := r.int32v()
+			if int32(int16(epoch)) != epoch {
+				r.fail(fmt.Errorf("producer epoch %d out of range", epoch))
+			}
+			x.ProducerEpoch = int16(epoch)
+			x.Stale = r.bool1("stale")
+			if r.err == nil {
+				rec.Txn = append(rec.Txn, x)
+			}
+		}
+	}
+	if flags&flagTxnEnds != 0 {
+		n := r.count(2)
+		if n > 0 {
+			rec.TxnEnds = make([]TxnEnd, 0, n)
+		}
+		for i := 0; i < n && r.err == nil; i++ {
+			e := TxnEnd{ProducerID: r.varint(), Commit: r.bool1("commit")}
+			if r.err == nil {
+				rec.TxnEnds = append(rec.TxnEnds, e)
+			}
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
