@@ -27,6 +27,7 @@ import (
 	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/broker/txn"
 	"github.com/weir-io/weir/internal/datamode"
 	"github.com/weir-io/weir/internal/slowtrace"
 	"github.com/weir-io/weir/metadata"
@@ -57,7 +58,9 @@ type Broker struct {
 	loader *partlog.Loader
 	tier   *tier.Tier // nil: the WAL keeps everything
 
-	groupParts groupParts // __consumer_offsets partitions: group loads and compaction (groupload.go)
+	groupParts groupParts       // __consumer_offsets partitions: group loads and compaction (groupload.go)
+	txns       *txn.Coordinator // nil: transactions off (txnfront.go)
+	txnLoads   txnLoads         // __transaction_state partitions loaded (txnload.go)
 
 	// starting: Start is loading every partition itself (guarded by the partition
 	// set's lock through syncPartitions).

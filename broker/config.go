@@ -16,6 +16,7 @@ import (
 	"github.com/weir-io/weir/broker/group"
 	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/tier"
+	"github.com/weir-io/weir/broker/txn"
 	"github.com/weir-io/weir/internal/mountcheck"
 	"github.com/weir-io/weir/internal/slowtrace"
 	"github.com/weir-io/weir/metadata"
@@ -131,6 +132,13 @@ type Config struct {
 	// which each registration epoch writes a directory of its own.
 	WAL   wal.Config
 	Group group.Config
+
+	// Transactions turns the transaction coordinator on (Kafka transactions: the
+	// transaction API keys, transactional producers, read_committed consumers); off,
+	// transactional producers are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+	// Txn configures the coordinator (its __transaction_state partition count, timeouts).
+	Transactions bool
+	Txn          txn.Config
 
 	// Objects is the object store WAL data moves to (shared by the cluster); nil keeps
 	// everything in the WAL. The tier also needs a metadata store with object manifests.
@@ -248,6 +256,7 @@ func DefaultConfig() Config {
 		LinkGrace:              30 * time.Second,
 		WAL:                    wal.DefaultConfig(""),
 		Group:                  group.DefaultConfig(),
+		Txn:                    txn.DefaultConfig(),
 		Tier:                   tier.DefaultConfig(),
 		SASL:                   sasl.DefaultConfig(),
 		ACL:                    acl.DefaultConfig(),
@@ -264,6 +273,11 @@ func (c *Config) Validate() error {
 	}
 	if err := c.SASL.Validate(); err != nil {
 		return fmt.Errorf("broker: %w", err)
+	}
+	if c.Transactions {
+		if err := c.Txn.Validate(); err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
 	}
 	if err := c.Routing.Validate(); err != nil {
 		return fmt.Errorf("broker: %w", err)
