@@ -109,6 +109,11 @@ func (p *fakePart) Unwait(c chan struct{})                                    {}
 func (p *fakePart) MaxTimestamp() (int64, int64)                              { return -1, -1 }
 func (p *fakePart) OffsetForTime(context.Context, int64) (int64, int64, bool) { return -1, -1, false }
 func (p *fakePart) EndOffsetForEpoch(e int32) (int32, int64)                  { return e, 0 }
+func (p *fakePart) LastStable() int64                                         { return 0 }
+func (p *fakePart) ReadCommitted(ctx context.Context, offset int64, maxBytes int, first bool, epoch int32) (CommittedRead, error) {
+	data, hw, logStart, err := p.Read(ctx, offset, maxBytes, first, epoch)
+	return CommittedRead{Data: data, HW: hw, LSO: hw, LogStart: logStart}, err
+}
 
 type nopOffsets struct{}
 

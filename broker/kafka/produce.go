@@ -140,7 +140,7 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 			}
 			maxBytes, _ := t.Config("max.message.bytes")
 			mb, _ := strconv.Atoi(maxBytes)
-			h, err := recbatch.ValidateProduce(rp.Records, mb)
+			h, err := recbatch.ValidateProduceWith(rp.Records, recbatch.ProduceRules{MaxBytes: mb, Transactional: s.cfg.Transactions})
 			if err == nil {
 				err = recbatch.ValidateRecords(&h, rp.Records, recbatch.RecordRules{MaxDecompressed: maxDecompressedBatch})
 			}
