@@ -142,6 +142,32 @@ func (lp localPartition) Read(ctx context.Context, offset int64, maxBytes int, f
 	return nil, hw, logStart, err
 }
 
+// ReadCommitted is Read for a read_committed consumer: the index stops at the last
+// stable offset, and what objects return is cut there (an open transaction's data may
+// be uploaded); the aborted transactions listed are those the returned batches overlap.
+func (lp localPartition) ReadCommitted(ctx context.Context, offset int64, maxBytes int, first bool, currentEpoch int32) (kafka.CommittedRead, error) {
+	var cr kafka.CommittedRead
+	var err error
+	for try := 0; try < 2; try++ {
+		var pieces []partlog.Piece
+		pieces, cr.HW, cr.LSO, cr.LogStart, err = lp.p.ReadCommitted(offset, maxBytes, first, currentEpoch)
+		if err != nil {
+			return cr, err
+		}
+		if cr.Data, err = lp.readPieces(ctx, offset, pieces, maxBytes, first); err == nil {
+			cr.Data = recbatch.Below(cr.Data, cr.LSO)
+			if last := recbatch.LastOffsetOf(cr.Data); last >= 0 {
+				cr.Aborted = lp.p.Aborted(offset, last)
+			}
+			return cr, nil
+		}
+	}
+	return cr, err
+}
+
+// LastStable is the partition's last stable offset.
+func (lp localPartition) LastStable() int64 { return lp.p.LastStable() }
+
 // readPieces reads what Partition.Read located: cached bytes, WAL ranges, or objects.
 // A WAL read failure after some bytes returns those (the consumer asks again from there).
 func (lp localPartition) readPieces(ctx context.Context, offset int64, pieces []partlog.Piece, limit int, first bool) ([]byte, error) {

@@ -57,7 +57,7 @@ func (ps peerServer) ServeInternal(body []byte, respond func([]byte)) {
 			out[i] = peer.Offsets{HW: hw, LogStart: ls, LeaderEpoch: p.LeaderEpoch()}
 		}
 		respond(peer.AppendOffsets(nil, out))
-	case peer.OpFollow:
+	case peer.OpFollow, peer.OpFollowTxn:
 		b.serveFollow(body, respond)
 	case peer.OpMoveReady:
 		req, err := peer.DecodeMoveReadyRequest(body)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,10 @@ type replica struct {
 type follower struct {
 	leader int32
 	wake   chan struct{} // a partition was added: ask again now
+	// legacy: the leader answered OpFollowTxn with an empty body (a build without
+	// transactions): it is followed with OpFollow until a poll fails (it may have
+	// restarted with a newer build).
+	legacy bool
 }
 
 func newReplicaSet(b *Broker) *replicaSet {
@@ -146,7 +151,7 @@ func (rs *replicaSet) follow(f *follower) {
 			return
 		}
 		rs.mu.Unlock()
-		req := peer.FollowRequest{Replica: b.cfg.NodeID, MaxWait: int32(followMaxWait / time.Millisecond)}
+		req := peer.FollowRequest{Replica: b.cfg.NodeID, MaxWait: int32(followMaxWait / time.Millisecond), Txn: !f.legacy}
 		now := time.Now().UnixNano()
 		var polled []*replica
 		for _, r := range reps {
@@ -168,9 +173,15 @@ func (rs *replicaSet) follow(f *follower) {
 			}
 			continue
 		}
-		res, err := rs.poll(f.leader, req.AppendTo(nil), len(req.Parts))
-		if err == nil {
+		res, err := rs.poll(f.leader, req.AppendTo(nil), len(req.Parts), req.Txn)
+		switch {
+		case err == nil:
 			rs.apply(polled, res)
+		case errors.Is(err, errLegacyLeader):
+			f.legacy = true
+			continue
+		default:
+			f.legacy = false
 		}
 		if err != nil {
 			b.log.Debug("following a leader failed; retrying", "leader", f.leader, "err", err)
@@ -184,7 +195,10 @@ func (rs *replicaSet) follow(f *follower) {
 	}
 }
 
-func (rs *replicaSet) poll(leader int32, body []byte, n int) ([]peer.FollowResult, error) {
+// errLegacyLeader: the leader does not know OpFollowTxn.
+var errLegacyLeader = errors.New("broker: the leader does not know OpFollowTxn")
+
+func (rs *replicaSet) poll(leader int32, body []byte, n int, txn bool) ([]peer.FollowResult, error) {
 	b := rs.b
 	c, err := b.proxy.followClient(b.meta.View(), leader)
 	if err != nil {
@@ -196,7 +210,10 @@ func (rs *replicaSet) poll(leader int32, body []byte, n int) ([]peer.FollowResul
 	if err != nil {
 		return nil, err
 	}
-	return peer.DecodeFollowResults(resp, n)
+	if txn && len(resp) == 0 {
+		return nil, errLegacyLeader
+	}
+	return peer.DecodeFollowResults(resp, n, txn)
 }
 
 // apply takes a leader's answer into the replicas. A partition the leader refused backs
@@ -284,7 +301,7 @@ func (b *Broker) serveFollow(body []byte, respond func([]byte)) {
 		for {
 			res, news := b.followAnswer(req)
 			if news || wait == 0 {
-				respond(peer.AppendFollowResults(nil, res))
+				respond(peer.AppendFollowResults(nil, res, req.Txn))
 				return
 			}
 			var parts []*partlog.Partition
@@ -307,7 +324,7 @@ func (b *Broker) serveFollow(body []byte, respond func([]byte)) {
 			}
 			if timedOut {
 				res, _ := b.followAnswer(req)
-				respond(peer.AppendFollowResults(nil, res))
+				respond(peer.AppendFollowResults(nil, res, req.Txn))
 				return
 			}
 		}

@@ -70,7 +70,7 @@ func TestObjectManifestCluster(t *testing.T) {
 		got, ok := v.Object(o.ID)
 		tp := v.TopicByID(top.ID)
 		return ok && got.State == metadata.ObjectCommitted && got.Size == 8<<20 && got.Key == o.Key && tp != nil &&
-			len(tp.Partitions[0].Objects) == 1 && tp.Partitions[0].Objects[0] == metadata.ObjectRange{Object: o.ID, FirstOffset: 0, LastOffset: 99, MaxTimestamp: 1_700_000_000_000, Bytes: 4 << 20} &&
+			len(tp.Partitions[0].Objects) == 1 && tp.Partitions[0].Objects[0].Equal(metadata.ObjectRange{Object: o.ID, FirstOffset: 0, LastOffset: 99, MaxTimestamp: 1_700_000_000_000, Bytes: 4 << 20}) &&
 			len(tp.Partitions[1].Objects) == 1 && tp.Partitions[1].UploadedThrough() == 10
 	})
 

@@ -73,7 +73,8 @@ func TestFSMCommitProducerSnapshot(t *testing.T) {
 
 // TestCommitWithSnapshotsFitsBody: a commit at metadata.MaxCommitRanges of weight, every
 // number at its widest, fits the default request body limit however the weight is made
-// up: many ranges with one producer each, or few with full snapshots.
+// up: many ranges with one producer each, or few with full snapshots, or ranges full of
+// aborted transactions.
 func TestCommitWithSnapshotsFitsBody(t *testing.T) {
 	widest := func(n int) *metadata.ProducerSnapshot {
 		s := &metadata.ProducerSnapshot{Offset: math.MinInt64}
@@ -90,11 +91,18 @@ func TestCommitWithSnapshotsFitsBody(t *testing.T) {
 	for i := range r.Topic {
 		r.Topic[i] = 255
 	}
-	for _, producers := range []int{0, 1, 2, 10, metadata.MaxSnapshotProducers} {
+	// Aborted transactions count one each: ranges full of them fit too.
+	for _, c := range []struct{ producers, aborted int }{
+		{0, 0}, {1, 0}, {2, 0}, {10, 0}, {metadata.MaxSnapshotProducers, 0},
+		{0, 1}, {0, metadata.MaxRangeAborted}, {metadata.MaxSnapshotProducers, metadata.MaxRangeAborted},
+	} {
 		req := ctlwire.CommitObjectRequest{ID: ^uint64(0), Broker: -1 << 31, Epoch: -1 << 63, Size: -1 << 63}
 		with := r
-		if producers > 0 {
-			with.Producers = widest(producers)
+		if c.producers > 0 {
+			with.Producers = widest(c.producers)
+		}
+		for range c.aborted {
+			with.Aborted = append(with.Aborted, metadata.AbortedTxn{ProducerID: math.MinInt64, First: math.MinInt64, Last: math.MinInt64})
 		}
 		for metadata.CommitWeight(req.Ranges)+with.Weight() <= metadata.MaxCommitRanges {
 			req.Ranges = append(req.Ranges, with)
@@ -108,8 +116,8 @@ func TestCommitWithSnapshotsFitsBody(t *testing.T) {
 			t.Fatal(err)
 		}
 		if limit := DefaultConfig().MaxBodyBytes; int64(len(b)) >= limit {
-			t.Fatalf("%d ranges with %d producers each: %d bytes, the body limit is %d", len(req.Ranges), producers, len(b), limit)
+			t.Fatalf("%d ranges with %d producers and %d aborted transactions each: %d bytes, the body limit is %d", len(req.Ranges), c.producers, c.aborted, len(b), limit)
 		}
-		t.Logf("%d producers per range: %d ranges, %d bytes", producers, len(req.Ranges), len(b))
+		t.Logf("%d producers, %d aborted transactions per range: %d ranges, %d bytes", c.producers, c.aborted, len(req.Ranges), len(b))
 	}
 }

@@ -22,7 +22,7 @@ func (p *Partition) Equal(q *Partition) bool {
 	if len(p.Objects) != len(q.Objects) {
 		return false
 	}
-	if len(p.Objects) > 0 && &p.Objects[0] != &q.Objects[0] && !slices.Equal(p.Objects, q.Objects) {
+	if len(p.Objects) > 0 && &p.Objects[0] != &q.Objects[0] && !slices.EqualFunc(p.Objects, q.Objects, ObjectRange.Equal) {
 		return false
 	}
 	if p.Producers != q.Producers {

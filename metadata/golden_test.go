@@ -131,10 +131,10 @@ func TestGoldenMetadataOpen(t *testing.T) {
 					t.Fatalf("orders/%d log start %d, want %d", i, got, want)
 				}
 			}
-			if m := orders.Partitions[0].Objects; len(m) != 2 || m[1] != (ObjectRange{Object: 3, FirstOffset: 42, LastOffset: 99, MaxTimestamp: 1_700_000_000_900, Bytes: 3000}) {
+			if m := orders.Partitions[0].Objects; len(m) != 2 || !m[1].Equal(ObjectRange{Object: 3, FirstOffset: 42, LastOffset: 99, MaxTimestamp: 1_700_000_000_900, Bytes: 3000}) {
 				t.Fatalf("orders/0 manifest %+v", m)
 			}
-			if m := v.Topics["events"].Partitions[0].Objects; len(m) != 1 || m[0] != (ObjectRange{Object: 2, FirstOffset: 0, LastOffset: 9}) {
+			if m := v.Topics["events"].Partitions[0].Objects; len(m) != 1 || !m[0].Equal(ObjectRange{Object: 2, FirstOffset: 0, LastOffset: 9}) {
 				t.Fatalf("events/0 manifest %+v", m)
 			}
 			if len(v.Objects) != 4 || v.Objects[1].State != ObjectCommitted || v.Objects[4].State != ObjectPrepared || v.Objects[3].Size != 3100 {

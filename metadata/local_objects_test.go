@@ -406,7 +406,7 @@ func TestObjectRangeJSON(t *testing.T) {
 		t.Fatalf("%s", b)
 	}
 	var back ObjectRange
-	if err := json.Unmarshal(b, &back); err != nil || back != full {
+	if err := json.Unmarshal(b, &back); err != nil || !back.Equal(full) {
 		t.Fatalf("%+v %v", back, err)
 	}
 	var pr PartitionRange
@@ -414,7 +414,7 @@ func TestObjectRangeJSON(t *testing.T) {
 		t.Fatalf("%+v %v", pr, err)
 	}
 	pr.MaxTimestamp, pr.Bytes = 9, 10
-	if got := pr.ObjectRange(7); got != (ObjectRange{Object: 7, FirstOffset: 3, LastOffset: 4, MaxTimestamp: 9, Bytes: 10}) {
+	if got := pr.ObjectRange(7); !got.Equal(ObjectRange{Object: 7, FirstOffset: 3, LastOffset: 4, MaxTimestamp: 9, Bytes: 10}) {
 		t.Fatalf("%+v", got)
 	}
 }

@@ -268,6 +268,26 @@ type ObjectRange struct {
 	MaxTimestamp int64 `json:"max_timestamp,omitempty"`
 	// Bytes is the size of the range's record batches in the object (0: not recorded).
 	Bytes int64 `json:"bytes,omitempty"`
+	// Aborted lists the aborted transactions whose abort markers lie in the range, by
+	// marker offset: a read_committed read of the range's data filters them once the
+	// WAL that held the markers is gone. Shared by Views: never modified in place.
+	Aborted []AbortedTxn `json:"aborted,omitempty"`
+}
+
+// AbortedTxn is one aborted transaction of a partition: its producer's batches from
+// First on, up to the abort marker at Last, are not to be read by read_committed
+// consumers. Short JSON keys: ranges carry them through Raft with every object commit.
+type AbortedTxn struct {
+	ProducerID int64 `json:"p"`
+	First      int64 `json:"f"`
+	Last       int64 `json:"l"`
+}
+
+// Equal reports whether r and q are the same range (ObjectRange holds a slice, so it
+// is not comparable with ==).
+func (r ObjectRange) Equal(q ObjectRange) bool {
+	return r.Object == q.Object && r.FirstOffset == q.FirstOffset && r.LastOffset == q.LastOffset &&
+		r.MaxTimestamp == q.MaxTimestamp && r.Bytes == q.Bytes && slices.Equal(r.Aborted, q.Aborted)
 }
 
 // ObjectState is where an object is in its life: prepared (an ID and key handed out,
@@ -309,7 +329,15 @@ type PartitionRange struct {
 	// (Offset = LastOffset + 1); nil when no producer has state. It becomes the
 	// partition's Producers.
 	Producers *ProducerSnapshot `json:"producers,omitempty"`
+	// Aborted is the aborted transactions whose markers lie in the range, ascending by
+	// marker offset, at most MaxRangeAborted; it becomes the ObjectRange's Aborted.
+	Aborted []AbortedTxn `json:"aborted,omitempty"`
 }
+
+// MaxRangeAborted bounds the aborted transactions one committed range carries (each
+// counts one towards MaxCommitRanges: PartitionRange.Weight); the uploader ends a range
+// before the marker that would pass it.
+const MaxRangeAborted = 4000
 
 // ProducerWindow is how many of an idempotent producer's last batches a partition
 // remembers: clients keep at most five requests in flight, so a retry is always of one
@@ -337,6 +365,11 @@ type ProducerState struct {
 	ID      int64      `json:"i"`
 	Epoch   int16      `json:"e,omitempty"`
 	Batches [][3]int64 `json:"b"`
+	// TxnFirst is the first offset of the producer's transaction open as of the
+	// snapshot's offset (nil: none). A producer with an open transaction is kept even
+	// when its batches at or below the snapshot's end left its window (Batches may then
+	// be empty), since its transaction holds the last stable offset back.
+	TxnFirst *int64 `json:"t,omitempty"`
 }
 
 // LogRange says that Broker's WAL holds a partition's offsets from StartOffset on (up to

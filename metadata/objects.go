@@ -23,14 +23,16 @@ const (
 )
 
 // Weight is what the range counts against MaxCommitRanges: one, plus two per producer of
-// its snapshot. A producer at its widest encodes to fewer bytes than two ranges at
+// its snapshot, plus one per aborted transaction. A producer at its widest encodes to fewer bytes than two ranges at
 // theirs, so a commit within the bound fits the controller's body limit whatever its
 // snapshots hold (controller's TestCommitWithSnapshotsFitsBody).
+// Each aborted transaction counts one: it encodes to fewer bytes than a range.
 func (r PartitionRange) Weight() int {
-	if r.Producers == nil {
-		return 1
+	w := 1 + len(r.Aborted)
+	if r.Producers != nil {
+		w += 2 * len(r.Producers.Producers)
 	}
-	return 1 + 2*len(r.Producers.Producers)
+	return w
 }
 
 // CommitWeight is the weight of a commit's ranges (PartitionRange.Weight).
@@ -64,8 +66,10 @@ func (r PartitionRange) snapshotProblem() string {
 			return fmt.Sprintf("producer %d: IDs must be ascending and not negative", p.ID)
 		case p.Epoch < 0:
 			return fmt.Sprintf("producer %d: epoch %d", p.ID, p.Epoch)
-		case len(p.Batches) == 0 || len(p.Batches) > ProducerWindow:
-			return fmt.Sprintf("producer %d: %d batches (must be 1..%d)", p.ID, len(p.Batches), ProducerWindow)
+		case len(p.Batches) == 0 && p.TxnFirst == nil || len(p.Batches) > ProducerWindow:
+			return fmt.Sprintf("producer %d: %d batches (must be 1..%d, or 0 with an open transaction)", p.ID, len(p.Batches), ProducerWindow)
+		case p.TxnFirst != nil && (*p.TxnFirst < 0 || *p.TxnFirst > r.LastOffset):
+			return fmt.Sprintf("producer %d: open transaction from %d (must be 0..%d)", p.ID, *p.TxnFirst, r.LastOffset)
 		}
 		for j, b := range p.Batches {
 			if b[0] < 0 || b[0] > math.MaxInt32 || b[1] < math.MinInt32 || b[1] > math.MaxInt32 ||
@@ -77,12 +81,29 @@ func (r PartitionRange) snapshotProblem() string {
 	return ""
 }
 
+// abortedProblem says what is wrong with r's aborted transactions ("" when nothing is):
+// at most MaxRangeAborted, markers in the range in ascending order, each transaction
+// starting at or before its marker.
+func (r PartitionRange) abortedProblem() string {
+	if len(r.Aborted) > MaxRangeAborted {
+		return fmt.Sprintf("%d aborted transactions (at most %d)", len(r.Aborted), MaxRangeAborted)
+	}
+	for i, a := range r.Aborted {
+		if a.ProducerID < 0 || a.First < 0 || a.First > a.Last || a.Last < r.FirstOffset || a.Last > r.LastOffset ||
+			i > 0 && a.Last <= r.Aborted[i-1].Last {
+			return fmt.Sprintf("aborted transaction %+v (markers ascending in %d..%d, first offsets not above them)", a, r.FirstOffset, r.LastOffset)
+		}
+	}
+	return ""
+}
+
 // ObjectKey is the object-storage key of object id (deterministic).
 func ObjectKey(id uint64) string { return fmt.Sprintf("objects/%020d.obj", id) }
 
 // ObjectRange is the manifest entry of r once object id is committed.
 func (r PartitionRange) ObjectRange(id uint64) ObjectRange {
-	return ObjectRange{Object: id, FirstOffset: r.FirstOffset, LastOffset: r.LastOffset, MaxTimestamp: r.MaxTimestamp, Bytes: r.Bytes}
+	return ObjectRange{Object: id, FirstOffset: r.FirstOffset, LastOffset: r.LastOffset, MaxTimestamp: r.MaxTimestamp, Bytes: r.Bytes,
+		Aborted: slices.Clip(slices.Clone(r.Aborted))}
 }
 
 // PartitionRef names one partition.
@@ -99,6 +120,10 @@ func (s *ProducerSnapshot) clone() *ProducerSnapshot {
 	c := &ProducerSnapshot{Offset: s.Offset, Producers: make([]ProducerState, len(s.Producers))}
 	for i, p := range s.Producers {
 		p.Batches = slices.Clone(p.Batches)
+		if p.TxnFirst != nil {
+			first := *p.TxnFirst
+			p.TxnFirst = &first
+		}
 		c.Producers[i] = p
 	}
 	return c
@@ -191,6 +216,9 @@ func (r *ObjectRules) Commit(id uint64, broker int32, epoch int64, size int64, r
 		}
 		if why := pr.snapshotProblem(); why != "" {
 			return Object{}, nil, rejected("object %d: producer snapshot of %s/%d: %s", id, pr.Topic, pr.Partition, why)
+		}
+		if why := pr.abortedProblem(); why != "" {
+			return Object{}, nil, rejected("object %d: range of %s/%d: %s", id, pr.Topic, pr.Partition, why)
 		}
 		t := r.TopicByID(pr.Topic)
 		if t == nil {

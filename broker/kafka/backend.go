@@ -70,6 +70,20 @@ type Reader interface {
 	OffsetForTime(ctx context.Context, ts int64) (offset, batchTS int64, ok bool)
 	// EndOffsetForEpoch answers OffsetForLeaderEpoch.
 	EndOffsetForEpoch(epoch int32) (int32, int64)
+	// ReadCommitted is Read for a read_committed consumer (isolation level 1): no batch
+	// at or above the last stable offset, and the aborted transactions whose markers
+	// lie at or above offset and that begin at or before the last offset returned.
+	ReadCommitted(ctx context.Context, offset int64, maxBytes int, first bool, currentEpoch int32) (CommittedRead, error)
+	// LastStable is the last stable offset: the first offset of the oldest open
+	// transaction, else the high watermark.
+	LastStable() int64
+}
+
+// CommittedRead is what ReadCommitted found; the offsets are set even with an error.
+type CommittedRead struct {
+	Data              []byte
+	HW, LSO, LogStart int64
+	Aborted           []metadata.AbortedTxn
 }
 
 // Optional capabilities of the metadata store (Deps.Meta), found by type assertion as

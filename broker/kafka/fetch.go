@@ -8,8 +8,12 @@ package kafka
 // never gets stuck on a big batch. When less than min bytes is available the fetch waits up
 // to max wait, woken by high-watermark advances of its partitions. Fetch sessions (KIP-227)
 // are not kept: the answer carries session id 0, which tells clients to keep sending full
-// fetches. v13+ name topics by ID. read_committed equals read_uncommitted: Weir has no
-// transactions, so the last stable offset is the high watermark. From v16 a partition
+// fetches. v13+ name topics by ID. isolation_level 1 (read_committed) reads nothing at or
+// above the last stable offset (the first offset of the oldest open transaction, else the
+// high watermark) and lists the aborted transactions that overlap what it returns
+// ({producer ID, first offset}: the consumer drops that producer's batches from there to
+// the abort marker); read_uncommitted reads to the high watermark, markers included
+// (clients skip control batches). Both answer the last stable offset. From v16 a partition
 // refused with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its current leader and
 // that leader's endpoint (KIP-951, leader_hint.go); before v6 KAFKA_STORAGE_ERROR is
 // answered as NOT_LEADER_OR_FOLLOWER (finishFetch).
@@ -26,6 +30,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/routing"
 	"github.com/weir-io/weir/security/acl"
@@ -38,9 +43,10 @@ func init() {
 }
 
 type fetchTarget struct {
-	r   Reader
-	req *kmsg.FetchRequestTopicPartition
-	out *kmsg.FetchResponseTopicPartition
+	r         Reader
+	req       *kmsg.FetchRequestTopicPartition
+	out       *kmsg.FetchResponseTopicPartition
+	committed bool // isolation level read_committed
 }
 
 func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
@@ -101,7 +107,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 			case redirect && s.preferReplica(view, zone, t, rp.Partition, r, out):
 				// no records here: the client reads from out.PreferredReadReplica
 			default:
-				targets = append(targets, fetchTarget{r: r, req: rp, out: out})
+				targets = append(targets, fetchTarget{r: r, req: rp, out: out, committed: req.IsolationLevel == 1})
 			}
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -207,7 +213,8 @@ func (s *Server) fillFetch(ctx context.Context, targets []fetchTarget, maxBytes 
 			out := t.out
 			out.RecordBatches = []byte{} // see handleFetch: never null
 			out.ErrorCode = 0
-			out.HighWatermark, out.LastStableOffset, out.LogStartOffset = r.hw, r.hw, r.logStart
+			out.HighWatermark, out.LastStableOffset, out.LogStartOffset = r.hw, r.lso, r.logStart
+			out.AbortedTransactions = nil
 			if r.err != nil {
 				out.ErrorCode = kafkaCode(r.err)
 				errs = true
@@ -219,6 +226,9 @@ func (s *Server) fillFetch(ctx context.Context, targets []fetchTarget, maxBytes 
 			}
 			if len(buf) > 0 {
 				out.RecordBatches = buf
+			}
+			if t.committed {
+				out.AbortedTransactions = abortedIn(r.aborted, buf)
 			}
 			total += len(buf)
 		}
@@ -233,10 +243,11 @@ const maxColdReads = 8
 
 // fetchRead is one partition's read in fillFetch.
 type fetchRead struct {
-	limit        int
-	data         []byte
-	hw, logStart int64
-	err          error
+	limit             int
+	data              []byte
+	hw, lso, logStart int64
+	aborted           []metadata.AbortedTxn // read_committed
+	err               error
 }
 
 // coldReader is a Reader that can tell whether a read at offset is likely to go to
@@ -251,7 +262,14 @@ type coldReader interface {
 func readWave(ctx context.Context, targets []fetchTarget, res []fetchRead, first bool) {
 	read := func(k int) {
 		t, r := targets[k], &res[k]
+		if t.committed {
+			var cr CommittedRead
+			cr, r.err = t.r.ReadCommitted(ctx, t.req.FetchOffset, r.limit, first, t.req.CurrentLeaderEpoch)
+			r.data, r.hw, r.lso, r.logStart, r.aborted = cr.Data, cr.HW, cr.LSO, cr.LogStart, cr.Aborted
+			return
+		}
 		r.data, r.hw, r.logStart, r.err = t.r.Read(ctx, t.req.FetchOffset, r.limit, first, t.req.CurrentLeaderEpoch)
+		r.lso = min(t.r.LastStable(), r.hw)
 	}
 	var cold []int
 	if len(targets) > 1 {
@@ -298,6 +316,22 @@ func readWave(ctx context.Context, targets []fetchTarget, res []fetchRead, first
 // partitionLimit is what target t may get with left bytes of the response's budget left.
 func partitionLimit(t fetchTarget, left int) int {
 	return max(0, min(int(t.req.PartitionMaxBytes), left))
+}
+
+// abortedIn is the answer's aborted transactions for the batches b returned: of those
+// the read found, the ones that begin at or before b's last offset (the budget may have
+// cut b since). Never null for read_committed, as Kafka answers.
+func abortedIn(aborted []metadata.AbortedTxn, b []byte) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+	out := []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	last := recbatch.LastOffsetOf(b)
+	for _, a := range aborted {
+		if a.First <= last {
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID, at.FirstOffset = a.ProducerID, a.First
+			out = append(out, at)
+		}
+	}
+	return out
 }
 
 // wholeBatches cuts record batches b to the whole batches within the first n bytes.
@@ -353,7 +387,7 @@ func (s *Server) preferReplica(view *metadata.View, zone string, t *metadata.Top
 	}
 	logStart, hw, _ := r.LogInfo()
 	out.PreferredReadReplica = pref
-	out.HighWatermark, out.LastStableOffset, out.LogStartOffset = hw, hw, logStart
+	out.HighWatermark, out.LastStableOffset, out.LogStartOffset = hw, min(r.LastStable(), hw), logStart
 	return true
 }
 

@@ -45,6 +45,8 @@ func coldBatch(part byte, offset int64, size int) []byte {
 
 func (p *coldPart) Cold(int64) bool { return p.cold }
 
+func (p *coldPart) LastStable() int64 { return int64(len(p.batches)) }
+
 // Read follows the Reader contract: whole batches from offset while they fit in maxBytes,
 // at least one when first.
 func (p *coldPart) Read(ctx context.Context, offset int64, maxBytes int, first bool, epoch int32) ([]byte, int64, int64, error) {

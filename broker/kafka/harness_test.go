@@ -36,6 +36,8 @@ type fakeBackend struct {
 	refuse func(t *metadata.Topic, index int32) error
 	// appendErr fails every Append (after onApp).
 	appendErr error
+	// reader, when set, serves Reader instead of the empty fake partition.
+	reader func(t *metadata.Topic, index int32) Reader
 }
 
 func (f *fakeBackend) refusal(t *metadata.Topic, index int32) error {
@@ -64,6 +66,9 @@ func (f *fakeBackend) Reader(t *metadata.Topic, index int32, epoch int32, zone s
 	}
 	if err := f.refusal(t, index); err != nil {
 		return nil, err
+	}
+	if f.reader != nil {
+		return f.reader(t, index), nil
 	}
 	return &fakePart{f: f, topic: t.Name}, nil
 }
@@ -109,6 +114,11 @@ func (p *fakePart) Unwait(c chan struct{})                                    {}
 func (p *fakePart) MaxTimestamp() (int64, int64)                              { return -1, -1 }
 func (p *fakePart) OffsetForTime(context.Context, int64) (int64, int64, bool) { return -1, -1, false }
 func (p *fakePart) EndOffsetForEpoch(e int32) (int32, int64)                  { return e, 0 }
+func (p *fakePart) LastStable() int64                                         { return 0 }
+func (p *fakePart) ReadCommitted(ctx context.Context, offset int64, maxBytes int, first bool, epoch int32) (CommittedRead, error) {
+	data, hw, logStart, err := p.Read(ctx, offset, maxBytes, first, epoch)
+	return CommittedRead{Data: data, HW: hw, LSO: hw, LogStart: logStart}, err
+}
 
 type nopOffsets struct{}
 
@@ -195,6 +205,22 @@ func (r *rawConn) send(corr int32, req kmsg.Request) {
 func (r *rawConn) recv(d time.Duration) (int32, []byte, error) {
 	r.nc.SetReadDeadline(time.Now().Add(d))
 	return kafkatest.ReadResponse(r.nc)
+}
+
+// rawProduce sends batch to topic partition 0 on rc (Produce v9, acks all) with
+// correlation id corr and returns the partition's error code.
+func rawProduce(t *testing.T, rc *rawConn, corr int32, topic string, batch []byte) int16 {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = topic
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = batch
+	pt.Partitions = append(pt.Partitions, pp)
+	req.Topics = append(req.Topics, pt)
+	rc.send(corr, req)
+	return recvDecode(t, rc, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
 }
 
 // decode parses a response body for req.

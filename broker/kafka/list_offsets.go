@@ -2,8 +2,8 @@ package kafka
 
 // ListOffsets (key 2), versions 1-8.
 //
-// Timestamps: -1 latest (the high watermark; equal to the last stable offset since there
-// are no transactions), -2 earliest (log start), -3 the batch with the largest timestamp
+// Timestamps: -1 latest (the high watermark; for isolation_level 1, read_committed, the
+// last stable offset: the first offset of the oldest open transaction), -2 earliest (log start), -3 the batch with the largest timestamp
 // (v7+), -4 earliest local (v8+, same as earliest: all data is local to the shared WAL), and
 // t >= 0 the first batch whose max timestamp is >= t. Timestamps are indexed per batch, so
 // a time lookup returns the batch's first offset: possibly a few records early, never late.
@@ -47,6 +47,8 @@ func (s *Server) handleListOffsets(ctx context.Context, req *kmsg.ListOffsetsReq
 			logStart, hw, epoch := r.LogInfo()
 			sp.LeaderEpoch = epoch
 			switch ts := rp.Timestamp; {
+			case ts == -1 && req.IsolationLevel == 1:
+				sp.Offset = min(r.LastStable(), hw)
 			case ts == -1:
 				sp.Offset = hw
 			case ts == -2 || ts == -4:

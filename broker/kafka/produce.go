@@ -4,7 +4,7 @@ package kafka
 //
 // Each partition's data must be exactly one record batch v2 (Kafka's rule for v3+). The
 // batch is validated (size against the topic's max.message.bytes, CRC32C, header sanity,
-// no transactional or control batches), its records decoded and checked like Kafka's
+// no control batches, no transactional ones unless Config.Transactions), its records decoded and checked like Kafka's
 // LogValidator does (recbatch.ValidateRecords: counts, offset deltas, lengths,
 // timestamps; compressed batches decompressed within maxDecompressedBatch), copied once into a WAL record and queued on the
 // WAL. Offsets are assigned when the WAL's committer prepares the record, so offset order
@@ -140,7 +140,7 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 			}
 			maxBytes, _ := t.Config("max.message.bytes")
 			mb, _ := strconv.Atoi(maxBytes)
-			h, err := recbatch.ValidateProduce(rp.Records, mb)
+			h, err := recbatch.ValidateProduceWith(rp.Records, recbatch.ProduceRules{MaxBytes: mb, Transactional: s.cfg.Transactions})
 			if err == nil {
 				err = recbatch.ValidateRecords(&h, rp.Records, recbatch.RecordRules{MaxDecompressed: maxDecompressedBatch})
 			}

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/internal/crc32c"
 	"github.com/weir-io/weir/internal/kafkatest"
 )
@@ -39,16 +38,7 @@ func TestProducePlantedBatchesRefused(t *testing.T) {
 	corr := int32(0)
 	produce := func(batch []byte) int16 {
 		corr++
-		req := kmsg.NewPtrProduceRequest()
-		req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
-		pt := kmsg.NewProduceRequestTopic()
-		pt.Topic = "t"
-		pp := kmsg.NewProduceRequestTopicPartition()
-		pp.Records = batch
-		pt.Partitions = append(pt.Partitions, pp)
-		req.Topics = append(req.Topics, pt)
-		rc.send(corr, req)
-		return recvDecode(t, rc, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+		return rawProduce(t, rc, corr, "t", batch)
 	}
 	for name, batch := range planted {
 		if code := produce(batch); code != kerr.InvalidRecord.Code {

@@ -59,6 +59,10 @@ type Config struct {
 	SlowRequests *slowtrace.Recorder
 	// Limits bound what clients can make the broker hold (limits.go).
 	Limits Limits
+	// Transactions accepts transactional batches in Produce (the broker runs the
+	// transaction coordinator); off, they are refused (recbatch.ErrTransactional:
+	// INVALID_TXN_STATE).
+	Transactions bool
 }
 
 // Deps is what the front end serves from.

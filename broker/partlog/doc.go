@@ -1,8 +1,9 @@
 // Package partlog is a partition's log on one broker: the index of its record batches in
 // write-ahead logs (this broker's own, and other brokers' on the shared file system for
 // the older ranges of its log chain), its high watermark and leader epochs, idempotent
-// producer state, the tail cache of recent batch bytes, the partition's side of the
-// object tier (which offsets objects hold, what is pending upload), and loading a
+// producer state, transactions (txn.go: open transactions, markers, the last stable
+// offset, the aborted index), the tail cache of recent batch bytes, the partition's side
+// of the object tier (which offsets objects hold, what is pending upload), and loading a
 // partition from the WALs of its chain.
 //
 // It knows nothing of the Kafka protocol, the controller or object storage I/O: the
@@ -13,7 +14,13 @@
 // Offsets are assigned by Prepare, which the WAL's committer calls in log order, so offset
 // order equals WAL order; a batch becomes readable only when its group is synced (Commit),
 // which advances the high watermark. A failed WAL write rolls the partition back
-// (Rollback) before any later batch is prepared, so offsets stay dense.
+// (Rollback) before any later batch is prepared, so offsets stay dense; it undoes the
+// transactional effects of the batches it forgets too.
+//
+// read_committed readers read below the last stable offset (ReadCommitted, LastStable)
+// and filter the aborted transactions (Aborted). What a load cannot find in WALs any
+// more comes with the manifest: the producer snapshot says which transactions were open
+// at its end, each object range which transactions its abort markers ended.
 //
 // Lock rules:
 //   - Each Partition has one mutex guarding all its state; every exported method takes it

@@ -16,6 +16,11 @@ var (
 	ErrUnknownEpoch     = kcode.New("partlog: unknown leader epoch", kcode.UnknownLeaderEpoch)
 	ErrOutOfOrderSeq    = kcode.New("partlog: out of order sequence number", kcode.OutOfOrderSequenceNumber)
 	ErrProducerFenced   = kcode.New("partlog: producer epoch is older than the current one", kcode.InvalidProducerEpoch)
+	// ErrInvalidTxnState: an idempotent producer wrote a non-transactional batch while
+	// its transaction in the partition is open.
+	ErrInvalidTxnState = kcode.New("partlog: batch does not fit the producer's transaction state", kcode.InvalidTxnState)
+	// ErrInvalidMarker: a control batch to append is not a transaction marker.
+	ErrInvalidMarker = kcode.New("partlog: not a transaction marker", kcode.InvalidRecord)
 	// ErrLoadIncomplete: loading a partition did not find every offset its chain's WALs
 	// must hold up to the end recorded in the chain; it stays unavailable and is loaded
 	// again.

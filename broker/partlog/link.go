@@ -208,6 +208,10 @@ func (p *Partition) PrepareLinkData(l *Link, src Reader, data []byte) (Prepared,
 			}
 			return Prepared{}, err
 		}
+		// A link carries no attributes: its batch is never transactional.
+		if err := p.checkTxnLocked(&h); err != nil {
+			return Prepared{}, err
+		}
 	}
 	l.Base, l.LeaderEpoch = p.next, p.leaderEpoch
 	loc := linkLoc(l, src)

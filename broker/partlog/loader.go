@@ -221,7 +221,7 @@ func (l *Loader) scan(src Source, want map[metadata.TopicID]map[int32]*Partition
 					// checked like a linked batch's (CRC, length, magic, count).
 					in = &linkReader{in: ro, base: h.BaseOffset, epoch: h.LeaderEpoch, crc: h.CRC, lastDelta: h.LastOffsetDelta}
 				}
-				p.collect(&h, in, SourceID{src.Broker, src.Epoch}, pos+BatchRecHdr, len(batch))
+				p.collect(&h, batch, in, SourceID{src.Broker, src.Epoch}, pos+BatchRecHdr, len(batch))
 				break
 			}
 		}

@@ -43,6 +43,10 @@ type batchLoc struct {
 	pid    int64
 	pepoch int16
 	pseq   int32
+	// kind is the batch's part in transactions, txnPrev its producer's open transaction
+	// before it (-1: none; txn.go).
+	kind    txnKind
+	txnPrev int64
 }
 
 type epochStart struct {
@@ -83,6 +87,10 @@ type Partition struct {
 	leaderEpoch int32
 	epochs      []epochStart
 	producers   map[int64]*producerState
+	txns        map[int64]int64       // open transactions: producer ID → first offset (txn.go)
+	aborted     []metadata.AbortedTxn // by marker offset, from the log start on
+	abortSpan   int64                 // the largest Last-First in aborted
+	followLSO   int64                 // a read replica's last stable offset from its leader (-1: its high watermark)
 	waiters     []chan struct{}
 	tier        tierState // what object storage holds (tier.go)
 	own         Reader    // this broker's current WAL (UseOwn); batches elsewhere are foreign
@@ -110,7 +118,7 @@ type SourceID struct {
 // New returns a partition in state Loading.
 func New(topic string, id metadata.TopicID, index int32, epoch int32, logStart int64) *Partition {
 	return &Partition{topic: topic, id: id, index: index, leaderEpoch: epoch, logStart: logStart, next: logStart, hw: logStart,
-		state: Loading, tier: tierState{uploaded: -1}}
+		state: Loading, tier: tierState{uploaded: -1}, followLSO: -1}
 }
 
 // setProducer records a producer's state. The map is made on first use: most of a
@@ -253,6 +261,9 @@ func (p *Partition) Prepare(h *recbatch.Header, batch []byte, logAppendTimeMs in
 	if p.state != Ready {
 		return Prepared{}, ErrNotLeader
 	}
+	if h.Control() {
+		return p.prepareMarkerLocked(h, batch, logAppendTimeMs)
+	}
 	var ps *producerState
 	if h.Idempotent() {
 		ps = p.producers[h.ProducerID]
@@ -263,7 +274,32 @@ func (p *Partition) Prepare(h *recbatch.Header, batch []byte, logAppendTimeMs in
 			}
 			return Prepared{}, err
 		}
+		if err := p.checkTxnLocked(h); err != nil {
+			return Prepared{}, err
+		}
 	}
+	loc := p.newLocLocked(h, batch, logAppendTimeMs)
+	if h.Idempotent() {
+		if ps == nil {
+			ps = &producerState{epoch: h.ProducerEpoch}
+			p.setProducer(h.ProducerID, ps)
+		}
+		ps.record(h, loc.base)
+		loc.pid = h.ProducerID
+		if h.Transactional() {
+			loc.kind = txnData
+			p.beginTxnLocked(loc)
+		}
+	}
+	p.batches = append(p.batches, loc)
+	p.next = loc.last + 1
+	return Prepared{loc: loc}, nil
+}
+
+// newLocLocked assigns batch the next offsets (in place), stamps it with logAppendTimeMs
+// (>= 0) and returns its unsynced index entry; src is set at commit, when the position
+// is known.
+func (p *Partition) newLocLocked(h *recbatch.Header, batch []byte, logAppendTimeMs int64) *batchLoc {
 	base := p.next
 	recbatch.SetOffsetEpoch(batch, base, p.leaderEpoch)
 	maxTS := h.MaxTimestamp
@@ -271,21 +307,9 @@ func (p *Partition) Prepare(h *recbatch.Header, batch []byte, logAppendTimeMs in
 		recbatch.SetLogAppendTime(batch, logAppendTimeMs)
 		maxTS = logAppendTimeMs
 	}
-	loc := &batchLoc{base: base, last: base + int64(h.LastOffsetDelta), epoch: p.leaderEpoch, maxTS: maxTS, size: int32(len(batch)), data: batch, pid: -1,
-		from: p.ownID, crc: binary.BigEndian.Uint32(batch[17:])}
-	// src is set at commit, when the position is known.
 	p.noteEpoch(p.leaderEpoch, base)
-	if h.Idempotent() {
-		if ps == nil {
-			ps = &producerState{epoch: h.ProducerEpoch}
-			p.setProducer(h.ProducerID, ps)
-		}
-		ps.record(h, base)
-		loc.pid = h.ProducerID
-	}
-	p.batches = append(p.batches, loc)
-	p.next = loc.last + 1
-	return Prepared{loc: loc}, nil
+	return &batchLoc{base: base, last: base + int64(h.LastOffsetDelta), epoch: p.leaderEpoch, maxTS: maxTS, size: int32(len(batch)), data: batch, pid: -1,
+		from: p.ownID, crc: binary.BigEndian.Uint32(batch[17:]), txnPrev: -1}
 }
 
 func (p *Partition) noteEpoch(epoch int32, start int64) {
@@ -328,6 +352,9 @@ func (p *Partition) Rollback(base int64) {
 	if i == len(p.batches) {
 		return
 	}
+	for j := len(p.batches) - 1; j >= i; j-- {
+		p.undoTxnLocked(p.batches[j])
+	}
 	for _, b := range p.batches[i:] {
 		if b.pid >= 0 {
 			if ps := p.producers[b.pid]; ps != nil && ps.forget(base) {
@@ -343,15 +370,28 @@ func (p *Partition) Rollback(base int64) {
 }
 
 // Collect records a batch found in a WAL while the partition loads; FinishLoad indexes
-// the collected batches in offset order.
+// the collected batches in offset order. A control batch (a transaction marker) is read
+// through src to tell a commit from an abort; one that cannot be read counts as no
+// marker, which leaves its transaction open (the last stable offset held, nothing of
+// it shown).
 func (p *Partition) Collect(h *recbatch.Header, src Reader, pos wal.Pos, size int) {
-	p.collect(h, src, SourceID{}, pos, size)
+	var batch []byte
+	if h.Control() {
+		batch = make([]byte, size)
+		if src.ReadAt(batch, pos) != nil {
+			batch = nil
+		}
+	}
+	p.collect(h, batch, src, SourceID{}, pos, size)
 }
 
-func (p *Partition) collect(h *recbatch.Header, src Reader, from SourceID, pos wal.Pos, size int) {
+// collect is Collect with the batch's bytes when the caller has them (needed only for a
+// control batch).
+func (p *Partition) collect(h *recbatch.Header, batch []byte, src Reader, from SourceID, pos wal.Pos, size int) {
 	loc := &batchLoc{base: h.BaseOffset, last: h.LastOffset(), epoch: h.LeaderEpoch, maxTS: h.MaxTimestamp, src: src, pos: pos, size: int32(size), synced: true, pid: -1, at: time.Now().UnixNano(),
-		from: from, crc: h.CRC}
-	if h.Idempotent() {
+		from: from, crc: h.CRC, txnPrev: -1}
+	loc.kind = txnKindOf(h, batch)
+	if h.Idempotent() && (!h.Control() || loc.kind.marker()) {
 		loc.pid = h.ProducerID
 		loc.pepoch, loc.pseq = h.ProducerEpoch, h.BaseSequence
 	}
@@ -442,7 +482,10 @@ func (p *Partition) End() int64 {
 
 func (p *Partition) addLoc(loc *batchLoc) {
 	p.noteEpoch(loc.epoch, loc.base)
-	if loc.pid >= 0 {
+	switch {
+	case loc.pid >= 0 && loc.kind.marker():
+		p.endTxnLocked(loc)
+	case loc.pid >= 0:
 		h := recbatch.Header{ProducerID: loc.pid, ProducerEpoch: loc.pepoch, BaseSequence: loc.pseq, LastOffsetDelta: int32(loc.last - loc.base)}
 		ps := p.producers[loc.pid]
 		if ps == nil {
@@ -450,6 +493,9 @@ func (p *Partition) addLoc(loc *batchLoc) {
 			p.setProducer(loc.pid, ps)
 		}
 		ps.record(&h, loc.base)
+		if loc.kind == txnData {
+			p.beginTxnLocked(loc)
+		}
 	}
 	if loc.last >= p.logStart {
 		p.batches = append(p.batches, loc)
@@ -472,6 +518,7 @@ func (p *Partition) setLogStartLocked(offset int64) {
 	p.logStart = offset
 	i := sort.Search(len(p.batches), func(i int) bool { return p.batches[i].last >= offset })
 	p.batches = append([]*batchLoc(nil), p.batches[i:]...)
+	p.pruneAbortedLocked()
 	if p.next < offset {
 		// DeleteRecords never goes past the high watermark; this guards a metadata store
 		// that knows more than the local log (e.g. after the WAL was cut at a torn record).
@@ -560,24 +607,44 @@ type Piece struct {
 func (p *Partition) Read(offset int64, maxBytes int, minOne bool, current int32) (pieces []Piece, hw, logStart int64, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	hw, logStart = p.hw, p.logStart
+	pieces, err = p.readLocked(offset, maxBytes, minOne, current, p.hw)
+	return pieces, p.hw, p.logStart, err
+}
+
+// ReadCommitted is Read for a read_committed consumer: no batch at or above the last
+// stable offset, which it returns too. Objects may hold batches past it (an open
+// transaction's data is uploaded like any other): what they return must be cut there
+// (recbatch.Below). The aborted transactions to list with the batches are Aborted's.
+func (p *Partition) ReadCommitted(offset int64, maxBytes int, minOne bool, current int32) (pieces []Piece, hw, lso, logStart int64, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	lso = p.lsoLocked()
+	pieces, err = p.readLocked(offset, maxBytes, minOne, current, lso)
+	return pieces, p.hw, lso, p.logStart, err
+}
+
+// readLocked is Read's work, with no batch from end on.
+func (p *Partition) readLocked(offset int64, maxBytes int, minOne bool, current int32, end int64) (pieces []Piece, err error) {
 	if p.state == Loading || p.state == Gone {
-		return nil, hw, logStart, ErrNotLeader
+		return nil, ErrNotLeader
 	}
 	if err := p.checkEpochLocked(current); err != nil {
-		return nil, hw, logStart, err
+		return nil, err
 	}
 	if offset < p.logStart || offset > p.hw {
-		return nil, hw, logStart, ErrOffsetOutOfRange
+		return nil, ErrOffsetOutOfRange
+	}
+	if offset >= end {
+		return nil, nil
 	}
 	if refs := p.objectsForLocked(offset); refs != nil {
-		return []Piece{{Objs: refs}}, hw, logStart, nil
+		return []Piece{{Objs: refs}}, nil
 	}
 	i := sort.Search(len(p.batches), func(i int) bool { return p.batches[i].last >= offset })
 	total := 0
 	for ; i < len(p.batches); i++ {
 		b := p.batches[i]
-		if !b.synced || b.base >= p.hw {
+		if !b.synced || b.base >= end {
 			break
 		}
 		if total+int(b.size) > maxBytes && !(minOne && total == 0) {
@@ -586,7 +653,7 @@ func (p *Partition) Read(offset int64, maxBytes int, minOne bool, current int32)
 		pieces = append(pieces, Piece{Data: b.data, Src: b.src, Pos: b.pos, Size: b.size})
 		total += int(b.size)
 	}
-	return pieces, hw, logStart, nil
+	return pieces, nil
 }
 
 // Batch is a copy of one index entry, for reading a partition's whole indexed log.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
@@ -41,15 +42,20 @@ func (s *producerState) lastSeq() int32 { return s.entries[len(s.entries)-1].las
 // *DuplicateError, ErrOutOfOrderSeq, or ErrProducerFenced. It mirrors Kafka's
 // ProducerAppendInfo.
 func checkSequence(s *producerState, h *recbatch.Header) error {
-	if s == nil || len(s.entries) == 0 {
+	if s == nil {
 		// An unknown producer may start anywhere, as in Kafka since KIP-360: its state
 		// may be gone with data that left the WAL for object storage (or retention),
 		// and refusing would break a live producer.
 		return nil
 	}
-	switch {
-	case h.ProducerEpoch < s.epoch:
+	if h.ProducerEpoch < s.epoch {
 		return fmt.Errorf("%w: epoch %d < %d", ErrProducerFenced, h.ProducerEpoch, s.epoch)
+	}
+	if len(s.entries) == 0 {
+		// Only an epoch is known (a transaction marker's): any sequence starts it.
+		return nil
+	}
+	switch {
 	case h.ProducerEpoch > s.epoch:
 		if h.BaseSequence != 0 {
 			return fmt.Errorf("%w: new epoch %d must start at sequence 0, got %d", ErrOutOfOrderSeq, h.ProducerEpoch, h.BaseSequence)
@@ -115,24 +121,40 @@ func (s *producerState) forget(offset int64) bool {
 // The window of a producer may have lost its batches at or below through to later ones
 // (five newer batches, or a new epoch); those later batches are above through, so they
 // stay in a WAL until a later range is committed, and a load applies them after the
-// snapshot: the window comes out the same.
+// snapshot: the window comes out the same. A producer whose transaction is open as of
+// through is kept even then (with no batches), and before the others when there are
+// more than metadata.MaxSnapshotProducers: a load must know where its transaction began.
 func (p *Partition) ProducerSnapshot(through int64) *metadata.ProducerSnapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	type cand struct {
 		id   int64
-		s    *producerState
-		n    int   // entries at or below through
-		last int64 // offset of the last of them
+		s    *producerState // nil: only its transaction is known
+		n    int            // entries at or below through
+		last int64          // offset of the last of them
+		txn  int64          // first offset of its open transaction, or -1
 	}
+	txns := p.txnsAtLocked(through + 1)
 	var cands []cand
 	for id, s := range p.producers {
 		n := 0
 		for n < len(s.entries) && s.entries[n].offset <= through {
 			n++
 		}
+		c := cand{id: id, s: s, n: n, last: -1, txn: -1}
 		if n > 0 {
-			cands = append(cands, cand{id, s, n, s.entries[n-1].offset})
+			c.last = s.entries[n-1].offset
+		}
+		if first, ok := txns[id]; ok {
+			c.txn = first
+		}
+		if n > 0 || c.txn >= 0 {
+			cands = append(cands, c)
+		}
+	}
+	for id, first := range txns {
+		if p.producers[id] == nil {
+			cands = append(cands, cand{id: id, last: -1, txn: first})
 		}
 	}
 	if len(cands) == 0 {
@@ -140,30 +162,73 @@ func (p *Partition) ProducerSnapshot(through int64) *metadata.ProducerSnapshot {
 	}
 	if len(cands) > metadata.MaxSnapshotProducers {
 		// Batch offsets are unique in a partition: the cut is deterministic.
-		slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(b.last, a.last) })
+		open := func(c cand) int {
+			if c.txn >= 0 {
+				return 0
+			}
+			return 1
+		}
+		slices.SortFunc(cands, func(a, b cand) int {
+			if c := cmp.Compare(open(a), open(b)); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(b.last, a.last); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.id, b.id)
+		})
 		cands = cands[:metadata.MaxSnapshotProducers]
 	}
 	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.id, b.id) })
 	snap := &metadata.ProducerSnapshot{Offset: through + 1, Producers: make([]metadata.ProducerState, len(cands))}
 	for i, c := range cands {
-		es := c.s.entries[:c.n]
-		ps := metadata.ProducerState{ID: c.id, Epoch: es[len(es)-1].epoch, Batches: make([][3]int64, len(es))}
-		for j, e := range es {
+		ps := metadata.ProducerState{ID: c.id, Batches: make([][3]int64, c.n)}
+		switch {
+		case c.n > 0:
+			ps.Epoch = c.s.entries[c.n-1].epoch
+		case c.s != nil && len(c.s.entries) > 0:
+			ps.Epoch = c.s.entries[0].epoch // the oldest known, above through
+		case c.s != nil:
+			ps.Epoch = c.s.epoch
+		}
+		ps.Epoch = max(ps.Epoch, 0)
+		for j, e := range c.s.windowTo(c.n) {
 			ps.Batches[j] = [3]int64{int64(e.first), int64(e.last), e.offset}
+		}
+		if c.txn >= 0 {
+			first := c.txn
+			ps.TxnFirst = &first
 		}
 		snap.Producers[i] = ps
 	}
 	return snap
 }
 
-// SnapshotProducers is the number of producers ProducerSnapshot(through) would hold now;
-// the uploader budgets a commit's weight with it before taking the snapshot.
+// windowTo is the first n entries of s's window (none of a nil s).
+func (s *producerState) windowTo(n int) []seqEntry {
+	if s == nil {
+		return nil
+	}
+	return s.entries[:n]
+}
+
+// SnapshotProducers bounds the number of producers ProducerSnapshot(through) would hold
+// now or as of any lower offset the range could end at; the uploader budgets a commit's
+// weight with it before taking the snapshot. Producers with transactions are bounded by
+// those open now and the markers not uploaded yet (a transaction open at an offset in
+// the range is either still open or ended by one of them).
 func (p *Partition) SnapshotProducers(through int64) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
+	n := len(p.txns)
 	for _, s := range p.producers {
 		if len(s.entries) > 0 && s.entries[0].offset <= through {
+			n++
+		}
+	}
+	i := sort.Search(len(p.batches), func(i int) bool { return p.batches[i].last >= p.tier.uploaded })
+	for _, b := range p.batches[i:] {
+		if b.kind.marker() {
 			n++
 		}
 	}
@@ -194,15 +259,22 @@ func (p *Partition) restoreProducersLocked(need int64) {
 		if len(s.entries) > producerWindow {
 			s.entries = s.entries[len(s.entries)-producerWindow:]
 		}
-		if cur := p.producers[sp.ID]; cur != nil {
+		cur := p.producers[sp.ID]
+		if cur != nil {
+			if cur.epoch > s.epoch {
+				// A marker of a newer epoch after the snapshot started the window
+				// afresh (its own batches, if any, follow).
+				s.epoch, s.entries = cur.epoch, s.entries[:0]
+			}
 			for _, e := range cur.entries {
 				if e.offset >= snap.Offset {
 					s.add(e)
 				}
 			}
 		}
-		if len(s.entries) > 0 {
+		if len(s.entries) > 0 || cur != nil || sp.TxnFirst != nil {
 			p.setProducer(sp.ID, s)
 		}
 	}
+	p.restoreTxnsLocked(snap)
 }

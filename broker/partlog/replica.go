@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weir-io/weir/internal/kcode"
+	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -85,7 +86,19 @@ type FollowState struct {
 	HW          int64
 	LogStart    int64
 	Epochs      []EpochStart
+	// LSO is the last stable offset a replica may serve read_committed consumers up
+	// to (-1: the high watermark; a leader that knows no transactions), and Aborted the
+	// aborted transactions whose markers lie from the offset asked for up to HW. When
+	// there are more than MaxFollowAborted of those, the rest are left out and LSO is
+	// lowered to the first offset of each left out, so a replica never serves data of
+	// an aborted transaction it was not told of.
+	LSO     int64
+	Aborted []metadata.AbortedTxn
 }
+
+// MaxFollowAborted bounds the aborted transactions of one partition in a leader's
+// answer.
+const MaxFollowAborted = 1000
 
 // Entries (leader side) returns up to max synced entries below the high watermark from
 // the one holding offset from on, and the partition's state. ErrFollowGap: from is below
@@ -94,9 +107,17 @@ type FollowState struct {
 func (p *Partition) Entries(from int64, max int) ([]FollowEntry, FollowState, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := FollowState{LeaderEpoch: p.leaderEpoch, HW: p.hw, LogStart: p.logStart}
+	st := FollowState{LeaderEpoch: p.leaderEpoch, HW: p.hw, LogStart: p.logStart, LSO: p.lsoLocked()}
 	for _, e := range p.epochs {
 		st.Epochs = append(st.Epochs, EpochStart{e.epoch, e.start})
+	}
+	// Markers below the high watermark only: an unsynced one may still be rolled back.
+	for i := sort.Search(len(p.aborted), func(i int) bool { return p.aborted[i].Last >= from }); i < len(p.aborted) && p.aborted[i].Last < p.hw; i++ {
+		if a := p.aborted[i]; len(st.Aborted) < MaxFollowAborted {
+			st.Aborted = append(st.Aborted, a)
+		} else {
+			st.LSO = min(st.LSO, a.First)
+		}
 	}
 	if p.state != Ready && p.state != Closing {
 		return nil, st, ErrNotLeader
@@ -152,6 +173,10 @@ func (p *Partition) Follow(es []FollowEntry, st FollowState, reader func(SourceI
 		p.leaderEpoch = st.LeaderEpoch
 	}
 	p.setLogStartLocked(st.LogStart)
+	for _, a := range st.Aborted {
+		p.putAbortedLocked(a)
+	}
+	p.followLSO = st.LSO
 	woke := false
 	if p.state == Loading {
 		start := max(p.logStart, p.tier.uploaded)

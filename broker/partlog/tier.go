@@ -29,6 +29,9 @@ type tierState struct {
 	// snap is the producer snapshot the manifest carries (as of uploaded when current),
 	// from the view that set objs; a load starts from it (restoreProducersLocked).
 	snap *metadata.ProducerSnapshot
+	// abortedThrough: the aborted transactions of the manifest's ranges below it are
+	// in the partition's index (mergeAbortedLocked).
+	abortedThrough int64
 }
 
 // TierObj is one object range of a partition's manifest.
@@ -52,6 +55,7 @@ func (p *Partition) applyManifestLocked(mp metadata.Partition, v *metadata.View)
 			objs = append(objs, tierObjOf(r, v))
 		}
 		p.tier.objs, p.tier.uploaded, p.tier.snap = objs, through, mp.Producers
+		p.mergeAbortedLocked(mp.Objects)
 		if p.state != Loading {
 			p.dropUploadedLocked(-1, p.own) // an earlier leader uploaded them
 		}
@@ -110,11 +114,12 @@ type UpPiece struct {
 	Size              int32
 	Data              []byte
 	At                int64 // when it was synced (unix ns)
+	Abort             bool  // an abort marker that ended a transaction (one of the range's Aborted)
 }
 
 // PendingUpload returns the synced batches not in object storage yet, dense from where
-// the manifest ends, up to maxBytes (at least one batch). None while the partition is
-// loading or gone: its index is incomplete.
+// the manifest ends, up to maxBytes (at least one batch) and metadata.MaxRangeAborted
+// abort markers. None while the partition is loading or gone: its index is incomplete.
 func (p *Partition) PendingUpload(maxBytes int64) (pieces []UpPiece, bytes int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -133,6 +138,7 @@ func (p *Partition) PendingUpload(maxBytes int64) (pieces []UpPiece, bytes int64
 		return nil, 0
 	}
 	next := first
+	aborts := 0
 	for _, b := range p.batches[i:] {
 		if !b.synced || b.base >= p.hw || b.base != next {
 			break
@@ -140,7 +146,14 @@ func (p *Partition) PendingUpload(maxBytes int64) (pieces []UpPiece, bytes int64
 		if bytes > 0 && bytes+int64(b.size) > maxBytes {
 			break
 		}
-		pieces = append(pieces, UpPiece{Base: b.base, Last: b.last, MaxTS: b.maxTS, Src: b.src, Pos: b.pos, Size: b.size, Data: b.data, At: b.at})
+		abort := b.kind == txnAbort && b.txnPrev >= 0
+		if abort {
+			if aborts == metadata.MaxRangeAborted {
+				break
+			}
+			aborts++
+		}
+		pieces = append(pieces, UpPiece{Base: b.base, Last: b.last, MaxTS: b.maxTS, Src: b.src, Pos: b.pos, Size: b.size, Data: b.data, At: b.at, Abort: abort})
 		bytes += int64(b.size)
 		next = b.last + 1
 	}

@@ -25,6 +25,10 @@
 //	           resp: n int32 | n × (code int16 | hw int64 | logStart int64 | leaderEpoch int32)
 //	OpFollow   a read replica's long poll for the index entries of partitions it serves
 //	           for its zone (wire.go: FollowRequest, FollowResult)
+//	OpFollowTxn (10) OpFollow whose answer adds, per partition, the last stable offset
+//	           and the aborted transactions from the offset asked (read_committed on
+//	           replicas); a leader without it answers an empty body, and the replica
+//	           falls back to OpFollow
 //	OpWake     answer the replica's long poll in flight now (its partitions changed)
 //	OpChallenge (5), OpAuth (6): the peer authentication (auth.go); every op has a
 //	           code of its own (TestOpCodesDistinct)

@@ -9,6 +9,7 @@ func TestOpCodesDistinct(t *testing.T) {
 	ops := map[string]byte{
 		"OpLinkV1": OpLinkV1, "OpOffsets": OpOffsets, "OpFollow": OpFollow, "OpWake": OpWake,
 		"OpLink": OpLink, "OpFenceLinks": OpFenceLinks, "OpChallenge": OpChallenge, "OpAuth": OpAuth,
+		"OpMoveReady": OpMoveReady, "OpFollowTxn": OpFollowTxn,
 	}
 	seen := map[byte]string{}
 	for name, op := range ops {

@@ -55,12 +55,28 @@ func TestWireRoundTrips(t *testing.T) {
 		t.Fatalf("follow request: %+v %v", got, err)
 	}
 	res := []FollowResult{
-		{State: partlog.FollowState{LeaderEpoch: 4, HW: 90, LogStart: 3, Epochs: []partlog.EpochStart{{Epoch: 1, Start: 0}, {Epoch: 4, Start: 50}}},
+		{State: partlog.FollowState{LeaderEpoch: 4, HW: 90, LogStart: 3, Epochs: []partlog.EpochStart{{Epoch: 1, Start: 0}, {Epoch: 4, Start: 50}}, LSO: -1},
 			Entries: []partlog.FollowEntry{{Base: 77, LastDelta: 2, Epoch: 4, MaxTS: 9, Size: 100, From: partlog.SourceID{Broker: 1, Epoch: 2}, Pos: 4096, CRC: 11}}},
-		{Code: 6, Entries: []partlog.FollowEntry{}},
+		{Code: 6, Entries: []partlog.FollowEntry{}, State: partlog.FollowState{LSO: -1}},
 	}
-	if got, err := DecodeFollowResults(AppendFollowResults(nil, res), 2); err != nil || !reflect.DeepEqual(got, res) {
+	if got, err := DecodeFollowResults(AppendFollowResults(nil, res, false), 2, false); err != nil || !reflect.DeepEqual(got, res) {
 		t.Fatalf("follow results: %+v %v", got, err)
+	}
+	// OpFollowTxn: the last stable offset and the aborted transactions come along.
+	frt := fr
+	frt.Txn = true
+	if b := frt.AppendTo(nil); b[0] != OpFollowTxn {
+		t.Fatalf("txn follow request op %d", b[0])
+	} else if got, err := DecodeFollowRequest(b); err != nil || !reflect.DeepEqual(got, frt) {
+		t.Fatalf("txn follow request: %+v %v", got, err)
+	}
+	res[0].State.LSO, res[0].State.Aborted = 80, []metadata.AbortedTxn{{ProducerID: 7, First: 60, Last: 78}}
+	res[1].State.LSO = 5
+	if got, err := DecodeFollowResults(AppendFollowResults(nil, res, true), 2, true); err != nil || !reflect.DeepEqual(got, res) {
+		t.Fatalf("txn follow results: %+v %v", got, err)
+	}
+	if _, err := DecodeFollowResults(AppendFollowResults(nil, res, true), 2, false); err == nil {
+		t.Fatal("a txn follow answer decoded as a plain one")
 	}
 	if id, err := DecodeWake(AppendWake(nil, 7)); err != nil || id != 7 {
 		t.Fatalf("wake: %d %v", id, err)
@@ -76,7 +92,8 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(AppendOffsetsRequest(nil, []PartitionRef{{Partition: 1}}))
 	fr := FollowRequest{Replica: 2, Parts: []FollowPart{{Partition: 3}}}
 	f.Add(fr.AppendTo(nil))
-	f.Add(AppendFollowResults(nil, []FollowResult{{Entries: []partlog.FollowEntry{{Size: 100}}}}))
+	f.Add(AppendFollowResults(nil, []FollowResult{{Entries: []partlog.FollowEntry{{Size: 100}}}}, false))
+	f.Add(AppendFollowResults(nil, []FollowResult{{State: partlog.FollowState{LSO: 3, Aborted: []metadata.AbortedTxn{{ProducerID: 1, First: 2, Last: 3}}}}}, true))
 	f.Add(AppendWake(nil, 1))
 	fence := FenceRequest{Proxy: 3, Epoch: 9, Session: 2, Parts: []PartitionRef{{Partition: 1}}}
 	f.Add(fence.AppendTo(nil))
@@ -98,8 +115,10 @@ func FuzzDecoders(f *testing.F) {
 				if os, err := DecodeOffsets(b, n); err == nil && string(AppendOffsets(nil, os)) != string(b) {
 					t.Fatal("offsets re-encode differently")
 				}
-				if rs, err := DecodeFollowResults(b, n); err == nil && string(AppendFollowResults(nil, rs)) != string(b) {
-					t.Fatal("follow results re-encode differently")
+				for _, txn := range []bool{false, true} {
+					if rs, err := DecodeFollowResults(b, n, txn); err == nil && string(AppendFollowResults(nil, rs, txn)) != string(b) {
+						t.Fatal("follow results re-encode differently")
+					}
 				}
 			}
 		}

@@ -22,6 +22,12 @@ const (
 	OpLink       byte = 7
 	OpFenceLinks byte = 8
 	OpMoveReady  byte = 9
+	// OpFollowTxn is OpFollow whose answer carries each partition's last stable offset
+	// and aborted transactions (read_committed on read replicas). A leader that does
+	// not know it answers with an empty body; the replica then follows it with
+	// OpFollow and serves read_committed up to the high watermark (such a leader has
+	// no transactions).
+	OpFollowTxn byte = 10
 )
 
 // AppendWake encodes an OpWake request: the replica's long poll in flight is answered
@@ -290,6 +296,7 @@ type FollowRequest struct {
 	Replica int32
 	MaxWait int32 // milliseconds
 	Parts   []FollowPart
+	Txn     bool // OpFollowTxn: answer with the transactions' state
 }
 
 // FollowPart is one partition of a FollowRequest.
@@ -304,7 +311,11 @@ const followPartLen = 16 + 4 + 8 + 4
 
 // AppendTo encodes the request body.
 func (r *FollowRequest) AppendTo(b []byte) []byte {
-	b = append(b, OpFollow)
+	if r.Txn {
+		b = append(b, OpFollowTxn)
+	} else {
+		b = append(b, OpFollow)
+	}
 	b = binary.BigEndian.AppendUint32(b, uint32(r.Replica))
 	b = binary.BigEndian.AppendUint32(b, uint32(r.MaxWait))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Parts)))
@@ -317,12 +328,13 @@ func (r *FollowRequest) AppendTo(b []byte) []byte {
 	return b
 }
 
-// DecodeFollowRequest parses a body that starts with OpFollow.
+// DecodeFollowRequest parses a body that starts with OpFollow or OpFollowTxn.
 func DecodeFollowRequest(b []byte) (FollowRequest, error) {
 	var r FollowRequest
-	if len(b) < 13 || b[0] != OpFollow {
+	if len(b) < 13 || b[0] != OpFollow && b[0] != OpFollowTxn {
 		return r, fmt.Errorf("%w: follow request of %d bytes", ErrMalformed, len(b))
 	}
+	r.Txn = b[0] == OpFollowTxn
 	r.Replica = int32(binary.BigEndian.Uint32(b[1:]))
 	r.MaxWait = int32(binary.BigEndian.Uint32(b[5:]))
 	n := int(binary.BigEndian.Uint32(b[9:]))
@@ -348,8 +360,10 @@ type FollowResult struct {
 	Entries []partlog.FollowEntry
 }
 
-// AppendFollowResults encodes a follow answer.
-func AppendFollowResults(b []byte, rs []FollowResult) []byte {
+// AppendFollowResults encodes a follow answer; txn (OpFollowTxn) adds to each partition
+// its last stable offset and aborted transactions:
+// lso int64 | n int32 | n × (producer ID int64 | first int64 | last int64).
+func AppendFollowResults(b []byte, rs []FollowResult, txn bool) []byte {
 	be := binary.BigEndian
 	b = be.AppendUint32(b, uint32(len(rs)))
 	for i := range rs {
@@ -367,12 +381,22 @@ func AppendFollowResults(b []byte, rs []FollowResult) []byte {
 		for j := range r.Entries {
 			b = partlog.AppendFollowEntry(b, &r.Entries[j])
 		}
+		if txn {
+			b = be.AppendUint64(b, uint64(r.State.LSO))
+			b = be.AppendUint32(b, uint32(len(r.State.Aborted)))
+			for _, a := range r.State.Aborted {
+				b = be.AppendUint64(b, uint64(a.ProducerID))
+				b = be.AppendUint64(b, uint64(a.First))
+				b = be.AppendUint64(b, uint64(a.Last))
+			}
+		}
 	}
 	return b
 }
 
-// DecodeFollowResults parses a follow answer of want partitions.
-func DecodeFollowResults(b []byte, want int) ([]FollowResult, error) {
+// DecodeFollowResults parses a follow answer of want partitions (txn: to OpFollowTxn;
+// else each partition's LSO is -1, unknown).
+func DecodeFollowResults(b []byte, want int, txn bool) ([]FollowResult, error) {
 	be := binary.BigEndian
 	bad := func(what string) error { return fmt.Errorf("%w: follow answer: %s", ErrMalformed, what) }
 	if len(b) < 4 || int(be.Uint32(b)) != want {
@@ -412,6 +436,23 @@ func DecodeFollowResults(b []byte, want int) ([]FollowResult, error) {
 			r.Entries[j] = e
 		}
 		b = b[n*partlog.FollowEntryLen:]
+		r.State.LSO = -1
+		if txn {
+			if len(b) < 12 {
+				return nil, bad("truncated")
+			}
+			r.State.LSO = int64(be.Uint64(b))
+			na := int(be.Uint32(b[8:]))
+			b = b[12:]
+			if na < 0 || na > maxItems || len(b) < na*24 {
+				return nil, bad("aborted transactions")
+			}
+			for j := 0; j < na; j++ {
+				r.State.Aborted = append(r.State.Aborted, metadata.AbortedTxn{ProducerID: int64(be.Uint64(b[j*24:])),
+					First: int64(be.Uint64(b[j*24+8:])), Last: int64(be.Uint64(b[j*24+16:]))})
+			}
+			b = b[na*24:]
+		}
 	}
 	if len(b) != 0 {
 		return nil, bad("trailing bytes")

@@ -44,9 +44,11 @@ import (
 //
 // Each range carries the partition's idempotent producer state as of its last offset
 // (partlog.Partition.ProducerSnapshot): once the WAL is trimmed, that snapshot is all a
-// later leader has to recognise a retried batch. Snapshots count towards a commit's
-// bound (metadata.CommitWeight), so partitions with many producers share objects with
-// fewer others.
+// later leader has to recognise a retried batch. Likewise each range carries the aborted
+// transactions whose markers it holds (partlog.Partition.AbortedIn), for read_committed
+// reads once the WAL is gone. Snapshots and aborted transactions count towards a
+// commit's bound (metadata.CommitWeight), so partitions with many producers share
+// objects with fewer others.
 
 // upPart is one partition's share of an object.
 type upPart struct {
@@ -107,6 +109,11 @@ func (t *Tier) uploadOnce() (more bool, err error) {
 			continue
 		}
 		w := 1 + 2*p.SnapshotProducers(pieces[len(pieces)-1].Last)
+		for _, pc := range pieces {
+			if pc.Abort {
+				w++ // one of the range's aborted transactions
+			}
+		}
 		parts = append(parts, upPart{p: p, pieces: pieces, bytes: n, weight: w})
 		total += n
 		if at := time.Unix(0, pieces[0].At); oldest.IsZero() || at.Before(oldest) {
@@ -289,6 +296,7 @@ func (t *Tier) writeRun(w *objfmt.Writer, up upPart) (metadata.PartitionRange, i
 	}
 	if n > 0 {
 		r.Producers = p.ProducerSnapshot(r.LastOffset)
+		r.Aborted = p.AbortedIn(r.FirstOffset, r.LastOffset)
 	}
 	return r, n, nil
 }

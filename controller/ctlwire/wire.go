@@ -265,7 +265,7 @@ func (req *CommitObjectRequest) AppliedIn(v *metadata.View) bool {
 		want := r.ObjectRange(req.ID)
 		found := false
 		for _, have := range t.Partitions[r.Partition].Objects {
-			if have == want {
+			if have.Equal(want) {
 				found = true
 				break
 			}

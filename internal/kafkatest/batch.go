@@ -43,6 +43,14 @@ func Batch(pid int64, epoch int16, seq int32, values ...[]byte) []byte {
 	return b
 }
 
+// TxnBatch is Batch with the transactional attribute: a transactional producer's data.
+func TxnBatch(pid int64, epoch int16, seq int32, values ...[]byte) []byte {
+	b := Batch(pid, epoch, seq, values...)
+	binary.BigEndian.PutUint16(b[21:], binary.BigEndian.Uint16(b[21:])|0x10)
+	binary.BigEndian.PutUint32(b[17:], crc32c.Checksum(b[21:]))
+	return b
+}
+
 // Produce sends one batch to topic/partition with acks=all and returns the partition's
 // answer; err is a transport error only.
 func Produce(ctx context.Context, cl *kgo.Client, topic string, partition int32, batch []byte) (kmsg.ProduceResponseTopicPartition, error) {

@@ -15,6 +15,8 @@ const (
 	RequestTimedOut          int16 = 7
 	OutOfOrderSequenceNumber int16 = 45
 	InvalidProducerEpoch     int16 = 47
+	InvalidTxnState          int16 = 48
+	InvalidRecord            int16 = 87
 	KafkaStorageError        int16 = 56
 	FencedLeaderEpoch        int16 = 74
 	UnknownLeaderEpoch       int16 = 75

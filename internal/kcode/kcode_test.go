@@ -20,6 +20,8 @@ func TestCodesAreKafkas(t *testing.T) {
 		{RequestTimedOut, kerr.RequestTimedOut},
 		{OutOfOrderSequenceNumber, kerr.OutOfOrderSequenceNumber},
 		{InvalidProducerEpoch, kerr.InvalidProducerEpoch},
+		{InvalidTxnState, kerr.InvalidTxnState},
+		{InvalidRecord, kerr.InvalidRecord},
 		{KafkaStorageError, kerr.KafkaStorageError},
 		{FencedLeaderEpoch, kerr.FencedLeaderEpoch},
 		{UnknownLeaderEpoch, kerr.UnknownLeaderEpoch},

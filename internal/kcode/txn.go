@@ -14,7 +14,6 @@ const (
 	NotEnoughReplicas            int16 = 19
 	NotEnoughReplicasAfterAppend int16 = 20
 	InvalidRequest               int16 = 42
-	InvalidTxnState              int16 = 48
 	InvalidProducerIDMapping     int16 = 49
 	InvalidTransactionTimeout    int16 = 50
 	ConcurrentTransactions       int16 = 51

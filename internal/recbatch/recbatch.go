@@ -133,8 +133,26 @@ func CRCOK(b []byte) bool {
 
 // ValidateProduce checks that records holds exactly one well-formed v2 batch with a
 // correct CRC, as Kafka requires of Produce v3+; maxBytes > 0 bounds its size
-// (max.message.bytes).
+// (max.message.bytes). Transactional batches are refused (ErrTransactional): see
+// ValidateProduceWith.
 func ValidateProduce(records []byte, maxBytes int) (Header, error) {
+	return ValidateProduceWith(records, ProduceRules{MaxBytes: maxBytes})
+}
+
+// ProduceRules are what ValidateProduceWith accepts.
+type ProduceRules struct {
+	// MaxBytes > 0 bounds the batch's size (max.message.bytes).
+	MaxBytes int
+	// Transactional accepts transactional data batches (attribute bit 4), which must
+	// carry a producer ID, epoch and sequence: only once the broker runs the
+	// transaction coordinator (off: ErrTransactional, as ValidateProduce). Control
+	// batches (markers) are refused either way: only the partition's leader writes them.
+	Transactional bool
+}
+
+// ValidateProduceWith is ValidateProduce under rules r.
+func ValidateProduceWith(records []byte, r ProduceRules) (Header, error) {
+	maxBytes := r.MaxBytes
 	h, err := Parse(records)
 	if err != nil {
 		return h, err
@@ -161,8 +179,11 @@ func ValidateProduce(records []byte, maxBytes int) (Header, error) {
 	if h.Control() {
 		return h, fmt.Errorf("%w: clients may not send control batches", ErrInvalid)
 	}
-	if h.Transactional() {
+	if h.Transactional() && !r.Transactional {
 		return h, ErrTransactional
+	}
+	if h.Transactional() && h.ProducerID < 0 {
+		return h, fmt.Errorf("%w: transactional batch without a producer ID", ErrInvalid)
 	}
 	if h.ProducerID >= 0 && (h.ProducerEpoch < 0 || h.BaseSequence < 0) {
 		return h, fmt.Errorf("%w: idempotent batch without epoch or sequence", ErrInvalid)
