@@ -3,8 +3,6 @@ package peer
 import (
 	"encoding/binary"
 	"fmt"
-
-	"github.com/weir-io/weir/metadata"
 )
 
 // OpMarkers asks a partition leader to append a transaction marker (commit or abort of
@@ -23,13 +21,7 @@ type MarkersRequest struct {
 	ProducerEpoch    int16
 	Commit           bool
 	CoordinatorEpoch int32
-	Parts            []PartRef
-}
-
-// PartRef names a partition by topic ID.
-type PartRef struct {
-	Topic     metadata.TopicID
-	Partition int32
+	Parts            []PartitionRef
 }
 
 const markersHdr = 1 + 8 + 2 + 1 + 4 + 4
@@ -68,7 +60,7 @@ func DecodeMarkersRequest(b []byte) (MarkersRequest, error) {
 	if n > maxItems || uint64(len(rest)) != uint64(n)*20 {
 		return r, fmt.Errorf("%w: markers request of %d bytes for %d partitions", ErrMalformed, len(b), n)
 	}
-	r.Parts = make([]PartRef, n)
+	r.Parts = make([]PartitionRef, n)
 	for i := range r.Parts {
 		copy(r.Parts[i].Topic[:], rest[:16])
 		r.Parts[i].Partition = int32(binary.BigEndian.Uint32(rest[16:]))

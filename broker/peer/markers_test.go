@@ -10,7 +10,7 @@ import (
 
 func TestMarkersRoundTrip(t *testing.T) {
 	r := MarkersRequest{ProducerID: 1 << 40, ProducerEpoch: 7, Commit: true, CoordinatorEpoch: 3,
-		Parts: []PartRef{{metadata.TopicID{1, 2}, 0}, {metadata.TopicID{9}, 41}}}
+		Parts: []PartitionRef{{metadata.TopicID{1, 2}, 0}, {metadata.TopicID{9}, 41}}}
 	b := r.AppendTo(nil)
 	got, err := DecodeMarkersRequest(b)
 	if err != nil || !reflect.DeepEqual(got, r) {
@@ -31,7 +31,7 @@ func TestMarkersRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodeMarkersRequest(f *testing.F) {
-	f.Add((&MarkersRequest{ProducerID: 1, Parts: []PartRef{{metadata.TopicID{1}, 2}}}).AppendTo(nil))
+	f.Add((&MarkersRequest{ProducerID: 1, Parts: []PartitionRef{{metadata.TopicID{1}, 2}}}).AppendTo(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeMarkersRequest(b)
 		if err == nil && !reflect.DeepEqual(r.AppendTo(nil), b) {
