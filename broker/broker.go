@@ -150,7 +150,20 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 	b.replicas = newReplicaSet(b)
 	gcfg := cfg.Group
 	gcfg.Status, gcfg.Loading = b.groupStatus, b.groupsLoading
+	gcfg.Transactions = cfg.Transactions
 	b.groups = group.New(gcfg, offsetStore{b}, topicChecker{b})
+	var txnFrontEnd kafka.TxnCoordinator // nil interface: transactions off
+	if cfg.Transactions {
+		tcfg := cfg.Txn
+		tcfg.Log = b.log.With("component", "txn")
+		b.txns, err = txn.New(tcfg, txn.Deps{Store: txnStore{b}, Markers: txnMarkers{b}, ProducerIDs: meta, OffsetsPartition: b.offsetsPartitionOf})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		b.txnLoads = txnLoads{served: map[int32]*partlog.Partition{}, kick: make(chan struct{}, 1)}
+		txnFrontEnd = txnFront{b}
+	}
 	b.front = kafka.NewServer(kafka.Config{
 		NodeID:            cfg.NodeID,
 		MaxRequestBytes:   cfg.MaxRequestBytes,
@@ -168,7 +181,8 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		Authorizer:        cfg.ACL.New(),
 		PrincipalRules:    cfg.ACL.PrincipalRules(),
 		SlowRequests:      slow,
-	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Internal: peerServer{b},
+		Transactions:      cfg.Transactions,
+	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Txn: txnFrontEnd, Internal: peerServer{b},
 		PeerAuth: peerHandshake{tokens: b.peerTokens}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil
 }
@@ -210,6 +224,10 @@ func (b *Broker) Start() error {
 	}
 	b.metrics.attach(b) // partitions led, consumer groups and lag, read at scrape time
 	b.serveListeners()
+	if b.txns != nil {
+		b.wg.Add(1)
+		go b.txnLoadLoop()
+	}
 	b.wg.Add(4)
 	go b.watchMetadata()
 	go b.walGCLoop()
@@ -461,6 +479,9 @@ func (b *Broker) Close() error {
 		}
 		b.metrics.close()
 		b.groups.Close()
+		if b.txns != nil {
+			b.txns.Close()
+		}
 		if b.wal != nil {
 			err = b.wal.Close()
 		}

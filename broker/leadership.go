@@ -207,6 +207,7 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 		go b.handoff(h)
 	}
 	b.syncGroupLoads(v) // groups of offsets partitions gained, moving away or dropped
+	b.wakeTxnLoads()    // likewise transactions of __transaction_state partitions
 	// The zone proxy answers the links this view leaves waiting in vain (abandon.go).
 	if b.proxy != nil { // nil in unit tests of the leadership alone
 		b.proxy.startWatch()
@@ -262,6 +263,7 @@ func (b *Broker) resumeMove(p *partlog.Partition) {
 		b.wg.Add(1)
 		go b.handoff(*job)
 		b.syncGroupLoads(v)
+		b.wakeTxnLoads()
 	}
 }
 

@@ -59,6 +59,14 @@ func (ps peerServer) ServeInternal(body []byte, respond func([]byte)) {
 		respond(peer.AppendOffsets(nil, out))
 	case peer.OpFollow, peer.OpFollowTxn:
 		b.serveFollow(body, respond)
+	case peer.OpMarkers:
+		req, err := peer.DecodeMarkersRequest(body)
+		if err != nil {
+			b.log.Warn("malformed markers request", "err", err)
+			respond(nil) // the coordinator takes it as a failure and writes them again
+			return
+		}
+		b.serveMarkers(req, respond)
 	case peer.OpMoveReady:
 		req, err := peer.DecodeMoveReadyRequest(body)
 		if err != nil {

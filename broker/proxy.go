@@ -358,6 +358,12 @@ func (pw proxyWriter) SetLogStart(context.Context, int64) error { return partlog
 // answers with the leader's answer.
 func (pw proxyWriter) Append(h *recbatch.Header, batch []byte, logAppendTime bool, done func(kafka.AppendResult)) {
 	b := pw.b
+	if h.Transactional() {
+		// A link does not carry a batch's transactional state to the leader yet: a
+		// transactional producer must produce to the leader itself (an untagged client).
+		done(kafka.AppendResult{Err: errTxnThroughProxy})
+		return
+	}
 	stamped := int64(-1)
 	payload := partlog.EncodeBatchRec(pw.t.ID, pw.index, batch)
 	if logAppendTime {
@@ -683,3 +689,6 @@ func (b *Broker) ProxyPinsHeld() int {
 	}
 	return b.tier.ProxyPinsHeld()
 }
+
+// errTxnThroughProxy refuses a transactional batch on the zone routing path.
+var errTxnThroughProxy = kcode.New("broker: transactional batches are not routed through a zone's proxy yet: produce them without a zone tag (to the leader)", kcode.InvalidTxnState)

@@ -118,3 +118,13 @@ func (f txnFront) List(_ context.Context, states []string, pids []int64) []kafka
 	}
 	return out
 }
+
+// offsetsPartitionOf is txn.Deps.OffsetsPartition: the __consumer_offsets partition of
+// group (the topic's partition count, or the configured one before it exists).
+func (b *Broker) offsetsPartitionOf(group string) int32 {
+	n := int(b.cfg.OffsetsTopicPartitions)
+	if t := b.meta.View().Topics[offsetsTopic]; t != nil && len(t.Partitions) > 0 {
+		n = len(t.Partitions)
+	}
+	return groupIndex(group, n)
+}

@@ -48,7 +48,9 @@ func init() {
 }
 
 func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
-	if req.TransactionID != nil {
+	// A transactional producer needs transactions on and WRITE on its transactional id
+	// (Kafka's rule); its batches are then accepted as transactional (ProduceRules).
+	if req.TransactionID != nil && (s.txn == nil || !s.session(c).Allowed(acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID)) {
 		sl.respond(produceError(req, kerr.TransactionalIDAuthorizationFailed.Code))
 		return
 	}

@@ -63,6 +63,8 @@ func init() {
 	for key, max := range group.MaxVersions() {
 		register(api{key: key, min: 0, max: max, handle: handleGroup})
 	}
+	// TxnOffsetCommit: the coordinator serves it once transactions are on.
+	register(api{key: 28, min: 0, max: group.TxnOffsetCommitMaxVersion, on: txnOn, handle: handleGroup})
 }
 
 func handleGroup(s *Server, c *conn, sl *slot, req kmsg.Request) {

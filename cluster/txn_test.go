@@ -1,0 +1,154 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weir-io/weir/broker"
+)
+
+// txnCluster is a 3-broker cluster with transactions on (3 __transaction_state
+// partitions, so coordinators and partition leaders are on different brokers and
+// markers cross the peer connections).
+func txnCluster(t *testing.T) *Cluster {
+	return startCluster(t, func(cfg *Config) {
+		inner := cfg.BrokerConfig
+		cfg.BrokerConfig = func(b *broker.Config) {
+			inner(b)
+			b.Transactions = true
+			b.Txn.Partitions = 3
+		}
+	})
+}
+
+// consumeIsolated reads topic from the start with the isolation level until it has want
+// records or the wait passes quietly, and returns the values in order per partition.
+func consumeIsolated(t *testing.T, c *Cluster, topic string, iso kgo.IsolationLevel, want int) []string {
+	t.Helper()
+	cl := newClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso), kgo.FetchMaxWait(200*time.Millisecond))
+	var got []string
+	deadline := time.Now().Add(30 * time.Second)
+	quiet := time.Time{}
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			got = append(got, string(r.Value))
+			n++
+		})
+		if len(got) >= want {
+			if quiet.IsZero() {
+				quiet = time.Now().Add(time.Second) // a little more, to catch extra records
+			}
+			if time.Now().After(quiet) {
+				break
+			}
+		}
+	}
+	slices.Sort(got)
+	return got
+}
+
+// TestTransactionsFranzGo: franz-go's transactional producer against a cluster: a
+// committed transaction is seen by read_committed consumers, an aborted one only by
+// read_uncommitted ones, across three partitions led by three brokers with the
+// coordinator on one of them; a second producer with the same transactional id fences
+// the first, whose next transaction fails.
+func TestTransactionsFranzGo(t *testing.T) {
+	c := txnCluster(t)
+	adm := kadm.NewClient(newClient(t, c))
+	if err := createTopic(t, adm, 3, "txout"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, 2*time.Minute)
+	producer := func() *kgo.Client {
+		return newClient(t, c, kgo.TransactionalID("tx-1"), kgo.DefaultProduceTopic("txout"), kgo.TransactionTimeout(30*time.Second))
+	}
+	p := producer()
+	txn := func(cl *kgo.Client, prefix string, n int, commit bool) error {
+		if err := cl.BeginTransaction(); err != nil {
+			return err
+		}
+		var errs []error
+		for i := 0; i < n; i++ {
+			r := &kgo.Record{Value: []byte(fmt.Sprintf("%s-%02d", prefix, i)), Partition: int32(i % 3)}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		end := kgo.TryCommit
+		if !commit || len(errs) > 0 {
+			end = kgo.TryAbort
+		}
+		if err := cl.EndTransaction(ctx, end); err != nil {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
+	if err := txn(p, "c1", 9, true); err != nil {
+		t.Fatalf("first transaction: %v", err)
+	}
+	if err := txn(p, "ab", 6, false); err != nil {
+		t.Fatalf("aborted transaction: %v", err)
+	}
+	if err := txn(p, "c2", 3, true); err != nil {
+		t.Fatalf("third transaction: %v", err)
+	}
+	var committed, all []string
+	for i := 0; i < 9; i++ {
+		committed = append(committed, fmt.Sprintf("c1-%02d", i))
+	}
+	for i := 0; i < 3; i++ {
+		committed = append(committed, fmt.Sprintf("c2-%02d", i))
+	}
+	all = append(all, committed...)
+	for i := 0; i < 6; i++ {
+		all = append(all, fmt.Sprintf("ab-%02d", i))
+	}
+	slices.Sort(committed)
+	slices.Sort(all)
+	if got := consumeIsolated(t, c, "txout", kgo.ReadCommitted(), len(committed)); !slices.Equal(got, committed) {
+		t.Fatalf("read_committed: %q, want %q", got, committed)
+	}
+	if got := consumeIsolated(t, c, "txout", kgo.ReadUncommitted(), len(all)); !slices.Equal(got, all) {
+		t.Fatalf("read_uncommitted: %q, want %q", got, all)
+	}
+
+	// Zombie fencing: a new producer of tx-1 fences p.
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie-0"), Partition: 0}).FirstErr(); err != nil {
+		t.Fatalf("produce before the fence: %v", err)
+	}
+	p2 := producer()
+	if err := txn(p2, "new", 3, true); err != nil {
+		t.Fatalf("the new producer's transaction: %v", err)
+	}
+	err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie-1"), Partition: 1}).FirstErr()
+	if err == nil {
+		err = p.EndTransaction(ctx, kgo.TryCommit)
+	}
+	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) && !strings.Contains(fmt.Sprint(err), "fenced") {
+		t.Fatalf("the zombie's produce or commit: %v, want fenced", err)
+	}
+	got := consumeIsolated(t, c, "txout", kgo.ReadCommitted(), len(committed)+3)
+	for _, v := range got {
+		if strings.HasPrefix(v, "zombie") || strings.HasPrefix(v, "ab-") {
+			t.Fatalf("read_committed saw %q: %q", v, got)
+		}
+	}
+	if len(got) != len(committed)+3 {
+		t.Fatalf("read_committed after the fence: %q", got)
+	}
+}
