@@ -152,3 +152,75 @@ func TestTransactionsFranzGo(t *testing.T) {
 		t.Fatalf("read_committed after the fence: %q", got)
 	}
 }
+
+// TestTransactionsConsumeTransformProduce: franz-go's GroupTransactSession reads "txin"
+// in a group and writes each record, transformed, to "txout2" in a transaction that also
+// commits the group's offsets (AddOffsetsToTxn, TxnOffsetCommit, markers on
+// __consumer_offsets). After it, read_committed readers see every input exactly once in
+// the output, and the group's committed offsets are the inputs' ends; a session that
+// aborts leaves neither output nor offsets behind.
+func TestTransactionsConsumeTransformProduce(t *testing.T) {
+	c := txnCluster(t)
+	adm := kadm.NewClient(newClient(t, c))
+	for _, topic := range []string{"txin", "txout2"} {
+		if err := createTopic(t, adm, 3, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := ctxFor(t, 2*time.Minute)
+	in := newClient(t, c, kgo.DefaultProduceTopic("txin"))
+	const n = 30
+	for i := 0; i < n; i++ {
+		if err := in.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("in-%02d", i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.RetryTimeout(60*time.Second),
+		kgo.TransactionalID("ctp-1"), kgo.DefaultProduceTopic("txout2"), kgo.TransactionTimeout(30*time.Second),
+		kgo.ConsumerGroup("ctp"), kgo.ConsumeTopics("txin"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	done := 0
+	for done < n {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fs := s.PollFetches(pctx)
+		cancel()
+		if err := s.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			s.Produce(ctx, &kgo.Record{Value: []byte("out-" + strings.TrimPrefix(string(r.Value), "in-"))}, nil)
+			done++
+		})
+		committed, err := s.End(ctx, kgo.TryCommit)
+		if err != nil || !committed {
+			t.Fatalf("End: committed %v, %v", committed, err)
+		}
+	}
+	var want []string
+	for i := 0; i < n; i++ {
+		want = append(want, fmt.Sprintf("out-%02d", i))
+	}
+	if got := consumeIsolated(t, c, "txout2", kgo.ReadCommitted(), n); !slices.Equal(got, want) {
+		t.Fatalf("output: %q, want each of %d inputs once", got, n)
+	}
+	offs, err := adm.FetchOffsets(ctx, "ctp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, "txin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(e kadm.ListedOffset) {
+		if e.Offset == 0 {
+			return // nothing consumed there, nothing committed (as Kafka)
+		}
+		if o, ok := offs.Lookup("txin", e.Partition); !ok || o.At != e.Offset {
+			t.Errorf("txin/%d: the group committed %+v (present %v), the partition ends at %d", e.Partition, o, ok, e.Offset)
+		}
+	})
+}
