@@ -256,6 +256,7 @@ func DefaultConfig() Config {
 		LinkGrace:              30 * time.Second,
 		WAL:                    wal.DefaultConfig(""),
 		Group:                  group.DefaultConfig(),
+		Transactions:           true,
 		Txn:                    txn.DefaultConfig(),
 		Tier:                   tier.DefaultConfig(),
 		SASL:                   sasl.DefaultConfig(),
@@ -433,6 +434,10 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
 	fs.DurationVar(&c.Group.OffsetsRetention, "offsets-retention", c.Group.OffsetsRetention, "keep an empty group's committed offsets this long after it became empty (a group that never had members: after the commit); offsets.retention.minutes. 0 = for ever")
 	fs.DurationVar(&c.OffsetsRetentionCheck, "offsets-retention-check-interval", c.OffsetsRetentionCheck, "how often expired offsets, and offsets of deleted topics, are removed")
+	fs.BoolVar(&c.Transactions, "transactions", c.Transactions, "run the transaction coordinator: transactional producers (exactly-once), read_committed consumers; off: transactional producers are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+	fs.IntVar(&c.Txn.Partitions, "txn-state-partitions", c.Txn.Partitions, "partitions of __transaction_state (where transaction coordinators keep their state); every broker of a cluster must use the same count")
+	fs.DurationVar(&c.Txn.MaxTimeout, "txn-max-timeout", c.Txn.MaxTimeout, "the longest transaction timeout a producer may ask for (transaction.max.timeout.ms)")
+	fs.DurationVar(&c.Txn.IDExpiration, "txn-id-expiration", c.Txn.IDExpiration, "forget a transactional id unused this long (transactional.id.expiration.ms)")
 	fs.Int64Var(&c.OffsetsCompactBytes, "offsets-compact-bytes", c.OffsetsCompactBytes, "compact a __consumer_offsets partition (write each group's state again, drop the older records) once its log passes this many bytes and twice its last compaction; bounds a new coordinator's load time. 0 = never")
 }
 

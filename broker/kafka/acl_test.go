@@ -72,6 +72,7 @@ func startACLServer(t *testing.T, mods ...func(*Config)) *aclEnv {
 	}
 	gcfg := group.DefaultConfig()
 	gcfg.InitialRebalanceDelay = 0
+	gcfg.Transactions = true // TxnOffsetCommit served, as with a coordinator
 	groups := group.New(gcfg, nopOffsets{}, allTopics{})
 	t.Cleanup(groups.Close)
 	cfg := Config{MaxRequestBytes: 1 << 20, MaxInFlight: 16, DefaultPartitions: 1, BrokerConfigs: map[string]string{"broker.id": "0"},
@@ -87,7 +88,7 @@ func startACLServer(t *testing.T, mods ...func(*Config)) *aclEnv {
 		m(&cfg)
 	}
 	s := NewServer(cfg,
-		Deps{Meta: meta, Backend: &fakeBackend{meta: meta}, Groups: groups, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Deps{Meta: meta, Backend: &fakeBackend{meta: meta}, Groups: groups, Txn: fakeTxnOff{}, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	s.ServeListener(ln, Listener{TLS: src.Server()})
 	t.Cleanup(s.Close)
 	return &aclEnv{s: s, meta: meta, addr: ln.Addr().String(), ca: ca, dir: dir}
@@ -419,6 +420,54 @@ func aclMatrix() []aclCase {
 			r.Topics = append(r.Topics, rt)
 			return r
 		}, kerr.ClusterAuthorizationFailed.Code},
+		// Transactions (the server has a coordinator: Deps.Txn).
+		{24, "AddPartitionsToTxn (v4, brokers' verify)", func(e *aclEnv) kmsg.Request {
+			r := kmsg.NewPtrAddPartitionsToTxnRequest()
+			tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+			tx.TransactionalID, tx.ProducerID, tx.VerifyOnly = "tx", 1, true
+			tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+			tt.Topic, tt.Partitions = "t", []int32{0}
+			tx.Topics = append(tx.Topics, tt)
+			r.Transactions = append(r.Transactions, tx)
+			return r
+		}, kerr.ClusterAuthorizationFailed.Code},
+		{25, "AddOffsetsToTxn", func(e *aclEnv) kmsg.Request {
+			r := kmsg.NewPtrAddOffsetsToTxnRequest()
+			r.TransactionalID, r.ProducerID, r.Group = "tx", 1, "g"
+			return r
+		}, kerr.TransactionalIDAuthorizationFailed.Code},
+		{26, "EndTxn", func(e *aclEnv) kmsg.Request {
+			r := kmsg.NewPtrEndTxnRequest()
+			r.TransactionalID, r.ProducerID = "tx", 1
+			return r
+		}, kerr.TransactionalIDAuthorizationFailed.Code},
+		{27, "WriteTxnMarkers", func(e *aclEnv) kmsg.Request {
+			r := kmsg.NewPtrWriteTxnMarkersRequest()
+			m := kmsg.NewWriteTxnMarkersRequestMarker()
+			m.ProducerID = 1
+			mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+			mt.Topic, mt.Partitions = "t", []int32{0}
+			m.Topics = append(m.Topics, mt)
+			r.Markers = append(r.Markers, m)
+			return r
+		}, kerr.ClusterAuthorizationFailed.Code},
+		{28, "TxnOffsetCommit", func(e *aclEnv) kmsg.Request {
+			r := kmsg.NewPtrTxnOffsetCommitRequest()
+			r.TransactionalID, r.Group, r.ProducerID, r.Generation = "tx", "g", 1, -1
+			rt := kmsg.NewTxnOffsetCommitRequestTopic()
+			rt.Topic = "t"
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Offset = 1
+			rt.Partitions = append(rt.Partitions, rp)
+			r.Topics = append(r.Topics, rt)
+			return r
+		}, kerr.TransactionalIDAuthorizationFailed.Code},
+		{65, "DescribeTransactions", func(e *aclEnv) kmsg.Request {
+			r := kmsg.NewPtrDescribeTransactionsRequest()
+			r.TransactionalIDs = []string{"tx"}
+			return r
+		}, kerr.TransactionalIDAuthorizationFailed.Code},
+		{66, "ListTransactions (filtered, no error)", func(e *aclEnv) kmsg.Request { return kmsg.NewPtrListTransactionsRequest() }, 0},
 		{35, "DescribeLogDirs", func(e *aclEnv) kmsg.Request { return kmsg.NewPtrDescribeLogDirsRequest() }, kerr.ClusterAuthorizationFailed.Code},
 		{61, "DescribeProducers", func(e *aclEnv) kmsg.Request {
 			r := kmsg.NewPtrDescribeProducersRequest()
@@ -481,14 +530,14 @@ func TestACLMatrix(t *testing.T) {
 	e.grant(t, admin, kadm.NewACLs().Allow("User:alice").Topics("t").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpAll))
 	e.grant(t, admin, kadm.NewACLs().Allow("User:alice").Groups("g").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpAll))
 	e.grant(t, admin, kadm.NewACLs().Allow("User:alice").Clusters().Operations(kadm.OpAll))
-	e.grant(t, admin, kadm.NewACLs().Allow("User:alice").TransactionalIDs("tx").Operations(kadm.OpDescribe))
+	e.grant(t, admin, kadm.NewACLs().Allow("User:alice").TransactionalIDs("tx").Operations(kadm.OpDescribe, kadm.OpWrite))
 	// bob is named in an ACL of every resource type, so nothing is open by default to him
 	// for want of ACLs: what he gets is decided by the rules.
 	alice, bob := e.client(t, "alice"), e.client(t, "bob")
 
 	cases := aclMatrix()
 	advertised := map[int16]bool{}
-	for _, ak := range apiVersionsResponse(nil, 4).ApiKeys {
+	for _, ak := range apiVersionsResponse(e.s, 4).ApiKeys {
 		advertised[ak.ApiKey] = true
 		if aclExempt[ak.ApiKey] {
 			continue
