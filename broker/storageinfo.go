@@ -69,7 +69,11 @@ func (be backend) Producers(t *metadata.Topic, index int32) ([]kafka.ProducerInf
 	}
 	var out []kafka.ProducerInfo
 	for _, ps := range p.Producers() {
-		out = append(out, kafka.ProducerInfo{ID: ps.ID, Epoch: ps.Epoch, LastSequence: ps.LastSequence})
+		start := int64(-1)
+		if first, ok := p.OpenTxn(ps.ID); ok {
+			start = first
+		}
+		out = append(out, kafka.ProducerInfo{ID: ps.ID, Epoch: ps.Epoch, LastSequence: ps.LastSequence, TxnStart: start})
 	}
 	return out, nil
 }

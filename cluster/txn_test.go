@@ -131,11 +131,21 @@ func TestTransactionsFranzGo(t *testing.T) {
 	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie-0"), Partition: 0}).FirstErr(); err != nil {
 		t.Fatalf("produce before the fence: %v", err)
 	}
+	// DescribeProducers shows the open transaction's first offset where zombie-0 went.
+	dp, err := adm.DescribeProducers(ctx, kadm.TopicsSet{"txout": {0: {}, 1: {}, 2: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := false
+	dp.EachProducer(func(d kadm.DescribedProducer) { open = open || d.CurrentTxnStartOffset >= 0 })
+	if !open {
+		t.Fatalf("DescribeProducers of txout with a transaction open: %+v", dp)
+	}
 	p2 := producer()
 	if err := txn(p2, "new", 3, true); err != nil {
 		t.Fatalf("the new producer's transaction: %v", err)
 	}
-	err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie-1"), Partition: 1}).FirstErr()
+	err = p.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie-1"), Partition: 1}).FirstErr()
 	if err == nil {
 		err = p.EndTransaction(ctx, kgo.TryCommit)
 	}

@@ -44,7 +44,7 @@ func (s *Server) handleAddPartitionsToTxn(ctx context.Context, req *kmsg.AddPart
 				}
 			}
 			errs := s.addPartitions(ctx, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, parts, tx.VerifyOnly)
-			rt.Topics = txnPartitionAnswers(parts, errs, func(topic string) kmsg.AddPartitionsToTxnResponseTransactionTopic {
+			rt.Topics = txnPartitionAnswers(req.Version, parts, errs, func(topic string) kmsg.AddPartitionsToTxnResponseTransactionTopic {
 				x := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
 				x.Topic = topic
 				return x
@@ -64,7 +64,7 @@ func (s *Server) handleAddPartitionsToTxn(ctx context.Context, req *kmsg.AddPart
 		}
 	}
 	errs := s.addPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts, false)
-	resp.Topics = txnPartitionAnswers(parts, errs, func(topic string) kmsg.AddPartitionsToTxnResponseTopic {
+	resp.Topics = txnPartitionAnswers(req.Version, parts, errs, func(topic string) kmsg.AddPartitionsToTxnResponseTopic {
 		x := kmsg.NewAddPartitionsToTxnResponseTopic()
 		x.Topic = topic
 		return x
@@ -112,7 +112,7 @@ func (s *Server) addPartitions(ctx context.Context, txnID string, pid int64, epo
 }
 
 // txnPartitionAnswers groups per-partition answers by topic, in request order.
-func txnPartitionAnswers[T any](parts []TxnPartition, errs []error, newTopic func(string) T, add func(*T, int32, int16)) []T {
+func txnPartitionAnswers[T any](v int16, parts []TxnPartition, errs []error, newTopic func(string) T, add func(*T, int32, int16)) []T {
 	var out []T
 	idx := map[string]int{}
 	for i, p := range parts {
@@ -131,7 +131,7 @@ func txnPartitionAnswers[T any](parts []TxnPartition, errs []error, newTopic fun
 		case errors.Is(err, errNotAttempted):
 			code = kerr.OperationNotAttempted.Code
 		case err != nil:
-			code = kafkaCode(err)
+			code = txnCode(err, 24, v)
 		}
 		add(&out[j], p.Partition, code)
 	}

@@ -10,9 +10,9 @@ import (
 
 // DescribeProducers (key 61, KIP-664), what kafka-transactions.sh describe-producers
 // and `weir partition describe` ask: the idempotent producers with state in a partition
-// led here (ID, epoch, last sequence). Weir keeps no per-producer timestamp
-// (LastTimestamp -1) and has no transactions yet (CoordinatorEpoch -1,
-// CurrentTxnStartOffset -1). Per partition: TOPIC_AUTHORIZATION_FAILED without READ on
+// led here (ID, epoch, last sequence, the first offset of its open transaction here or
+// -1). Weir keeps no per-producer timestamp (LastTimestamp -1) nor the coordinator
+// epoch of the last marker (CoordinatorEpoch -1). Per partition: TOPIC_AUTHORIZATION_FAILED without READ on
 // the topic (as Kafka), UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER when not led
 // here.
 func init() {
@@ -47,7 +47,7 @@ func (s *Server) handleDescribeProducers(ctx context.Context, req *kmsg.Describe
 				for _, p := range ps {
 					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 					ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = p.ID, int32(p.Epoch), p.LastSequence
-					ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1, -1
+					ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1, p.TxnStart
 					sp.ActiveProducers = append(sp.ActiveProducers, ap)
 				}
 			}

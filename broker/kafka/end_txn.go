@@ -29,7 +29,7 @@ func (s *Server) handleAddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsets
 	case !acl.Allowed(ctx, acl.OpRead, acl.ResourceGroup, req.Group):
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 	default:
-		resp.ErrorCode = kafkaCode(s.txn.AddOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group))
+		resp.ErrorCode = txnCode(s.txn.AddOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group), 25, req.Version)
 	}
 	return resp
 }
@@ -40,6 +40,6 @@ func (s *Server) handleEndTxn(ctx context.Context, req *kmsg.EndTxnRequest) *kms
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return resp
 	}
-	resp.ErrorCode = kafkaCode(s.txn.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit))
+	resp.ErrorCode = txnCode(s.txn.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit), 26, req.Version)
 	return resp
 }

@@ -33,7 +33,7 @@ func (s *Server) handleInitProducerID(ctx context.Context, req *kmsg.InitProduce
 		}
 		pid, epoch, err := s.txn.InitProducerID(ctx, *req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch)
 		if err != nil {
-			resp.ErrorCode = kafkaCode(err)
+			resp.ErrorCode = txnCode(err, 22, req.Version)
 			return resp
 		}
 		resp.ProducerID, resp.ProducerEpoch = pid, epoch

@@ -33,4 +33,6 @@ type ProducerInfo struct {
 	ID           int64
 	Epoch        int16
 	LastSequence int32
+	// TxnStart is the first offset of the producer's open transaction here (-1: none).
+	TxnStart int64
 }

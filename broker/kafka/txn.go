@@ -3,6 +3,8 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 )
@@ -72,3 +74,19 @@ type MarkerAppender interface {
 
 // txnOn reports whether transactions are served.
 func txnOn(s *Server) bool { return s.txn != nil }
+
+// txnCode is err's Kafka code for a transaction request of version v of key: like
+// Kafka's handlers, PRODUCER_FENCED (KIP-588) is answered INVALID_PRODUCER_EPOCH to
+// clients too old to know it (InitProducerId v<4, AddPartitionsToTxn, AddOffsetsToTxn
+// and EndTxn v<2), which treat it as fatal the same way.
+func txnCode(err error, key, v int16) int16 {
+	code := kafkaCode(err)
+	if code != kerr.ProducerFenced.Code {
+		return code
+	}
+	switch {
+	case key == 22 && v < 4, (key == 24 || key == 25 || key == 26) && v < 2:
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return code
+}

@@ -220,3 +220,23 @@ func TestTxnHandlers(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnCodeForOldClients: PRODUCER_FENCED reaches clients that know it, and becomes
+// INVALID_PRODUCER_EPOCH for those that predate it (Kafka's downgrade).
+func TestTxnCodeForOldClients(t *testing.T) {
+	for _, tc := range []struct {
+		key, v int16
+		want   int16
+	}{
+		{22, 3, kerr.InvalidProducerEpoch.Code}, {22, 4, kerr.ProducerFenced.Code},
+		{24, 1, kerr.InvalidProducerEpoch.Code}, {24, 2, kerr.ProducerFenced.Code},
+		{25, 1, kerr.InvalidProducerEpoch.Code}, {26, 1, kerr.InvalidProducerEpoch.Code}, {26, 3, kerr.ProducerFenced.Code},
+	} {
+		if got := txnCode(kerr.ProducerFenced, tc.key, tc.v); got != tc.want {
+			t.Errorf("key %d v%d: %d, want %d", tc.key, tc.v, got, tc.want)
+		}
+	}
+	if got := txnCode(kerr.ConcurrentTransactions, 22, 0); got != kerr.ConcurrentTransactions.Code {
+		t.Errorf("another code changed: %d", got)
+	}
+}
