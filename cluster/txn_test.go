@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -233,4 +234,58 @@ func TestTransactionsConsumeTransformProduce(t *testing.T) {
 			t.Errorf("txin/%d: the group committed %+v (present %v), the partition ends at %d", e.Partition, o, ok, e.Offset)
 		}
 	})
+}
+
+// TestTransactionsSarama: sarama's transactional producer (a second client
+// implementation): a committed transaction is read by read_committed consumers, an
+// aborted one is not.
+func TestTransactionsSarama(t *testing.T) {
+	c := txnCluster(t)
+	adm := kadm.NewClient(newClient(t, c))
+	if err := createTopic(t, adm, 2, "stx"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Transaction.ID = "sarama-tx"
+	cfg.Producer.Transaction.Retry.Max = 20
+	cfg.Producer.Transaction.Retry.Backoff = 100 * time.Millisecond
+	cfg.Producer.Retry.Max = 20
+	cfg.Net.MaxOpenRequests = 1
+	p, err := sarama.NewSyncProducer(c.KafkaAddrs(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	send := func(prefix string, n int, commit bool) {
+		t.Helper()
+		if err := p.BeginTxn(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: "stx", Value: sarama.StringEncoder(fmt.Sprintf("%s-%02d", prefix, i))}); err != nil {
+				t.Fatalf("%s: %v", prefix, err)
+			}
+		}
+		end := p.CommitTxn
+		if !commit {
+			end = p.AbortTxn
+		}
+		if err := end(); err != nil {
+			t.Fatalf("%s: end: %v", prefix, err)
+		}
+	}
+	send("s1", 5, true)
+	send("sa", 4, false)
+	send("s2", 2, true)
+	want := []string{"s1-00", "s1-01", "s1-02", "s1-03", "s1-04", "s2-00", "s2-01"}
+	if got := consumeIsolated(t, c, "stx", kgo.ReadCommitted(), len(want)); !slices.Equal(got, want) {
+		t.Fatalf("read_committed after sarama's transactions: %q, want %q", got, want)
+	}
+	if got := consumeIsolated(t, c, "stx", kgo.ReadUncommitted(), len(want)+4); len(got) != len(want)+4 {
+		t.Fatalf("read_uncommitted after sarama's transactions: %q", got)
+	}
 }
