@@ -210,6 +210,35 @@ async function main () {
   })
   await checkCommitted(admin, groupId, expected.map((e) => e.length))
   step('group run 2 (commitOffsets)')
+
+  // Transactions: kafkajs's transactional producer; its consumers read committed data
+  // by default (readUncommitted: false), so the aborted record must never show.
+  const txTopic = 'kafkajs-tx'
+  check(await admin.createTopics({ topics: [{ topic: txTopic, numPartitions: 1 }] }) === true, 'createTopics kafkajs-tx')
+  const txp = kafka.producer({ transactionalId: 'kafkajs-tx', idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner })
+  await txp.connect()
+  for (const [values, commit] of [[['c-0', 'c-1'], true], [['a-0'], false], [['c-2'], true]]) {
+    const tx = await txp.transaction()
+    await tx.send({ topic: txTopic, messages: values.map((value) => ({ value })) })
+    await (commit ? tx.commit() : tx.abort())
+  }
+  await txp.disconnect()
+  const got = []
+  const reader = kafka.consumer({ groupId: 'kafkajs-tx-reader' })
+  await reader.connect()
+  await reader.subscribe({ topic: txTopic, fromBeginning: true })
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`transactions: read ${JSON.stringify(got)} within 30 s`)), 30000)
+    reader.run({
+      eachMessage: async ({ message }) => {
+        got.push(message.value.toString())
+        if (got.length >= 3) { clearTimeout(timer); resolve() }
+      }
+    })
+  })
+  await reader.disconnect()
+  check(JSON.stringify(got) === JSON.stringify(['c-0', 'c-1', 'c-2']), `transactions: read_committed read ${JSON.stringify(got)}, want c-0 c-1 c-2 (a-0 was aborted)`)
+  step('transactions (commit, abort, read_committed)')
   await admin.disconnect()
 }
 
