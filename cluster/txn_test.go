@@ -289,3 +289,56 @@ func TestTransactionsSarama(t *testing.T) {
 		t.Fatalf("read_uncommitted after sarama's transactions: %q", got)
 	}
 }
+
+// TestTransactionCoordinatorKilled: the broker coordinating an open transaction is
+// killed (no graceful leave) after the producer wrote into three partitions; its
+// __transaction_state partition fails over, the new coordinator loads the transaction
+// from it, and the producer's commit (retried by franz-go until a coordinator answers)
+// completes: read_committed readers see every record once; a later transaction of the
+// same producer works. The time from the kill to the commit's answer is logged.
+func TestTransactionCoordinatorKilled(t *testing.T) {
+	c := txnCluster(t)
+	adm := kadm.NewClient(newClient(t, c))
+	if err := createTopic(t, adm, 3, "fotx"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, 2*time.Minute)
+	p := newClient(t, c, kgo.TransactionalID("fo-tx"), kgo.DefaultProduceTopic("fotx"), kgo.TransactionTimeout(time.Minute),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := 0; i < 9; i++ {
+		v := fmt.Sprintf("k-%02d", i)
+		want = append(want, v)
+		if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte(v), Partition: int32(i % 3)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	co := adm.FindTxnCoordinators(ctx, "fo-tx")["fo-tx"]
+	if co.Err != nil {
+		t.Fatal(co.Err)
+	}
+	killed := time.Now()
+	c.KillBroker(int(co.NodeID) - 1)
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit after the coordinator (broker %d) was killed: %v", co.NodeID, err)
+	}
+	t.Logf("commit answered %v after the coordinator (broker %d) was killed", time.Since(killed).Round(time.Millisecond), co.NodeID)
+	if got := consumeIsolated(t, c, "fotx", kgo.ReadCommitted(), len(want)); !slices.Equal(got, want) {
+		t.Fatalf("read_committed after the failover: %q, want %q", got, want)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("after"), Partition: 0}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("a transaction after the failover: %v", err)
+	}
+	if got := consumeIsolated(t, c, "fotx", kgo.ReadCommitted(), len(want)+1); len(got) != len(want)+1 {
+		t.Fatalf("read_committed after the next transaction: %q", got)
+	}
+}
