@@ -146,12 +146,29 @@ func (a *admin) offsets(ctx context.Context, topic string, end bool) (map[int32]
 	if end {
 		list = a.adm.ListEndOffsets
 	}
-	lo, err := list(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
-	}
-	if err := lo.Error(); err != nil {
-		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
+	// A partition's leader may not know a just-created topic yet (each broker's view
+	// follows the controllers a moment later), and a leader may be moving: those
+	// answers are retriable, as every Kafka client treats them.
+	deadline := time.Now().Add(30 * time.Second)
+	var lo kadm.ListedOffsets
+	for {
+		var err error
+		lo, err = list(ctx, topic)
+		if err == nil {
+			err = lo.Error()
+		}
+		if err == nil {
+			break
+		}
+		var ke *kerr.Error
+		if !errors.As(err, &ke) || !ke.Retriable || time.Now().After(deadline) {
+			return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond): // the client's retry backoff
+		}
 	}
 	out := map[int32]int64{}
 	for p, o := range lo[topic] {
