@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weir-io/weir/broker"
+	"github.com/weir-io/weir/internal/testutil"
 )
 
 // txnCluster is a 3-broker cluster with transactions on (3 __transaction_state
@@ -26,6 +27,7 @@ func txnCluster(t *testing.T) *Cluster {
 			inner(b)
 			b.Transactions = true
 			b.Txn.Partitions = 3
+			b.Txn.AbortCheckInterval = 200 * time.Millisecond // timed-out transactions aborted soon
 		}
 	})
 }
@@ -340,5 +342,49 @@ func TestTransactionCoordinatorKilled(t *testing.T) {
 	}
 	if got := consumeIsolated(t, c, "fotx", kgo.ReadCommitted(), len(want)+1); len(got) != len(want)+1 {
 		t.Fatalf("read_committed after the next transaction: %q", got)
+	}
+}
+
+// TestTransactionTimeoutAborts: a producer that stalls past its transaction timeout has
+// its transaction aborted by the coordinator (with its epoch bumped, a fence): its commit
+// then fails, read_committed readers never see its records, and the partitions' last
+// stable offset moves on, so another producer's later transaction is visible.
+func TestTransactionTimeoutAborts(t *testing.T) {
+	c := txnCluster(t)
+	adm := kadm.NewClient(newClient(t, c))
+	if err := createTopic(t, adm, 1, "totx"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, 2*time.Minute)
+	slow := newClient(t, c, kgo.TransactionalID("slow-tx"), kgo.DefaultProduceTopic("totx"), kgo.TransactionTimeout(2*time.Second))
+	if err := slow.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.ProduceSync(ctx, &kgo.Record{Value: []byte("stalled")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the coordinator aborts the stalled transaction", func() bool {
+		d, err := adm.DescribeTransactions(ctx, "slow-tx")
+		if err != nil {
+			return false
+		}
+		st, ok := d["slow-tx"]
+		return ok && st.State == "CompleteAbort"
+	})
+	if err := slow.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatal("the stalled producer committed a transaction its coordinator aborted")
+	}
+	fast := newClient(t, c, kgo.TransactionalID("fast-tx"), kgo.DefaultProduceTopic("totx"))
+	if err := fast.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fast.ProduceSync(ctx, &kgo.Record{Value: []byte("later")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fast.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if got := consumeIsolated(t, c, "totx", kgo.ReadCommitted(), 1); !slices.Equal(got, []string{"later"}) {
+		t.Fatalf("read_committed after the timeout: %q, want only the later transaction", got)
 	}
 }
