@@ -62,13 +62,12 @@ func consumeIsolated(t *testing.T, c *Cluster, topic string, iso kgo.IsolationLe
 	return got
 }
 
-// TestTransactionsFranzGo: franz-go's transactional producer against a cluster: a
+// txnTransactionsFranzGo: franz-go's transactional producer against a cluster: a
 // committed transaction is seen by read_committed consumers, an aborted one only by
 // read_uncommitted ones, across three partitions led by three brokers with the
 // coordinator on one of them; a second producer with the same transactional id fences
 // the first, whose next transaction fails.
-func TestTransactionsFranzGo(t *testing.T) {
-	c := txnCluster(t)
+func txnTransactionsFranzGo(t *testing.T, c *Cluster) {
 	adm := kadm.NewClient(newClient(t, c))
 	if err := createTopic(t, adm, 3, "txout"); err != nil {
 		t.Fatal(err)
@@ -166,14 +165,13 @@ func TestTransactionsFranzGo(t *testing.T) {
 	}
 }
 
-// TestTransactionsConsumeTransformProduce: franz-go's GroupTransactSession reads "txin"
+// txnTransactionsConsumeTransformProduce: franz-go's GroupTransactSession reads "txin"
 // in a group and writes each record, transformed, to "txout2" in a transaction that also
 // commits the group's offsets (AddOffsetsToTxn, TxnOffsetCommit, markers on
 // __consumer_offsets). After it, read_committed readers see every input exactly once in
 // the output, and the group's committed offsets are the inputs' ends; a session that
 // aborts leaves neither output nor offsets behind.
-func TestTransactionsConsumeTransformProduce(t *testing.T) {
-	c := txnCluster(t)
+func txnTransactionsConsumeTransformProduce(t *testing.T, c *Cluster) {
 	adm := kadm.NewClient(newClient(t, c))
 	for _, topic := range []string{"txin", "txout2"} {
 		if err := createTopic(t, adm, 3, topic); err != nil {
@@ -238,11 +236,10 @@ func TestTransactionsConsumeTransformProduce(t *testing.T) {
 	})
 }
 
-// TestTransactionsSarama: sarama's transactional producer (a second client
+// txnTransactionsSarama: sarama's transactional producer (a second client
 // implementation): a committed transaction is read by read_committed consumers, an
 // aborted one is not.
-func TestTransactionsSarama(t *testing.T) {
-	c := txnCluster(t)
+func txnTransactionsSarama(t *testing.T, c *Cluster) {
 	adm := kadm.NewClient(newClient(t, c))
 	if err := createTopic(t, adm, 2, "stx"); err != nil {
 		t.Fatal(err)
@@ -345,12 +342,11 @@ func TestTransactionCoordinatorKilled(t *testing.T) {
 	}
 }
 
-// TestTransactionTimeoutAborts: a producer that stalls past its transaction timeout has
+// txnTransactionTimeoutAborts: a producer that stalls past its transaction timeout has
 // its transaction aborted by the coordinator (with its epoch bumped, a fence): its commit
 // then fails, read_committed readers never see its records, and the partitions' last
 // stable offset moves on, so another producer's later transaction is visible.
-func TestTransactionTimeoutAborts(t *testing.T) {
-	c := txnCluster(t)
+func txnTransactionTimeoutAborts(t *testing.T, c *Cluster) {
 	adm := kadm.NewClient(newClient(t, c))
 	if err := createTopic(t, adm, 1, "totx"); err != nil {
 		t.Fatal(err)
@@ -387,4 +383,14 @@ func TestTransactionTimeoutAborts(t *testing.T) {
 	if got := consumeIsolated(t, c, "totx", kgo.ReadCommitted(), 1); !slices.Equal(got, []string{"later"}) {
 		t.Fatalf("read_committed after the timeout: %q, want only the later transaction", got)
 	}
+}
+
+// TestTransactions runs the transaction tests that leave every broker up on one cluster
+// (a cluster start costs seconds under the race detector).
+func TestTransactions(t *testing.T) {
+	c := txnCluster(t)
+	t.Run("franz-go", func(t *testing.T) { txnTransactionsFranzGo(t, c) })
+	t.Run("consume-transform-produce", func(t *testing.T) { txnTransactionsConsumeTransformProduce(t, c) })
+	t.Run("sarama", func(t *testing.T) { txnTransactionsSarama(t, c) })
+	t.Run("timeout", func(t *testing.T) { txnTransactionTimeoutAborts(t, c) })
 }
