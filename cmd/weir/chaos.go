@@ -49,7 +49,16 @@ storage-freeze, storage-slow, storage-error (--fsx or --fsx-control); zone-outag
 zone-partition (own cluster); coordinator-move (move the load group's coordinator, its
 __consumer_offsets partition, gracefully to broker ARG or another; attached, it needs
 --controllers) and coordinator-kill (SIGKILL the group's coordinator, found with
-FindCoordinator, and start it again after --restart-after).
+FindCoordinator, and start it again after --restart-after); with --txn,
+txn-coordinator-kill (the same for the first transactional writer's coordinator).
+
+--txn adds transactional writers (--txn-writers, each its own transactional id) to the
+topic TOPIC-txn: each loops begin, --txn-records records, commit, or abort one
+transaction in five on purpose, keeping each outcome as the client saw it (committed,
+aborted, unknown: an error). At the end a read_committed reader checks every committed
+transaction is there exactly once, no aborted one (nor any never asked to commit) is
+visible, and each unknown one is all there or all absent; the counts and violations go
+in the report ("txn" in the JSON), and a violation fails the run.
 
 The group's pause per fault (group_pause) is the longest time between two reads of the
 consumer group in the fault's window, to the millisecond; it cannot be shorter than the
@@ -62,6 +71,7 @@ Examples:
   weir chaos --duration 2m --fault kill@20s --fault pause@50s --fault rolling-restart@80s
   weir chaos --partitions 1000 --rate 5000 --random --seed 7 --duration 10m --png chaos.png
   weir chaos --duration 70s --fault coordinator-move@20s --fault coordinator-kill@40s
+  weir chaos --duration 60s --txn --fault kill@15s --fault txn-coordinator-kill@35s
   weir chaos --bootstrap b1:9092,b2:9092,b3:9092 --kill-cmd 'ssh b{id} sudo systemctl kill -s KILL weir' \
     --start-cmd 'ssh b{id} sudo systemctl start weir' --fault kill:2@30s
 

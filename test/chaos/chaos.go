@@ -37,8 +37,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (*Rep
 	}
 	defer adm.Close()
 	ka := kadm.NewClient(adm)
-	if _, err := ka.CreateTopic(ctx, int32(cfg.Partitions), 1, nil, cfg.Topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return nil, fmt.Errorf("chaos: creating %s: %w", cfg.Topic, err)
+	topics := []string{cfg.Topic}
+	if cfg.Txn {
+		topics = append(topics, cfg.txnTopic())
+	}
+	for _, topic := range topics {
+		if _, err := ka.CreateTopic(ctx, int32(cfg.Partitions), 1, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return nil, fmt.Errorf("chaos: creating %s: %w", topic, err)
+		}
 	}
 	md, err := ka.Metadata(ctx)
 	if err != nil {
@@ -70,6 +76,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (*Rep
 		return nil, err
 	}
 	defer l.close()
+	var tl *txnLoad
+	if cfg.Txn {
+		tl = startTxnLoad(ctx, cfg, boot)
+		defer tl.finish()
+		fmt.Fprintf(out, "transactions: %d writers of %d records per transaction to %s, one in five aborted\n", cfg.TxnWriters, cfg.TxnRecords, cfg.txnTopic())
+	}
 	fmt.Fprintf(out, "load: %.0f records/s of %d B over %d partitions, %d producers, a group of %d, rack readers in %v; faults: %v\n",
 		cfg.Rate, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Members, zones, cfg.Faults)
 
@@ -109,6 +121,9 @@ loop:
 	}
 	end := time.Now()
 	fmt.Fprintln(out, "load stopped; waiting for every produce, then reading everything back")
+	if tl != nil {
+		tl.finish()
+	}
 	if err := l.finish(3 * time.Minute); err != nil {
 		return nil, err
 	}
@@ -121,6 +136,14 @@ loop:
 	r.Check = l.chk.Verify()
 	r.Read = r.Check.Read
 	r.OK = r.Check.OK()
+	if tl != nil {
+		reads, err := tl.readBack(rctx)
+		if err != nil {
+			return nil, err
+		}
+		r.Txn = tl.report(reads)
+		r.OK = r.OK && r.Txn.Violations == 0
+	}
 	if cfg.PNG != "" {
 		if err := r.WritePNG(cfg.PNG); err != nil {
 			return r, fmt.Errorf("chaos: writing %s: %w", cfg.PNG, err)

@@ -34,6 +34,7 @@ func TestParseFault(t *testing.T) {
 		"coordinator-move@5s":       {Kind: CoordinatorMove, At: 5 * time.Second},
 		"coordinator-move:3@5s":     {Kind: CoordinatorMove, Broker: 3, At: 5 * time.Second},
 		"coordinator-kill@6s":       {Kind: CoordinatorKill, At: 6 * time.Second},
+		"txn-coordinator-kill@7s":   {Kind: TxnCoordinatorKill, At: 7 * time.Second},
 	} {
 		got, err := ParseFault(spec)
 		if err != nil || got != want {

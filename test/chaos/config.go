@@ -45,6 +45,11 @@ type Config struct {
 	RackReaders bool // one rack-aware consumer per zone reading everything
 	// ZoneClients tags the producers with zones (zone routing: proxy produce).
 	ZoneClients bool
+	// Txn adds TxnWriters transactional writers of TxnRecords records per transaction
+	// to the topic Topic-txn, checked with read_committed at the end (txn.go).
+	Txn        bool
+	TxnWriters int
+	TxnRecords int
 
 	// Faults.
 	Faults       []Fault
@@ -75,7 +80,7 @@ func DefaultConfig() Config {
 	self, _ := os.Executable()
 	return Config{
 		Bin: self, Topic: "chaos", Partitions: 60, Rate: 2000, Producers: 4, RecordSize: 100, Members: 3,
-		RackReaders: true, Duration: time.Minute, RestartAfter: 5 * time.Second, PauseFor: 6 * time.Second,
+		RackReaders: true, TxnWriters: 2, TxnRecords: 5, Duration: time.Minute, RestartAfter: 5 * time.Second, PauseFor: 6 * time.Second,
 		CutFor: 6 * time.Second, Settle: 5 * time.Second, StorageFor: 10 * time.Second, SlowBy: 200 * time.Millisecond, Every: 20 * time.Second, Seed: 1,
 		Kinds:            "kill,pause,controller-leader-kill,rolling-restart,isolate",
 		Interval:         5 * time.Second,
@@ -108,10 +113,13 @@ const (
 	// __consumer_offsets partition of the load's group (chaos-TOPIC).
 	CoordinatorMove FaultKind = "coordinator-move" // move the group's __consumer_offsets partition gracefully to broker ARG (default: another, at random)
 	CoordinatorKill FaultKind = "coordinator-kill" // SIGKILL the group's coordinator, start it again after RestartAfter
+	// TxnCoordinatorKill (--txn): SIGKILL the broker FindCoordinator (transaction key)
+	// names for the first transactional writer's id, start it again after RestartAfter.
+	TxnCoordinatorKill FaultKind = "txn-coordinator-kill"
 )
 
 // faultKinds lists every kind (the parse error and --help).
-const faultKinds = "kill, kill-many, pause, controller-leader-kill, rolling-restart, isolate, storage-freeze, storage-slow, storage-error, zone-outage, zone-partition, coordinator-move, coordinator-kill"
+const faultKinds = "kill, kill-many, pause, controller-leader-kill, rolling-restart, isolate, storage-freeze, storage-slow, storage-error, zone-outage, zone-partition, coordinator-move, coordinator-kill, txn-coordinator-kill"
 
 // group is the load's consumer group.
 func (c *Config) group() string { return "chaos-" + c.Topic }
@@ -174,7 +182,7 @@ func ParseFault(spec string) (Fault, error) {
 			}
 			f.N = n
 		}
-	case ControllerLeaderKill, RollingRestart, StorageFreeze, CoordinatorKill:
+	case ControllerLeaderKill, RollingRestart, StorageFreeze, CoordinatorKill, TxnCoordinatorKill:
 		if arg != "" {
 			return f, fmt.Errorf("chaos: fault %q takes no argument", spec)
 		}
@@ -243,6 +251,9 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Members, "members", c.Members, "members of the consumer group reading everything back (0: none)")
 	fs.BoolVar(&c.RackReaders, "rack-readers", c.RackReaders, "one rack-aware consumer per zone reading everything back")
 	fs.BoolVar(&c.ZoneClients, "zone-clients", c.ZoneClients, "tag producer i with zone i (weir_az= in client.id): its produces go through that zone's brokers as proxies, so faults hit proxies and links too")
+	fs.BoolVar(&c.Txn, "txn", c.Txn, "add transactional writers (--txn-writers, each its own transactional id) to the topic TOPIC-txn: begin, --txn-records records, commit, or abort one in five; a read_committed reader checks at the end that committed transactions are all there once, aborted ones absent, unknown ones all or nothing")
+	fs.IntVar(&c.TxnWriters, "txn-writers", c.TxnWriters, "with --txn: transactional writers")
+	fs.IntVar(&c.TxnRecords, "txn-records", c.TxnRecords, "with --txn: records per transaction")
 	fs.Func("fault", "a fault: KIND[:ARG]@OFFSET, e.g. kill:2@10s, pause@30s, kill-many:2@50s, controller-leader-kill@70s, rolling-restart@90s, isolate:1@110s, coordinator-move@130s, coordinator-kill@150s (repeatable); kinds: "+faultKinds, func(s string) error {
 		f, err := ParseFault(s)
 		if err == nil {
@@ -277,6 +288,8 @@ func (c *Config) Validate() error {
 		return errors.New("chaos: --record-size must be at least 32 (the unique value)")
 	case c.Duration <= 0 || c.Interval <= 0:
 		return errors.New("chaos: --duration and --interval must be > 0")
+	case c.Txn && (c.TxnWriters < 1 || c.TxnRecords < 1):
+		return errors.New("chaos: --txn needs --txn-writers and --txn-records >= 1")
 	}
 	if _, ok := nfsfs.ProfileByName(c.FSx); !ok {
 		return fmt.Errorf("chaos: --fsx %q: want fsx or local", c.FSx)
@@ -289,6 +302,9 @@ func (c *Config) Validate() error {
 		c.Faults = append(c.Faults, fs...)
 	}
 	for _, f := range c.Faults {
+		if f.Kind == TxnCoordinatorKill && !c.Txn {
+			return fmt.Errorf("chaos: fault %v needs --txn", f)
+		}
 		if f.At >= c.Duration {
 			return fmt.Errorf("chaos: fault %v is after the end of the load (--duration %v)", f, c.Duration)
 		}

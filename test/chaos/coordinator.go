@@ -39,10 +39,11 @@ func coordinatorPartition(group string, n int) int32 {
 	return int32(h.Sum32() % uint32(n))
 }
 
-// findCoordinator asks the cluster (FindCoordinator, key: the group) which broker
-// coordinates group, retrying for a while (a coordinator just moved or failed over
-// answers COORDINATOR_NOT_AVAILABLE until it has loaded the group).
-func findCoordinator(ctx context.Context, boot []string, group string) (int32, error) {
+// findCoordinator asks the cluster (FindCoordinator of key, keyType 0 a group, 1 a
+// transactional id) which broker coordinates key, retrying for a while (a coordinator
+// just moved or failed over answers COORDINATOR_NOT_AVAILABLE until it has loaded its
+// state).
+func findCoordinator(ctx context.Context, boot []string, key string, keyType int8) (int32, error) {
 	cl, err := kgo.NewClient(clientOpts(boot)...)
 	if err != nil {
 		return 0, err
@@ -52,12 +53,13 @@ func findCoordinator(ctx context.Context, boot []string, group string) (int32, e
 	defer cancel()
 	for {
 		req := kmsg.NewPtrFindCoordinatorRequest()
-		req.CoordinatorKey, req.CoordinatorKeys = group, []string{group} // v0-3, v4+
+		req.CoordinatorKey, req.CoordinatorKeys = key, []string{key} // v0-3, v4+
+		req.CoordinatorType = keyType
 		resp, err := req.RequestWith(ctx, cl)
 		if err == nil {
 			node, code := resp.NodeID, resp.ErrorCode
 			for _, c := range resp.Coordinators {
-				if c.Key == group {
+				if c.Key == key {
 					node, code = c.NodeID, c.ErrorCode
 				}
 			}
@@ -69,7 +71,7 @@ func findCoordinator(ctx context.Context, boot []string, group string) (int32, e
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("chaos: FindCoordinator %s: %w", group, err)
+			return 0, fmt.Errorf("chaos: FindCoordinator %s: %w", key, err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -118,7 +120,7 @@ func runCoordinatorMove(ctx context.Context, cfg Config, t target, f Fault, r *r
 		return err
 	}
 	defer cl.Close()
-	found, err := findCoordinator(ctx, t.Bootstrap(), group)
+	found, err := findCoordinator(ctx, t.Bootstrap(), group, 0)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,8 @@
 // attached through commands), load.go (producers, consumers, per-second samples),
 // watch.go (leaders and brokers over time, from Kafka Metadata), faults.go (running the
 // schedule), storage.go and zones.go (file system and zone faults), coordinator.go
-// (coordinator-move, coordinator-kill), report.go (per-fault figures, text, JSON, PNG),
+// (coordinator-move, coordinator-kill), txn.go (--txn: transactional writers and their
+// read_committed check; txn-coordinator-kill), report.go (per-fault figures, text, JSON, PNG),
 // targets.go (issue 22's figures beside their targets, the time to leaders spread again
 // after a return), chaos.go (Run).
 //

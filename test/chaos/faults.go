@@ -88,16 +88,24 @@ func runFault(ctx context.Context, cfg Config, t target, w *watcher, f Fault, r 
 		victim = busiest(w, t.Brokers(), r)
 	}
 	if f.Kind == CoordinatorKill {
-		id, err := findCoordinator(ctx, t.Bootstrap(), cfg.group())
+		id, err := findCoordinator(ctx, t.Bootstrap(), cfg.group(), 0)
 		if err != nil {
 			return fail(err)
 		}
 		victim = id
 		ev.Note = coordinatorNote(cfg, t, id)
 	}
+	if f.Kind == TxnCoordinatorKill {
+		id, err := findCoordinator(ctx, t.Bootstrap(), cfg.txnID(0), 1)
+		if err != nil {
+			return fail(err)
+		}
+		victim = id
+		ev.Note = fmt.Sprintf("FindCoordinator named broker %d for transactional id %s", id, cfg.txnID(0))
+	}
 	log.Info("fault", "fault", f, "broker", victim)
 	switch f.Kind {
-	case Kill, CoordinatorKill:
+	case Kill, CoordinatorKill, TxnCoordinatorKill:
 		ev.Brokers = []int32{victim}
 		ev.Steps = []EventStep{{victim, time.Now()}}
 		if err := t.Kill(victim); err != nil {

@@ -23,8 +23,10 @@ type Report struct {
 	Faults   []FaultReport   `json:"faults"`
 	Timeline []Sample        `json:"timeline"`
 	Check    ackcheck.Report `json:"check"`
-	OK       bool            `json:"ok"`
-	Baseline LatencyFigures  `json:"baseline"`
+	// Txn is the transactional mode's check (--txn; txn.go).
+	Txn      *TxnReport     `json:"txn,omitempty"`
+	OK       bool           `json:"ok"`
+	Baseline LatencyFigures `json:"baseline"`
 	// Targets are issue 22's figures, each beside its target with pass or fail
 	// (targets.go).
 	Targets []TargetResult `json:"targets"`
@@ -492,6 +494,9 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	writeTargets(w, r.Targets)
 	fmt.Fprintf(w, "\ncheck: %s\n", r.Check.String())
+	if r.Txn != nil {
+		fmt.Fprintf(w, "check: %s\n", r.Txn)
+	}
 	if r.OK {
 		fmt.Fprintln(w, "verdict: OK — nothing acked was lost, duplicated or changed; the group resumed at its commits")
 	} else {

@@ -37,7 +37,7 @@ type TargetResult struct {
 // (so the balancer has leaders to give back to them).
 func returns(k FaultKind) bool {
 	switch k {
-	case Kill, KillMany, Pause, Isolate, CoordinatorKill, ZoneOutage, ZonePartition, RollingRestart:
+	case Kill, KillMany, Pause, Isolate, CoordinatorKill, TxnCoordinatorKill, ZoneOutage, ZonePartition, RollingRestart:
 		return true
 	}
 	return false
@@ -73,7 +73,7 @@ func targets(r *Report) []TargetResult {
 			kind = FaultKind(f.Fault[:i])
 		}
 		switch kind {
-		case Kill, CoordinatorKill:
+		case Kill, CoordinatorKill, TxnCoordinatorKill:
 			if f.FirstAck != nil {
 				add(1, "SIGKILL of a broker: first acked write after the kill, p99", f, time.Duration(f.FirstAck.P99), targetKillFirstAck, f.FirstAck.N, "")
 			}
