@@ -102,3 +102,31 @@ func TestIntegrationE2E(t *testing.T) {
 		}
 	}
 }
+
+// txn: for each partitions-per-txn value both producer kinds did work, and
+// every successful transaction has one latency and one commit latency.
+func TestIntegrationTxn(t *testing.T) {
+	b := bootstrap(t)
+	res := runJSON(t, "txn", "--bootstrap", b, "--topic", freshTopic("weir-bench-it-txn"),
+		"--partitions-per-txn", "1,3", "--records-per-txn", "20", "--duration", "2s", "--warmup", "0s")
+	tr := res.Txn
+	if res.Mode != "txn" || tr == nil || len(tr.Runs) != 2 || tr.Runs[0].PartitionsPerTxn != 1 || tr.Runs[1].PartitionsPerTxn != 3 {
+		t.Fatalf("txn result = %+v", tr)
+	}
+	for _, r := range tr.Runs {
+		for name, m := range map[string]TxnModeResult{"idempotent": r.Idempotent, "transactional": r.Transactional} {
+			if m.Transactions == 0 || m.Failed != 0 || m.Records != m.Transactions*20 || m.RecordsPerSec <= 0 || m.TransactionsPerSec <= 0 {
+				t.Fatalf("%d partitions, %s = %+v", r.PartitionsPerTxn, name, m)
+			}
+			if m.Latency == nil || m.Latency.Count != m.Transactions || m.Latency.P50 <= 0 {
+				t.Fatalf("%d partitions, %s latency = %+v", r.PartitionsPerTxn, name, m.Latency)
+			}
+		}
+		if c := r.Transactional.CommitLatency; c == nil || c.Count != r.Transactional.Transactions || c.Max > r.Transactional.Latency.Max {
+			t.Fatalf("%d partitions: commit latency %+v, transaction latency %+v", r.PartitionsPerTxn, c, r.Transactional.Latency)
+		}
+		if r.Idempotent.CommitLatency != nil || r.ThroughputRatio <= 0 {
+			t.Fatalf("%d partitions: idempotent commit latency %+v, ratio %v", r.PartitionsPerTxn, r.Idempotent.CommitLatency, r.ThroughputRatio)
+		}
+	}
+}

@@ -22,7 +22,7 @@ import (
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		printUsage(stderr)
-		return errors.New("weir bench: missing subcommand (produce, consume, e2e or disk)")
+		return errors.New("weir bench: missing subcommand (produce, consume, e2e, txn or disk)")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -47,6 +47,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runProduce(ctx, cfg, stdout, stderr)
 	case "consume":
 		return runConsume(ctx, cfg, stdout, stderr)
+	case "txn":
+		return runTxn(ctx, cfg, stdout, stderr)
 	default:
 		return runE2E(ctx, cfg, stdout, stderr)
 	}
@@ -96,6 +98,9 @@ type config struct {
 	sizes sizeList
 	count int
 
+	partitionsPerTxn intList // txn: one measurement per value
+	recordsPerTxn    int
+
 	// explicit records which flags the user typed, so presets and
 	// derived defaults never override them.
 	explicit map[string]bool
@@ -144,7 +149,7 @@ func presetNames() []string {
 	return names
 }
 
-func subcommands() []string { return []string{"produce", "consume", "e2e", "disk"} }
+func subcommands() []string { return []string{"produce", "consume", "e2e", "txn", "disk"} }
 
 // newFlagSet builds the FlagSet of one subcommand, bound to cfg.
 func newFlagSet(mode string, cfg *config, out io.Writer) *flag.FlagSet {
@@ -169,11 +174,15 @@ func newFlagSet(mode string, cfg *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated seed brokers, each `host:port`")
 	cfg.sec.BindFlags(fs)
 	fs.StringVar(&cfg.clientID, "client-id", defaultClientID, "Kafka client.id of every client the bench opens; Weir reads a zone tag in it (e.g. weir_az=us-east-1a) and routes the client to brokers of that zone")
-	fs.StringVar(&cfg.rack, "rack", "", "the clients' rack (Kafka client.rack, `zone`), sent with fetches (KIP-392): consumers read from a replica in that zone; empty = none")
 	fs.StringVar(&cfg.topic, "topic", "weir-bench", "`name` of the topic to use")
+	fs.BoolVar(&cfg.json, "json", false, "print one JSON object with all results to stdout at the end (progress lines go to stderr)")
+	if mode == "txn" {
+		bindTxnFlags(fs, cfg)
+		return fs
+	}
+	fs.StringVar(&cfg.rack, "rack", "", "the clients' rack (Kafka client.rack, `zone`), sent with fetches (KIP-392): consumers read from a replica in that zone; empty = none")
 	fs.StringVar(&cfg.preset, "preset", "", "OpenMessaging Benchmark workload `name` to mimic: "+strings.Join(presetNames(), ", ")+"; sets topic, partitions, record-size, rate, producers and consumers unless those flags are given")
 	fs.DurationVar(&cfg.interval, "interval", 5*time.Second, "time between progress lines (and points of the per-interval series)")
-	fs.BoolVar(&cfg.json, "json", false, "print one JSON object with all results to stdout at the end (progress lines go to stderr)")
 	fs.StringVar(&cfg.plot, "plot", "", "write a PNG chart to `FILE.png`: latency p50/p99 per interval and the latency percentile distribution")
 
 	if mode == "produce" || mode == "e2e" {
@@ -237,12 +246,13 @@ func usageOf(fs *flag.FlagSet, synopsis, desc string) {
 }
 
 func printUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: weir bench <produce|consume|e2e|disk|failover|suite> [flags]
+	fmt.Fprint(w, `Usage: weir bench <produce|consume|e2e|txn|disk|failover|suite> [flags]
 
 Benchmarks a Kafka-compatible broker (normally Weir) and its WAL disk.
   produce   produce records, report throughput and ack latency
   consume   consume records, report throughput
   e2e       produce and consume at once, report end-to-end latency
+  txn       transactional produce beside idempotent produce: throughput, commit latency
   disk      measure sequential write+fdatasync limits of a directory
   failover  run a cluster of processes, SIGKILL a broker, move partitions, restart,
             SIGSTOP, kill the controller leader: time how long partitions stay
@@ -251,7 +261,7 @@ Benchmarks a Kafka-compatible broker (normally Weir) and its WAL disk.
             throughput per core, end to end on 3+3, scaling, cold reads) and print one
             table of ratios and targets (weir bench suite --help; make bench)
 
-Every subcommand prints a progress line every --interval and a summary at the end;
+Every subcommand prints a progress line every --interval (txn: one per measurement) and a summary at the end;
 --json prints the results as one JSON object instead, --plot draws them to a PNG.
 Presets (--preset) after OpenMessaging Benchmark workloads:
 `)
@@ -375,7 +385,7 @@ func (c *config) validate() error {
 		}
 		return nil
 	}
-	if c.interval <= 0 {
+	if c.mode != "txn" && c.interval <= 0 {
 		return errors.New("--interval must be positive")
 	}
 	if c.bootstrap == "" || c.topic == "" {
@@ -389,6 +399,9 @@ func (c *config) validate() error {
 	}
 	if c.warmup < 0 || c.duration < 0 || c.drainTimeout < 0 {
 		return errors.New("durations must not be negative")
+	}
+	if c.mode == "txn" {
+		return c.validateTxn()
 	}
 	if c.mode == "produce" || c.mode == "e2e" {
 		if c.producers < 1 || c.partitions < 1 {

@@ -181,3 +181,24 @@ func TestHelp(t *testing.T) {
 		t.Errorf("no subcommand: err %v, stderr %q", err, errOut.String())
 	}
 }
+
+func TestTxnFlags(t *testing.T) {
+	c := parse(t, "txn")
+	if c.partitionsPerTxn.String() != "1,10" || c.recordsPerTxn != 100 || c.producers != 1 || c.recordSize != 1024 ||
+		c.settings["partitions-per-txn"] != "1,10" {
+		t.Fatalf("txn defaults = %+v", c)
+	}
+	c = parse(t, "txn", "--partitions-per-txn", "2, 5", "--records-per-txn", "7", "--producers", "3")
+	if c.partitionsPerTxn.String() != "2,5" || c.recordsPerTxn != 7 || c.producers != 3 {
+		t.Fatalf("txn flags = %+v", c)
+	}
+	// Flags of the other modes are not registered for txn.
+	for _, bad := range [][]string{
+		{"txn", "--rate", "10"}, {"txn", "--preset", "1-topic-1-partition-1kb"},
+		{"txn", "--partitions-per-txn", "0"}, {"txn", "--partitions-per-txn", ""}, {"txn", "--records-per-txn", "0"},
+	} {
+		if _, err := parseArgs(bad, io.Discard, io.Discard); err == nil {
+			t.Errorf("parseArgs(%q) accepted", bad)
+		}
+	}
+}

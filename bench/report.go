@@ -21,6 +21,7 @@ type Result struct {
 	Produce   *ProduceResult    `json:"produce,omitempty"`
 	Consume   *ConsumeResult    `json:"consume,omitempty"`
 	Disk      *DiskReport       `json:"disk,omitempty"`
+	Txn       *TxnResult        `json:"txn,omitempty"`
 }
 
 // ProduceResult covers the records sent after warmup.
@@ -189,6 +190,9 @@ func printSummary(w io.Writer, res *Result) {
 		if c.Latency != nil {
 			fmt.Fprintf(w, "   end-to-end latency ms: %s\n", latencyLine(c.Latency))
 		}
+	}
+	if t := res.Txn; t != nil {
+		printTxnTable(w, t)
 	}
 	if d := res.Disk; d != nil && res.Mode != "disk" {
 		fmt.Fprintf(w, "\n== disk limit of %s (write+fdatasync)\n%s\n", d.Dir, diskHeader())

@@ -20,7 +20,7 @@ Usage:
   weir group <command>    consumer groups: list, describe with lag, reset offsets, delete (weir group --help)
   weir config <command>   topic and broker configs: describe, set, delete (weir config --help)
   weir partition describe where each partition's data lives: offsets, WAL directories, objects, producers
-  weir bench <kind> ...   benchmarks: produce, consume, e2e, disk, failover (see weir bench --help)
+  weir bench <kind> ...   benchmarks: produce, consume, e2e, txn, disk, failover, suite (see weir bench --help)
   weir chaos [flags]      kill, pause and cut brokers under a verified load; report (see weir chaos --help)
   weir version            print the version
 
