@@ -87,8 +87,20 @@ func (f txnFront) AddOffsets(ctx context.Context, id string, pid int64, epoch in
 }
 
 func (f txnFront) EndTxn(ctx context.Context, id string, pid int64, epoch int16, commit bool) error {
-	return f.b.txns.EndTxn(ctx, id, txn.Producer{ID: pid, Epoch: epoch}, commit)
+	if err := f.b.txns.EndTxn(ctx, id, txn.Producer{ID: pid, Epoch: epoch}, commit); err != nil {
+		return err
+	}
+	// The outcome is durable; answer once its markers are written too (a bounded wait:
+	// txn.Coordinator.AwaitComplete says why), so the producer's next transaction is not
+	// refused while they are.
+	wctx, cancel := context.WithTimeout(ctx, endTxnMarkerWait)
+	defer cancel()
+	f.b.txns.AwaitComplete(wctx, id)
+	return nil
 }
+
+// endTxnMarkerWait bounds how long EndTxn's answer waits for the markers.
+const endTxnMarkerWait = 5 * time.Second
 
 func (f txnFront) Describe(_ context.Context, ids []string) []kafka.TxnDescription {
 	out := make([]kafka.TxnDescription, 0, len(ids))

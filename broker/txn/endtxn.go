@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 )
 
 // EndTxn commits (commit) or aborts the producer's open transaction.
@@ -70,4 +71,30 @@ func (c *Coordinator) fence(ctx context.Context, p *partition, t *txn) error {
 	t.fenceFailed = false
 	c.startMarkers(p, t)
 	return nil
+}
+
+// AwaitComplete waits until id's transaction has left PrepareCommit/PrepareAbort (its
+// markers written and Complete* durable) or ctx ends, polling with a short doubling
+// backoff. The front end calls it after a successful EndTxn before answering: the
+// outcome is decided already, but a producer answered at once begins its next
+// transaction while the markers are still being written and is refused with
+// CONCURRENT_TRANSACTIONS, which clients retry after a backoff of their own (tens of
+// milliseconds) — waiting for the markers, which take a WAL sync or two, is faster.
+// It reports whether the transaction completed.
+func (c *Coordinator) AwaitComplete(ctx context.Context, id string) bool {
+	backoff := 500 * time.Microsecond
+	for {
+		d, err := c.Describe(id)
+		if err != nil || (d.State != PrepareCommit && d.State != PrepareAbort) {
+			return err == nil
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 20*time.Millisecond)
+	}
 }

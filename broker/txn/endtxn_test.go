@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -258,5 +259,37 @@ func TestUnloadStopsMarkers(t *testing.T) {
 		wantErr(t, "EndTxn after Unload", h.end("t", p, true), ErrNotCoordinator)
 		_, err := h.init("t", NoProducer)
 		wantErr(t, "InitProducerID after Unload", err, ErrNotCoordinator)
+	})
+}
+
+// TestAwaitComplete: after EndTxn, AwaitComplete returns once the markers are written
+// and Complete* is durable (true), and gives up when its context ends first (false).
+func TestAwaitComplete(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		p := h.openTxn("t", tp("a", 0))
+		var failing atomic.Bool
+		failing.Store(true)
+		h.markers.setAnswer(func(ctx context.Context, call markerCall) []error {
+			if failing.Load() {
+				return []error{kcode.New("not leader", kcode.NotLeaderOrFollower)}
+			}
+			return make([]error, len(call.partitions))
+		})
+		if err := h.end("t", p, true); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		if h.c.AwaitComplete(ctx, "t") {
+			t.Fatal("AwaitComplete reported completion while every marker was refused")
+		}
+		cancel()
+		failing.Store(false)
+		if !h.c.AwaitComplete(context.Background(), "t") {
+			t.Fatal("AwaitComplete did not see the transaction complete")
+		}
+		if d, _ := h.c.Describe("t"); d.State != CompleteCommit {
+			t.Fatalf("state after AwaitComplete: %v", d.State)
+		}
 	})
 }
