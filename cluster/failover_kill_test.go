@@ -166,7 +166,9 @@ func TestFailoverDeadWALUploadedAndDeleted(t *testing.T) {
 		i := c.LeaderIndex()
 		return i >= 0 && allServed(c.Controller(i).View(), "gc", 2)
 	})
-	testutil.Eventually(t, time.Minute, "the dead broker's WAL directory deleted once uploaded", func() bool {
+	// Two minutes: the upload, the seal and the collector's round each wait their turn
+	// on a machine running the whole suite (a CI run took over one).
+	testutil.Eventually(t, 2*time.Minute, "the dead broker's WAL directory deleted once uploaded", func() bool {
 		_, err := os.Stat(dirs[0])
 		return os.IsNotExist(err)
 	})
