@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -65,17 +66,32 @@ func freePort(t testing.TB) int {
 	t.Helper()
 	handedOut.Lock()
 	defer handedOut.Unlock()
-	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Below Linux's ephemeral range (32768 and up), which the kernel hands out for port-0
+	// binds and for outgoing connections: a port found free by binding port 0 could be
+	// taken by any client's connect, or another package's test, before the process we
+	// start binds it (a CI run lost a controller so: "bind: address already in use").
+	// Ports here are taken only by an explicit bind. Checked for TCP and UDP (gossip
+	// binds both).
+	for tries := 0; ; tries++ {
+		port := 20000 + rand.IntN(12000)
+		if handedOut.ports[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			t.Fatal(err)
+			if tries > 1000 {
+				t.Fatalf("no free port below the ephemeral range: %v", err)
+			}
+			continue
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		if !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			return port
+		pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
 		}
+		pc.Close()
+		handedOut.ports[port] = true
+		return port
 	}
 }
 
