@@ -19,19 +19,30 @@ const offsetsTopic = metadata.OffsetsTopic
 // coordinatorPartition returns the __consumer_offsets partition of group, creating the
 // topic if it does not exist yet.
 func (b *Broker) coordinatorPartition(ctx context.Context, g string, create bool) (*metadata.Topic, int32, error) {
-	t := b.meta.View().Topics[offsetsTopic]
-	if t == nil && create {
-		_, err := b.meta.CreateTopic(ctx, metadata.TopicSpec{Name: offsetsTopic, Partitions: b.cfg.OffsetsTopicPartitions, ReplicationFactor: -1,
-			Configs: map[string]string{"cleanup.policy": "compact"}}, false)
-		if err != nil && !errors.Is(err, metadata.ErrTopicExists) {
-			return nil, 0, err
-		}
-		t = b.meta.View().Topics[offsetsTopic]
-	}
-	if t == nil || len(t.Partitions) == 0 {
-		return nil, 0, metadata.ErrUnknownTopic
+	t, err := b.internalTopic(ctx, offsetsTopic, b.cfg.OffsetsTopicPartitions, create)
+	if err != nil {
+		return nil, 0, err
 	}
 	return t, groupIndex(g, len(t.Partitions)), nil
+}
+
+// internalTopic returns a coordinator's internal topic (__consumer_offsets,
+// __transaction_state), creating it compacted with partitions partitions if it does not
+// exist yet and create is set.
+func (b *Broker) internalTopic(ctx context.Context, name string, partitions int32, create bool) (*metadata.Topic, error) {
+	t := b.meta.View().Topics[name]
+	if t == nil && create {
+		_, err := b.meta.CreateTopic(ctx, metadata.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: -1,
+			Configs: map[string]string{"cleanup.policy": "compact"}}, false)
+		if err != nil && !errors.Is(err, metadata.ErrTopicExists) {
+			return nil, err
+		}
+		t = b.meta.View().Topics[name]
+	}
+	if t == nil || len(t.Partitions) == 0 {
+		return nil, metadata.ErrUnknownTopic
+	}
+	return t, nil
 }
 
 // groupIndex is the __consumer_offsets partition of group g when the topic has n

@@ -23,17 +23,9 @@ const txnStateTopic = txn.TopicName
 // txnPartition returns the __transaction_state partition of id, creating the topic if it
 // does not exist yet (create).
 func (b *Broker) txnPartition(ctx context.Context, id string, create bool) (*metadata.Topic, int32, error) {
-	t := b.meta.View().Topics[txnStateTopic]
-	if t == nil && create {
-		_, err := b.meta.CreateTopic(ctx, metadata.TopicSpec{Name: txnStateTopic, Partitions: int32(b.cfg.Txn.Partitions), ReplicationFactor: -1,
-			Configs: map[string]string{"cleanup.policy": "compact"}}, false)
-		if err != nil && !errors.Is(err, metadata.ErrTopicExists) {
-			return nil, 0, err
-		}
-		t = b.meta.View().Topics[txnStateTopic]
-	}
-	if t == nil || len(t.Partitions) == 0 {
-		return nil, 0, metadata.ErrUnknownTopic
+	t, err := b.internalTopic(ctx, txnStateTopic, int32(b.cfg.Txn.Partitions), create)
+	if err != nil {
+		return nil, 0, err
 	}
 	if len(t.Partitions) != b.cfg.Txn.Partitions {
 		// The placement of ids depends on the count: a topic made with another count

@@ -109,16 +109,37 @@ func (w txnMarkers) WriteMarkers(ctx context.Context, producer txn.Producer, com
 
 // local appends the marker to the partitions idx of parts, led here.
 func (w txnMarkers) local(v *metadata.View, m recbatch.Marker, parts []txn.TopicPartition, idx []int) []error {
-	errs := make([]error, len(idx))
-	dones := make([]chan error, len(idx))
+	refs := make([]markerRef, len(idx))
 	for j, i := range idx {
-		dones[j] = make(chan error, 1)
-		backend{w.b}.AppendMarker(v.Topics[parts[i].Topic], parts[i].Partition, m, func(err error) { dones[j] <- err })
+		refs[j] = markerRef{v.Topics[parts[i].Topic], parts[i].Partition}
 	}
+	dones := w.b.appendMarkers(m, refs)
+	errs := make([]error, len(idx))
 	for j := range idx {
 		errs[j] = <-dones[j]
 	}
 	return errs
+}
+
+// markerRef is a partition a marker goes to (t nil: unknown here).
+type markerRef struct {
+	t     *metadata.Topic
+	index int32
+}
+
+// appendMarkers appends m to each partition of refs led here and returns a channel per
+// partition that receives its outcome once (an unknown partition: ErrUnknownTopic).
+func (b *Broker) appendMarkers(m recbatch.Marker, refs []markerRef) []chan error {
+	dones := make([]chan error, len(refs))
+	for i, r := range refs {
+		dones[i] = make(chan error, 1)
+		if r.t == nil || r.index < 0 || int(r.index) >= len(r.t.Partitions) {
+			dones[i] <- fmt.Errorf("%w: partition %d", metadata.ErrUnknownTopic, r.index)
+			continue
+		}
+		backend{b}.AppendMarker(r.t, r.index, m, func(err error) { dones[i] <- err })
+	}
+	return dones
 }
 
 // remote asks leader to append the marker to the partitions idx of parts (OpMarkers).
@@ -175,19 +196,14 @@ func (e markerRefused) KafkaCode() int16 { return e.code }
 func (b *Broker) serveMarkers(req peer.MarkersRequest, respond func([]byte)) {
 	v := b.meta.View()
 	m := recbatch.Marker{ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Commit: req.Commit, CoordinatorEpoch: req.CoordinatorEpoch}
-	codes := make([]int16, len(req.Parts))
-	dones := make([]chan error, len(req.Parts))
+	refs := make([]markerRef, len(req.Parts))
 	for i, pr := range req.Parts {
-		dones[i] = make(chan error, 1)
-		t := v.TopicByID(pr.Topic)
-		if t == nil || pr.Partition < 0 || int(pr.Partition) >= len(t.Partitions) {
-			dones[i] <- fmt.Errorf("%w: %x/%d", metadata.ErrUnknownTopic, pr.Topic[:], pr.Partition)
-			continue
-		}
-		backend{b}.AppendMarker(t, pr.Partition, m, func(err error) { dones[i] <- err })
+		refs[i] = markerRef{v.TopicByID(pr.Topic), pr.Partition}
 	}
+	dones := b.appendMarkers(m, refs)
 	go func() {
-		for i := range req.Parts {
+		codes := make([]int16, len(dones))
+		for i := range dones {
 			codes[i] = kafka.ErrorCode(<-dones[i])
 		}
 		respond(peer.AppendMarkersAnswer(nil, codes))

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 
+	"github.com/weir-io/weir/controller/ctlwire"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -55,7 +56,7 @@ func (c *decommissionBrokerCmd) apply(m *machine) (any, bool, error) {
 		return nil, false, nil
 	case b.Active():
 		return nil, false, fmt.Errorf("%w: broker %d is %s (epoch %d): drain it, stop it, and decommission it once the controllers have fenced it",
-			metadata.ErrBrokerState, c.ID, stateName(b), b.Epoch)
+			metadata.ErrBrokerState, c.ID, ctlwire.StateOf(b), b.Epoch)
 	}
 	if n := partitionsLedBy(m.st.Topics, c.ID); n > 0 {
 		return nil, false, fmt.Errorf("%w: broker %d still leads %d partitions (no active broker could take them over): start a broker first",
@@ -64,14 +65,6 @@ func (c *decommissionBrokerCmd) apply(m *machine) (any, bool, error) {
 	b.State = metadata.BrokerDecommissioned
 	m.st.Brokers[c.ID] = b
 	return nil, true, nil
-}
-
-// stateName is a broker's state as the admin tools print it ("" is active).
-func stateName(b metadata.Broker) metadata.BrokerState {
-	if b.State == "" {
-		return metadata.BrokerActive
-	}
-	return b.State
 }
 
 // partitionsLedBy counts the partitions broker id leads or is the target of a move to.
