@@ -148,7 +148,8 @@ func (a *admin) offsets(ctx context.Context, topic string, end bool) (map[int32]
 	}
 	// A partition's leader may not know a just-created topic yet (each broker's view
 	// follows the controllers a moment later), and a leader may be moving: those
-	// answers are retriable, as every Kafka client treats them.
+	// answers are retriable, as every Kafka client treats them. So is a broker that
+	// cannot be reached (restarting after a fence): its partitions move or it comes back.
 	deadline := time.Now().Add(30 * time.Second)
 	var lo kadm.ListedOffsets
 	for {
@@ -161,7 +162,8 @@ func (a *admin) offsets(ctx context.Context, topic string, end bool) (map[int32]
 			break
 		}
 		var ke *kerr.Error
-		if !errors.As(err, &ke) || !ke.Retriable || time.Now().After(deadline) {
+		fatal := errors.As(err, &ke) && !ke.Retriable
+		if fatal || ctx.Err() != nil || time.Now().After(deadline) {
 			return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
 		}
 		select {
