@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weir-io/weir/cluster"
+	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/controller/ctlclient"
 	"github.com/weir-io/weir/internal/testutil"
 )
@@ -27,7 +28,11 @@ import (
 // directories (the new leader reads the old one's WAL; nothing was copied).
 func TestPartitionDescribe(t *testing.T) {
 	dir := t.TempDir()
-	c, err := cluster.Start(cluster.Config{Dir: dir, Controllers: 1, Brokers: 3, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c, err := cluster.Start(cluster.Config{Dir: dir, Controllers: 1, Brokers: 3, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ControllerConfig: func(cc *controller.Config) {
+			loadedTimeouts(cc)
+			cc.Balance = false // the partition stays where the test moves it
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

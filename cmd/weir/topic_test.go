@@ -24,7 +24,7 @@ import (
 func startKafkaCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	c, err := cluster.Start(cluster.Config{Dir: t.TempDir(), Controllers: 1, Brokers: 3, NoGossip: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ControllerConfig: loadedTimeouts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -248,7 +248,8 @@ func (l *Lab) runClient(ctx context.Context, zone string, argv ...string) ([]byt
 	cmd.Stderr = f
 	out, err := cmd.Output()
 	if err != nil {
-		return out, fmt.Errorf("zonelab: %s in zone %s: %w (see %s)", strings.Join(argv, " "), zone, err, f.Name())
+		// The lab's directory goes with the test: the error carries the log's end.
+		return out, fmt.Errorf("zonelab: %s in zone %s: %w (see %s); its log ends:\n%s", strings.Join(argv, " "), zone, err, f.Name(), logTail(f.Name(), 20))
 	}
 	return out, nil
 }
@@ -501,4 +502,14 @@ func (l *Lab) Topic(ctx context.Context, zone, topic string) (TopicState, error)
 		st.Records += e.Offset - starts[topic][p].Offset
 	}
 	return st, nil
+}
+
+// logTail returns the last n lines of the file at path (or why it cannot).
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
