@@ -20,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/weir-io/weir/internal/clock"
 )
 
 // Config configures a Coordinator. Zero fields are NOT replaced by defaults;
@@ -132,28 +134,11 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Clock abstracts time so tests can control it.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc arranges for f to run once d has elapsed. f must never be
-	// called synchronously from within AfterFunc itself (the coordinator
-	// calls AfterFunc while holding a group lock that f acquires).
-	AfterFunc(d time.Duration, f func()) Timer
-}
+// Clock and Timer are internal/clock's: the one clock both coordinators schedule by.
+type (
+	Clock = clock.Clock
+	Timer = clock.Timer
+)
 
-// Timer is a handle on a function scheduled with Clock.AfterFunc.
-type Timer interface {
-	// Stop prevents the function from running if it has not started yet and
-	// reports whether it did so. The coordinator never relies on the result:
-	// every scheduled callback re-checks that it is still current.
-	Stop() bool
-}
-
-// RealClock returns a Clock backed by the time package.
-func RealClock() Clock { return realClock{} }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+// RealClock returns the time package's clock.
+func RealClock() Clock { return clock.Real() }

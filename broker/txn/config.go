@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/weir-io/weir/internal/clock"
 )
 
 // Config configures a Coordinator. Zero fields are not replaced by defaults: start from
@@ -89,26 +91,11 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Clock abstracts time so tests can control it.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc arranges for f to run once d has elapsed, in its own goroutine; never
-	// synchronously from within AfterFunc (the coordinator calls it holding its lock).
-	AfterFunc(d time.Duration, f func()) Timer
-}
+// Clock and Timer are internal/clock's: the one clock both coordinators schedule by.
+type (
+	Clock = clock.Clock
+	Timer = clock.Timer
+)
 
-// Timer is a handle on a function scheduled with Clock.AfterFunc.
-type Timer interface {
-	// Stop prevents the function from running if it has not started yet. The
-	// coordinator never relies on the result: a callback checks that it is still due.
-	Stop() bool
-}
-
-// RealClock returns a Clock backed by the time package (a synctest bubble's fake time
-// inside one).
-func RealClock() Clock { return realClock{} }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                            { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+// RealClock returns the time package's clock.
+func RealClock() Clock { return clock.Real() }
