@@ -116,7 +116,7 @@ func TestVerifyTxnInTransaction(t *testing.T) {
 	if !w.OpenTxn(7) || w.lso() != 0 || w.hw() != 2 {
 		t.Fatalf("open %v, LSO %d, HW %d: want the transaction open from 0, HW 2", w.OpenTxn(7), w.lso(), w.hw())
 	}
-	if coord.asked[0] != "app/t" || coord.count() != 1 {
+	if coord.count() != 1 || coord.asked[0] != "app/t" {
 		t.Fatalf("coordinator asked %v, want app/t once (the second batch is in an open transaction)", coord.asked)
 	}
 }
