@@ -49,6 +49,7 @@ fuzz: ## a short run of every fuzz target
 	$(GO) test ./routing/ -run '^$$' -fuzz FuzzZoneTag -fuzztime 20s
 	$(GO) test ./broker/peer/ -run '^$$' -fuzz FuzzDecoders -fuzztime 20s
 	$(GO) test ./broker/peer/ -run '^$$' -fuzz FuzzDecodeMarkersRequest -fuzztime 20s
+	$(GO) test ./broker/peer/ -run '^$$' -fuzz FuzzDecodeVerifyTxnRequest -fuzztime 20s
 	$(GO) test ./broker/peer/ -run '^$$' -fuzz FuzzAuth -fuzztime 20s
 	$(GO) test ./security/sasl/ -run '^$$' -fuzz FuzzScram -fuzztime 20s
 

@@ -182,6 +182,8 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		PrincipalRules:    cfg.ACL.PrincipalRules(),
 		SlowRequests:      slow,
 		Transactions:      cfg.Transactions,
+		// KIP-890 part 1: txnFront is the TxnVerifier (txnverify.go).
+		VerifyTxnPartitions: cfg.Transactions && cfg.TxnVerify,
 	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Txn: txnFrontEnd, Internal: peerServer{b},
 		PeerAuth: peerHandshake{tokens: b.peerTokens}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil

@@ -139,6 +139,12 @@ type Config struct {
 	// Txn configures the coordinator (its __transaction_state partition count, timeouts).
 	Transactions bool
 	Txn          txn.Config
+	// TxnVerify makes a partition leader ask a producer's transaction coordinator, before
+	// the producer's first transactional batch in the partition, whether the partition
+	// is in its transaction (KIP-890 part 1; Kafka's
+	// transaction.partition.verification.enable): a late batch of an ended transaction
+	// is then refused instead of opening one nobody ends.
+	TxnVerify bool
 
 	// Objects is the object store WAL data moves to (shared by the cluster); nil keeps
 	// everything in the WAL. The tier also needs a metadata store with object manifests.
@@ -258,6 +264,7 @@ func DefaultConfig() Config {
 		Group:                  group.DefaultConfig(),
 		Transactions:           true,
 		Txn:                    txn.DefaultConfig(),
+		TxnVerify:              true,
 		Tier:                   tier.DefaultConfig(),
 		SASL:                   sasl.DefaultConfig(),
 		ACL:                    acl.DefaultConfig(),
@@ -435,6 +442,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Group.OffsetsRetention, "offsets-retention", c.Group.OffsetsRetention, "keep an empty group's committed offsets this long after it became empty (a group that never had members: after the commit); offsets.retention.minutes. 0 = for ever")
 	fs.DurationVar(&c.OffsetsRetentionCheck, "offsets-retention-check-interval", c.OffsetsRetentionCheck, "how often expired offsets, and offsets of deleted topics, are removed")
 	fs.BoolVar(&c.Transactions, "transactions", c.Transactions, "run the transaction coordinator: transactional producers (exactly-once), read_committed consumers; off: transactional producers are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+	fs.BoolVar(&c.TxnVerify, "txn-partition-verification", c.TxnVerify, "before a producer's first transactional batch in a partition, ask its transaction coordinator whether the partition is in its transaction, and refuse the batch (INVALID_TXN_STATE) if not "+
+		"(KIP-890, transaction.partition.verification.enable): a late retry of an ended transaction then cannot hold the partition's last stable offset; costs one coordinator round trip per transaction and partition")
 	fs.IntVar(&c.Txn.Partitions, "txn-state-partitions", c.Txn.Partitions, "partitions of __transaction_state (where transaction coordinators keep their state); every broker of a cluster must use the same count")
 	fs.DurationVar(&c.Txn.MaxTimeout, "txn-max-timeout", c.Txn.MaxTimeout, "the longest transaction timeout a producer may ask for (transaction.max.timeout.ms)")
 	fs.DurationVar(&c.Txn.IDExpiration, "txn-id-expiration", c.Txn.IDExpiration, "forget a transactional id unused this long (transactional.id.expiration.ms)")

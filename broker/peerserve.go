@@ -67,6 +67,8 @@ func (ps peerServer) ServeInternal(body []byte, respond func([]byte)) {
 			return
 		}
 		b.serveMarkers(req, respond)
+	case peer.OpVerifyTxn:
+		b.serveVerifyTxn(body, respond)
 	case peer.OpMoveReady:
 		req, err := peer.DecodeMoveReadyRequest(body)
 		if err != nil {

@@ -393,4 +393,5 @@ func TestTransactions(t *testing.T) {
 	t.Run("consume-transform-produce", func(t *testing.T) { txnTransactionsConsumeTransformProduce(t, c) })
 	t.Run("sarama", func(t *testing.T) { txnTransactionsSarama(t, c) })
 	t.Run("timeout", func(t *testing.T) { txnTransactionTimeoutAborts(t, c) })
+	t.Run("late-batch", func(t *testing.T) { txnLateBatchRefused(t, c) })
 }

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/weir-io/weir/internal/kcode"
@@ -120,4 +121,29 @@ func errMessage(err error) *string {
 	}
 	s := err.Error()
 	return &s
+}
+
+// unverified is the error a transactional batch is refused with when its partition's
+// check (txnverify.go) did not say yes, err being the coordinator's answer or why it
+// could not be asked; nil stays nil. As Kafka's ReplicaManager: a partition not in the
+// transaction (the coordinator's TRANSACTION_ABORTABLE, or a refusal of this broker's
+// right to ask) is INVALID_TXN_STATE; a coordinator that could not answer (not
+// reachable, loading, moved, busy ending the transaction, or timed out) is
+// NOT_ENOUGH_REPLICAS, which every producer retries without refreshing its metadata;
+// PRODUCER_FENCED is INVALID_PRODUCER_EPOCH, which producers expect on Produce.
+func unverified(err error) error {
+	if err == nil {
+		return nil
+	}
+	switch kafkaCode(err) {
+	case kerr.TransactionAbortable.Code, kerr.InvalidTxnState.Code, kerr.ClusterAuthorizationFailed.Code:
+		return fmt.Errorf("%w: partition was not added to the transaction: %w", kerr.InvalidTxnState, err)
+	case kerr.ProducerFenced.Code:
+		return fmt.Errorf("%w: %w", kerr.InvalidProducerEpoch, err)
+	case kerr.NetworkException.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code,
+		kerr.NotCoordinator.Code, kerr.ConcurrentTransactions.Code, kerr.RequestTimedOut.Code,
+		kerr.NotLeaderForPartition.Code, kerr.UnknownServerError.Code:
+		return fmt.Errorf("%w: unable to verify the partition has been added to the transaction: %w", kerr.NotEnoughReplicas, err)
+	}
+	return err
 }

@@ -36,8 +36,10 @@ type fakeBackend struct {
 	refuse func(t *metadata.Topic, index int32) error
 	// appendErr fails every Append (after onApp).
 	appendErr error
-	// reader, when set, serves Reader instead of the empty fake partition.
+	// reader, when set, serves Reader instead of the empty fake partition; writer
+	// likewise serves Writer.
 	reader func(t *metadata.Topic, index int32) Reader
+	writer func(t *metadata.Topic, index int32) Writer
 }
 
 func (f *fakeBackend) refusal(t *metadata.Topic, index int32) error {
@@ -56,6 +58,9 @@ func (f *fakeBackend) Writer(t *metadata.Topic, index int32, zone string) (Write
 	}
 	if err := f.refusal(t, index); err != nil {
 		return nil, err
+	}
+	if f.writer != nil {
+		return f.writer(t, index), nil
 	}
 	return &fakePart{f: f, topic: t.Name}, nil
 }
@@ -146,6 +151,13 @@ func startServer(t *testing.T) (*Server, *fakeBackend) {
 // mods change the front end's configuration first.
 func startServerWith(t *testing.T, meta metadata.Store, mods ...func(*Config)) (*Server, *fakeBackend) {
 	t.Helper()
+	return startServerDeps(t, meta, nil, mods...)
+}
+
+// startServerDeps is startServerWith whose dependencies deps (may be nil) changes
+// first (a transaction coordinator, say).
+func startServerDeps(t *testing.T, meta metadata.Store, deps func(*Deps), mods ...func(*Config)) (*Server, *fakeBackend) {
+	t.Helper()
 	be := &fakeBackend{meta: meta}
 	gcfg := group.DefaultConfig()
 	gcfg.InitialRebalanceDelay = 0
@@ -155,8 +167,11 @@ func startServerWith(t *testing.T, meta metadata.Store, mods ...func(*Config)) (
 	for _, mod := range mods {
 		mod(&cfg)
 	}
-	s := NewServer(cfg,
-		Deps{Meta: meta, Backend: be, Groups: groups, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	d := Deps{Meta: meta, Backend: be, Groups: groups, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if deps != nil {
+		deps(&d)
+	}
+	s := NewServer(cfg, d)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

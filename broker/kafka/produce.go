@@ -14,7 +14,9 @@ package kafka
 // notices). A retried idempotent batch is answered with the offset its original got, once
 // that original is durable. From v10 a partition refused with NOT_LEADER_OR_FOLLOWER
 // names its current leader and that leader's endpoint (KIP-951, leader_hint.go), as
-// Metadata would name it to this client.
+// Metadata would name it to this client. With Config.VerifyTxnPartitions a producer's
+// first transactional batch in a partition waits for its coordinator's word that the
+// partition is in its transaction (KIP-890, txnverify.go).
 //
 // Produce runs on the connection's reader goroutine (not registered as blocking), so the
 // batches of one connection reach the WAL in arrival order; the answer is sent from the
@@ -152,16 +154,35 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 			}
 			tsType, _ := t.Config("message.timestamp.type")
 			pending.Add(1)
-			w.Append(&h, rp.Records, tsType == "LogAppendTime", func(r AppendResult) {
-				if r.Err != nil {
-					fail(out, r.Err, true)
-				} else {
-					out.BaseOffset = r.Base
-					out.LogStartOffset = r.LogStart
-					out.LogAppendTime = r.AppendTime
+			appendIt := func(err error) {
+				if err != nil {
+					fail(out, err, true)
+					finish()
+					return
 				}
-				finish()
-			})
+				w.Append(&h, rp.Records, tsType == "LogAppendTime", func(r AppendResult) {
+					if r.Err != nil {
+						fail(out, r.Err, true)
+					} else {
+						out.BaseOffset = r.Base
+						out.LogStartOffset = r.LogStart
+						out.LogAppendTime = r.AppendTime
+					}
+					finish()
+				})
+			}
+			switch {
+			case s.gate == nil || !h.Transactional():
+				appendIt(nil)
+			case req.TransactionID == nil:
+				// Kafka's rule: a transactional batch comes with the transactional id
+				// whose coordinator is asked.
+				appendIt(kerr.TransactionalIDAuthorizationFailed)
+			default:
+				// KIP-890: the producer's first batch here waits for its coordinator
+				// (txnverify.go); the reader goes on meanwhile.
+				s.gate.admit(s.ctx, *req.TransactionID, t, rp.Partition, h.ProducerID, h.ProducerEpoch, w, appendIt)
+			}
 		}
 	}
 	finish()

@@ -63,6 +63,13 @@ type Config struct {
 	// transaction coordinator); off, they are refused (recbatch.ErrTransactional:
 	// INVALID_TXN_STATE).
 	Transactions bool
+	// VerifyTxnPartitions checks, before a producer's first transactional batch in a
+	// partition, that its coordinator has the partition in the producer's transaction
+	// (KIP-890 part 1, Kafka's transaction.partition.verification.enable; txnverify.go);
+	// it needs a Deps.Txn that is a TxnVerifier. VerifyTxnTimeout bounds one check
+	// (0: DefaultVerifyTxnTimeout).
+	VerifyTxnPartitions bool
+	VerifyTxnTimeout    time.Duration
 }
 
 // Deps is what the front end serves from.
@@ -93,6 +100,7 @@ type Server struct {
 	be       Backend
 	groups   *group.Coordinator
 	txn      TxnCoordinator
+	gate     *txnGate // KIP-890's check on the produce path; nil: off
 	internal InternalHandler
 	peerAuth PeerAuthenticator
 	zones    zoneViews
@@ -132,6 +140,7 @@ func NewServer(cfg Config, d Deps) *Server {
 	s := &Server{cfg: cfg, meta: d.Meta, be: d.Backend, groups: d.Groups, txn: d.Txn, internal: d.Internal, peerAuth: d.PeerAuth, log: d.Logger, now: d.Now,
 		metrics: newMetrics(d.Registerer), conns: map[*conn]struct{}{}}
 	s.lim = newLimiter(cfg.Limits, s.metrics.set, d.Logger)
+	s.gate = newTxnGate(cfg, d.Txn)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sasl = newSASLServer(cfg.SASL, d.Meta, s.metrics.set)
 	s.internalRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_internal_requests_refused_total",

@@ -40,6 +40,22 @@ type TxnCoordinator interface {
 	List(ctx context.Context, states []string, pids []int64) []TxnListing
 }
 
+// TxnVerifier is the TxnCoordinator capability the produce path's KIP-890 check uses
+// (txnverify.go): it asks the coordinator of txnID, on this broker or another, whether
+// topic/partition is in the ongoing transaction of producer pid with epoch. nil: yes;
+// otherwise the coordinator's refusal with its Kafka code (TRANSACTION_ABORTABLE: not
+// in it), or why it could not be asked. It returns by ctx's end.
+type TxnVerifier interface {
+	VerifyTxn(ctx context.Context, txnID string, pid int64, epoch int16, topic string, partition int32) error
+}
+
+// TxnWriter is the Writer capability the check needs: whether producer pid has an open
+// transaction in the partition (appended, synced or not); a Writer without it (a zone
+// proxy's, which refuses transactional batches) is not checked.
+type TxnWriter interface {
+	OpenTxn(pid int64) bool
+}
+
 // TxnPartition is one partition of a transaction.
 type TxnPartition struct {
 	Topic     string

@@ -30,6 +30,11 @@
 //	           replicas); a leader without it answers an empty body, and the replica
 //	           falls back to OpFollow
 //	OpWake     answer the replica's long poll in flight now (its partitions changed)
+//	OpMarkers (12) a transaction coordinator's markers for partitions of the receiver
+//	           (markers.go)
+//	OpVerifyTxn (13) a partition leader asks a transaction coordinator whether a
+//	           partition is in a producer's transaction (KIP-890, verifytxn.go); a
+//	           broker without it answers an empty body, and the leader does not check
 //	OpChallenge (5), OpAuth (6): the peer authentication (auth.go); every op has a
 //	           code of its own (TestOpCodesDistinct)
 //

@@ -10,6 +10,7 @@ func TestOpCodesDistinct(t *testing.T) {
 		"OpLinkV1": OpLinkV1, "OpOffsets": OpOffsets, "OpFollow": OpFollow, "OpWake": OpWake,
 		"OpLink": OpLink, "OpFenceLinks": OpFenceLinks, "OpChallenge": OpChallenge, "OpAuth": OpAuth,
 		"OpMoveReady": OpMoveReady, "OpFollowTxn": OpFollowTxn,
+		"OpMarkers": OpMarkers, "OpVerifyTxn": OpVerifyTxn,
 	}
 	seen := map[byte]string{}
 	for name, op := range ops {
