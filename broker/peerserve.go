@@ -8,6 +8,7 @@ import (
 	"github.com/weir-io/weir/broker/kafka"
 	"github.com/weir-io/weir/broker/partlog"
 	"github.com/weir-io/weir/broker/peer"
+	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/wal"
 )
 
@@ -90,7 +91,8 @@ func (ps peerServer) ServeInternal(body []byte, respond func([]byte)) {
 
 // serveLinks takes a proxy's links into the logs of the partitions led here: each is
 // read back from the proxy's WAL and checked (partlog.VerifyLink: a link to bytes that
-// cannot be read must not be acked), prepared (session fence, sequence checks, offsets)
+// cannot be read must not be acked), prepared (session fence, sequence and transaction
+// checks, offsets: partlog.PrepareLinkData)
 // and appended to this broker's WAL as a RecLink, and answered once synced, with the
 // lease still valid, like a produce. Every answer says what it proves (peer.LinkClass).
 func (b *Broker) serveLinks(req peer.LinkRequest, respond func([]byte)) {
@@ -109,6 +111,13 @@ func (b *Broker) serveLinks(req peer.LinkRequest, respond func([]byte)) {
 		p := b.parts.Get(l.Topic, l.Partition)
 		if p == nil || !leaseOK {
 			res[i] = refusedLink(partlog.ErrNotLeader)
+			finish()
+			continue
+		}
+		if l.Transactional() && !b.cfg.Transactions {
+			// As this broker's front end answers a transactional produce (the proxy's
+			// own configuration let it through).
+			res[i] = refusedLink(recbatch.ErrTransactional)
 			finish()
 			continue
 		}
@@ -167,7 +176,7 @@ func (b *Broker) appendLink(p *partlog.Partition, l *partlog.Link, session uint6
 	var res partlog.Prepared
 	b.wal.Append(wal.Entry{
 		Type:    partlog.RecLink,
-		Payload: partlog.AppendLink(make([]byte, 0, partlog.LinkLen), l),
+		Payload: partlog.AppendLink(make([]byte, 0, partlog.MaxLinkLen), l),
 		Prepare: func(pl []byte) error {
 			// On the committer, in log order with fenceLinks' barrier: a link after a
 			// fence of its session is never prepared.

@@ -37,8 +37,12 @@ import (
 // answer that was lost, the log end the leader gave after fencing the link sessions it
 // may have gone on (fenceEnds). Links of one
 // partition leave in WAL order on one connection, so an idempotent producer's sequence
-// reaches the leader in order; the leader's checks (sequence, epoch, leadership) answer
-// exactly as they would a direct produce.
+// reaches the leader in order; the leader's checks (sequence, epoch, leadership, the
+// producer's transaction) answer exactly as they would a direct produce. A link carries
+// the batch's transactional attribute (partlog.Link.Attributes), so a transactional
+// batch opens its producer's transaction in the partition where the leader links it,
+// as a direct one does; the transaction's markers are the leader's own (the coordinator
+// writes them to the leader, txnmarkers.go), never linked.
 
 // maxLinksPerRequest bounds one link request; maxLinkRequests the requests in flight to
 // one leader.
@@ -358,10 +362,10 @@ func (pw proxyWriter) SetLogStart(context.Context, int64) error { return partlog
 // answers with the leader's answer.
 func (pw proxyWriter) Append(h *recbatch.Header, batch []byte, logAppendTime bool, done func(kafka.AppendResult)) {
 	b := pw.b
-	if h.Transactional() {
-		// A link does not carry a batch's transactional state to the leader yet: a
-		// transactional producer must produce to the leader itself (an untagged client).
-		done(kafka.AppendResult{Err: errTxnThroughProxy})
+	if h.Control() {
+		// Markers are written by their partition's leader only (txnmarkers.go); the
+		// front end refuses a client's control batch before this.
+		done(kafka.AppendResult{Err: partlog.ErrControlLink})
 		return
 	}
 	stamped := int64(-1)
@@ -383,7 +387,11 @@ func (pw proxyWriter) Append(h *recbatch.Header, batch []byte, logAppendTime boo
 			return
 		}
 		data := payload[partlog.BatchRecHdr:]
-		link := partlog.LinkOf(pw.t.ID, pw.index, b.cfg.NodeID, b.epoch, pos+partlog.BatchRecHdr, h, data)
+		link, err := partlog.LinkOf(pw.t.ID, pw.index, b.cfg.NodeID, b.epoch, pos+partlog.BatchRecHdr, h, data)
+		if err != nil {
+			fail(err) // a control batch: refused above already
+			return
+		}
 		var pin *tier.ProxyPin
 		if b.tier != nil {
 			pin = b.tier.PinProxied(link.Key(), pos) // the leader may read it from now on
@@ -689,6 +697,3 @@ func (b *Broker) ProxyPinsHeld() int {
 	}
 	return b.tier.ProxyPinsHeld()
 }
-
-// errTxnThroughProxy refuses a transactional batch on the zone routing path.
-var errTxnThroughProxy = kcode.New("broker: transactional batches are not routed through a zone's proxy yet: produce them without a zone tag (to the leader)", kcode.InvalidTxnState)

@@ -91,7 +91,10 @@ func (pb *proofBroker) proxied(t *testing.T, batch []byte) (partlog.Link, *tier.
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := partlog.LinkOf(pb.topic.ID, 0, pb.cfg.NodeID, pb.epoch, pos+partlog.BatchRecHdr, &h, payload[partlog.BatchRecHdr:])
+	l, err := partlog.LinkOf(pb.topic.ID, 0, pb.cfg.NodeID, pb.epoch, pos+partlog.BatchRecHdr, &h, payload[partlog.BatchRecHdr:])
+	if err != nil {
+		t.Fatal(err)
+	}
 	return l, pb.tier.PinProxied(l.Key(), pos)
 }
 

@@ -33,10 +33,11 @@ func txnCluster(t *testing.T) *Cluster {
 }
 
 // consumeIsolated reads topic from the start with the isolation level until it has want
-// records or the wait passes quietly, and returns the values in order per partition.
-func consumeIsolated(t *testing.T, c *Cluster, topic string, iso kgo.IsolationLevel, want int) []string {
+// records or the wait passes quietly, and returns the values in order per partition;
+// opts add to the consumer's options (a zone tag).
+func consumeIsolated(t *testing.T, c *Cluster, topic string, iso kgo.IsolationLevel, want int, opts ...kgo.Opt) []string {
 	t.Helper()
-	cl := newClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso), kgo.FetchMaxWait(200*time.Millisecond))
+	cl := newClient(t, c, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso), kgo.FetchMaxWait(200 * time.Millisecond)}, opts...)...)
 	var got []string
 	deadline := time.Now().Add(30 * time.Second)
 	quiet := time.Time{}

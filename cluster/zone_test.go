@@ -326,13 +326,19 @@ func TestReadReplica(t *testing.T) {
 // trafficBytes sums weir_traffic_bytes_total series matching want from reg.
 func trafficBytes(t *testing.T, reg *prometheus.Registry, want func(l map[string]string) bool) float64 {
 	t.Helper()
+	return counterSum(t, reg, "weir_traffic_bytes_total", want)
+}
+
+// counterSum sums the series of counter name matching want from reg.
+func counterSum(t *testing.T, reg *prometheus.Registry, name string, want func(l map[string]string) bool) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	sum := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() != "weir_traffic_bytes_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {

@@ -22,6 +22,21 @@
 // more comes with the manifest: the producer snapshot says which transactions were open
 // at its end, each object range which transactions its abort markers ended.
 //
+// Formats. The broker's WAL record types are listed in walrec.go; this package decodes
+// two of them. A RecBatch payload is topicID [16]byte | partition int32 | the batch. A
+// RecLink payload is a Link (link.go), also one link of a peer LinkRequest, big endian,
+// read by its version byte (golden: testdata/link-v1.bin, link-v2.bin):
+//
+//	v1 (87 bytes)  version=1 u8 | topic [16]byte | partition i32 | proxy i32 |
+//	               proxyEpoch i64 | pos i64 | size i32 | crc u32 | lastOffsetDelta i32 |
+//	               maxTimestamp i64 | producerID i64 | producerEpoch i16 |
+//	               baseSequence i32 | base i64 | leaderEpoch i32
+//	v2 (89 bytes)  version=2 u8 | the v1 fields | attributes i16
+//
+// attributes are the batch's transactional bit (never 0 in v2; no other bit is
+// carried, a control batch is never linked). A v1 link, every one written before v2,
+// reads as non-transactional; AppendLink still writes v1 for such a link.
+//
 // Lock rules:
 //   - Each Partition has one mutex guarding all its state; every exported method takes it
 //     briefly and none calls out (network, WAL I/O, other partitions) while holding it.

@@ -21,6 +21,10 @@ var (
 	ErrInvalidTxnState = kcode.New("partlog: batch does not fit the producer's transaction state", kcode.InvalidTxnState)
 	// ErrInvalidMarker: a control batch to append is not a transaction marker.
 	ErrInvalidMarker = kcode.New("partlog: not a transaction marker", kcode.InvalidRecord)
+	// ErrControlLink: a control batch is never linked through a zone proxy: no client
+	// produces one (the front end refuses them too), and a partition's markers are
+	// written by its leader only.
+	ErrControlLink = kcode.New("partlog: a control batch is never linked through a zone proxy", kcode.InvalidRecord)
 	// ErrLoadIncomplete: loading a partition did not find every offset its chain's WALs
 	// must hold up to the end recorded in the chain; it stays unavailable and is loaded
 	// again.

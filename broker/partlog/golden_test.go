@@ -15,9 +15,12 @@ import (
 // The broker's WAL record payloads are pinned by golden files:
 //
 //	testdata/batchrec-v1.bin   a RecBatch payload (topic ID, partition, batch v2 with offsets assigned)
+//	testdata/link-v1.bin       a RecLink payload of a non-transactional batch (link v1)
+//	testdata/link-v2.bin       a RecLink payload of a transactional batch (link v2: attributes)
 //
-// The record type byte is the version: a new layout gets a new type (as RecOffsets was
-// replaced), and replay keeps reading the old ones. Regenerate deliberately with
+// The record type byte is the version of a batch record: a new layout gets a new type
+// (as RecOffsets was replaced), and replay keeps reading the old ones; a link has a
+// version byte of its own (link.go). Regenerate deliberately with
 //
 //	go test ./broker/partlog/ -run Golden -update
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -58,5 +61,45 @@ func TestGoldenBatchRecord(t *testing.T) {
 	}
 	if _, _, _, err := DecodeBatchRec(golden[:BatchRecHdr+10]); err == nil {
 		t.Fatal("a cut record decoded")
+	}
+}
+
+func goldenLink(txn bool) Link {
+	l := Link{Topic: metadata.TopicID{0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, Partition: 17, Proxy: 4, ProxyEpoch: 9, Pos: 4096,
+		Size: 120, CRC: 0xcafef00d, LastOffsetDelta: 2, MaxTimestamp: 1700000000000, ProducerID: 42, ProducerEpoch: 3, BaseSequence: 7,
+		Base: 1000, LeaderEpoch: 5}
+	if txn {
+		l.Attributes = recbatch.AttrTransactional
+	}
+	return l
+}
+
+// RecLink payloads of both versions stay readable: a v1 record (written before links
+// carried attributes, or of a non-transactional batch now) reads as not
+// transactional, and is what AppendLink still writes for such a batch.
+func TestGoldenLinkRecords(t *testing.T) {
+	for _, v := range []struct {
+		file string
+		txn  bool
+		size int
+	}{{"link-v1.bin", false, LinkLenV1}, {"link-v2.bin", true, LinkLenV2}} {
+		want := goldenLink(v.txn)
+		path := filepath.Join("testdata", v.file)
+		if *update {
+			if err := os.WriteFile(path, AppendLink(nil, &want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		golden, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(golden, AppendLink(nil, &want)) {
+			t.Fatalf("AppendLink no longer writes %s: a format change needs a new link version and a new golden file", path)
+		}
+		got, n, err := DecodeLink(golden)
+		if err != nil || got != want || n != v.size || got.Transactional() != v.txn {
+			t.Fatalf("%s decoded as %+v (%d bytes) %v, want %+v", path, got, n, err, want)
+		}
 	}
 }

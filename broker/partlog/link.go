@@ -23,10 +23,24 @@ import (
 // the CRC does not cover), so a stale read of the shared file system is caught and
 // retried, never served.
 
-// LinkLen is the encoded size of a Link (a RecLink payload, and one link on the wire).
-const LinkLen = 1 + 16 + 4 + 4 + 8 + 8 + 4 + 4 + 4 + 8 + 8 + 2 + 4 + 8 + 4
+// LinkLenV1 and LinkLenV2 are the encoded sizes of a Link by version (a RecLink
+// payload, and one link on the wire; the layouts are drawn in doc.go). AppendLink
+// writes the oldest version that says the link: v1 for one without attributes (a
+// non-transactional batch), byte for byte what brokers before v2 write and read, so
+// they keep linking such batches in a cluster being upgraded; v2 for a transactional
+// one. A v1 link reads as attributes 0: not transactional.
+const (
+	LinkLenV1 = 1 + 16 + 4 + 4 + 8 + 8 + 4 + 4 + 4 + 8 + 8 + 2 + 4 + 8 + 4
+	LinkLenV2 = LinkLenV1 + 2
+	// MaxLinkLen is the longest encoding (an encode buffer's capacity).
+	MaxLinkLen = LinkLenV2
+)
 
-const linkVersion = 1
+// linkAttrs are the batch attributes a link carries: the transactional bit, which the
+// leader's transaction state needs (the batch bytes hold all of them anyway). A control
+// batch is never linked: markers are the leader's own (its coordinator writes them
+// there), never a client's.
+const linkAttrs = recbatch.AttrTransactional
 
 // ErrStaleRead: the bytes read from another broker's WAL did not match the CRC their
 // link recorded, even after reopening the file (a shared file system serving stale
@@ -50,24 +64,35 @@ type Link struct {
 	ProducerID      int64
 	ProducerEpoch   int16
 	BaseSequence    int32
+	// Attributes are the batch's attributes the leader acts on (linkAttrs: the
+	// transactional bit); the others are left out.
+	Attributes int16
 	// Set by the leader: the base offset and the leader epoch the batch got (-1 before).
 	Base        int64
 	LeaderEpoch int32
 }
 
 // LinkOf describes batch (validated, stamped if it uses LogAppendTime) as written at pos
-// of the proxy's WAL.
-func LinkOf(id metadata.TopicID, partition int32, proxy int32, proxyEpoch int64, pos wal.Pos, h *recbatch.Header, batch []byte) Link {
+// of the proxy's WAL. A control batch is refused (ErrControlLink).
+func LinkOf(id metadata.TopicID, partition int32, proxy int32, proxyEpoch int64, pos wal.Pos, h *recbatch.Header, batch []byte) (Link, error) {
+	if h.Control() {
+		return Link{}, ErrControlLink
+	}
 	return Link{Topic: id, Partition: partition, Proxy: proxy, ProxyEpoch: proxyEpoch, Pos: pos, Size: int32(len(batch)),
 		CRC: binary.BigEndian.Uint32(batch[17:]), LastOffsetDelta: h.LastOffsetDelta, MaxTimestamp: int64(binary.BigEndian.Uint64(batch[35:])),
-		ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence, Base: -1, LeaderEpoch: -1}
+		ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence, Attributes: h.Attributes & linkAttrs,
+		Base: -1, LeaderEpoch: -1}, nil
 }
 
-// Header is the part of a batch header the link carries (producer state checks).
+// Header is the part of a batch header the link carries (producer state and
+// transaction checks).
 func (l *Link) Header() recbatch.Header {
-	return recbatch.Header{BaseOffset: l.Base, LeaderEpoch: l.LeaderEpoch, LastOffsetDelta: l.LastOffsetDelta, MaxTimestamp: l.MaxTimestamp,
-		ProducerID: l.ProducerID, ProducerEpoch: l.ProducerEpoch, BaseSequence: l.BaseSequence}
+	return recbatch.Header{BaseOffset: l.Base, LeaderEpoch: l.LeaderEpoch, Attributes: l.Attributes, LastOffsetDelta: l.LastOffsetDelta,
+		MaxTimestamp: l.MaxTimestamp, ProducerID: l.ProducerID, ProducerEpoch: l.ProducerEpoch, BaseSequence: l.BaseSequence}
 }
+
+// Transactional reports whether the linked batch is transactional.
+func (l *Link) Transactional() bool { return l.Attributes&recbatch.AttrTransactional != 0 }
 
 // Key is the linked partition's key.
 func (l *Link) Key() Key { return Key{l.Topic, l.Partition} }
@@ -75,9 +100,13 @@ func (l *Link) Key() Key { return Key{l.Topic, l.Partition} }
 // Last is the offset of the batch's last record (valid once Base is set).
 func (l *Link) Last() int64 { return l.Base + int64(l.LastOffsetDelta) }
 
-// AppendLink appends the encoding of l to b.
+// AppendLink appends the encoding of l to b: v1 without attributes, else v2.
 func AppendLink(b []byte, l *Link) []byte {
-	b = append(b, linkVersion)
+	v := byte(1)
+	if l.Attributes != 0 {
+		v = 2
+	}
+	b = append(b, v)
 	b = append(b, l.Topic[:]...)
 	b = binary.BigEndian.AppendUint32(b, uint32(l.Partition))
 	b = binary.BigEndian.AppendUint32(b, uint32(l.Proxy))
@@ -92,17 +121,30 @@ func AppendLink(b []byte, l *Link) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(l.BaseSequence))
 	b = binary.BigEndian.AppendUint64(b, uint64(l.Base))
 	b = binary.BigEndian.AppendUint32(b, uint32(l.LeaderEpoch))
+	if v >= 2 {
+		b = binary.BigEndian.AppendUint16(b, uint16(l.Attributes))
+	}
 	return b
 }
 
-// DecodeLink reads one Link from the start of p (at least LinkLen bytes).
-func DecodeLink(p []byte) (Link, error) {
+// DecodeLink reads one Link from the start of p and returns it with the length of its
+// encoding (by its version: LinkLenV1 or LinkLenV2).
+func DecodeLink(p []byte) (Link, int, error) {
 	var l Link
-	if len(p) < LinkLen {
-		return l, fmt.Errorf("partlog: link of %d bytes is too short", len(p))
+	if len(p) < 1 {
+		return l, 0, errors.New("partlog: empty link")
 	}
-	if p[0] != linkVersion {
-		return l, fmt.Errorf("partlog: link version %d is not supported", p[0])
+	var n int
+	switch p[0] {
+	case 1:
+		n = LinkLenV1
+	case 2:
+		n = LinkLenV2
+	default:
+		return l, 0, fmt.Errorf("partlog: link version %d is not supported", p[0])
+	}
+	if len(p) < n {
+		return l, 0, fmt.Errorf("partlog: link v%d of %d bytes is too short", p[0], len(p))
 	}
 	be := binary.BigEndian
 	copy(l.Topic[:], p[1:17])
@@ -119,10 +161,22 @@ func DecodeLink(p []byte) (Link, error) {
 	l.BaseSequence = int32(be.Uint32(p[71:]))
 	l.Base = int64(be.Uint64(p[75:]))
 	l.LeaderEpoch = int32(be.Uint32(p[83:]))
-	if l.Size < recbatch.HeaderLen || l.LastOffsetDelta < 0 || l.Pos < 0 {
-		return l, fmt.Errorf("partlog: link of %v/%d with size %d, last offset delta %d at %d is invalid", l.Topic, l.Partition, l.Size, l.LastOffsetDelta, l.Pos)
+	if n >= LinkLenV2 {
+		l.Attributes = int16(be.Uint16(p[87:]))
+		if l.Attributes == 0 {
+			// AppendLink writes v1 for it: one encoding per link.
+			return l, 0, fmt.Errorf("partlog: link v2 of %v/%d without attributes", l.Topic, l.Partition)
+		}
 	}
-	return l, nil
+	if l.Size < recbatch.HeaderLen || l.LastOffsetDelta < 0 || l.Pos < 0 {
+		return l, 0, fmt.Errorf("partlog: link of %v/%d with size %d, last offset delta %d at %d is invalid", l.Topic, l.Partition, l.Size, l.LastOffsetDelta, l.Pos)
+	}
+	if l.Attributes&^linkAttrs != 0 || l.Transactional() && l.ProducerID < 0 {
+		// Only a link's own bits, and no transaction without a producer: what LinkOf of
+		// a validated batch gives.
+		return l, 0, fmt.Errorf("partlog: link of %v/%d with attributes %#x, producer %d is invalid", l.Topic, l.Partition, l.Attributes, l.ProducerID)
+	}
+	return l, n, nil
 }
 
 // revalidator is a Reader that can drop what it cached of the file holding pos
@@ -176,6 +230,9 @@ func linkLoc(l *Link, src Reader) *batchLoc {
 		src: &linkReader{in: src, base: l.Base, epoch: l.LeaderEpoch, crc: l.CRC, lastDelta: l.LastOffsetDelta}, from: SourceID{l.Proxy, l.ProxyEpoch}, crc: l.CRC}
 	if l.ProducerID >= 0 {
 		loc.pid, loc.pepoch, loc.pseq = l.ProducerID, l.ProducerEpoch, l.BaseSequence
+		if l.Transactional() {
+			loc.kind = txnData // as for a batch appended here: opens, or belongs to, its producer's transaction
+		}
 	}
 	return loc
 }
@@ -198,6 +255,12 @@ func (p *Partition) PrepareLinkData(l *Link, src Reader, data []byte) (Prepared,
 		return Prepared{}, ErrNotLeader
 	}
 	h := l.Header()
+	if h.Control() {
+		return Prepared{}, ErrControlLink
+	}
+	if h.Transactional() && !h.Idempotent() {
+		return Prepared{}, fmt.Errorf("%w: a transactional link without a producer", ErrInvalidTxnState)
+	}
 	var ps *producerState
 	if h.Idempotent() {
 		ps = p.producers[h.ProducerID]
@@ -208,7 +271,8 @@ func (p *Partition) PrepareLinkData(l *Link, src Reader, data []byte) (Prepared,
 			}
 			return Prepared{}, err
 		}
-		// A link carries no attributes: its batch is never transactional.
+		// The link's attributes say whether its batch is transactional: the same check
+		// as Prepare's.
 		if err := p.checkTxnLocked(&h); err != nil {
 			return Prepared{}, err
 		}
@@ -229,6 +293,9 @@ func (p *Partition) PrepareLinkData(l *Link, src Reader, data []byte) (Prepared,
 		h.BaseOffset = l.Base
 		ps.record(&h, l.Base)
 		loc.pid = h.ProducerID
+		if loc.kind == txnData {
+			p.beginTxnLocked(loc)
+		}
 	}
 	p.batches = append(p.batches, loc)
 	p.next = loc.last + 1

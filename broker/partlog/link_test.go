@@ -2,7 +2,9 @@ package partlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"testing"
 
@@ -15,35 +17,86 @@ import (
 
 func testLink(t *testing.T, batch []byte, pos wal.Pos) Link {
 	t.Helper()
-	h, err := recbatch.ValidateProduce(batch, 0)
+	h, err := recbatch.ValidateProduceWith(batch, recbatch.ProduceRules{Transactional: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return LinkOf(metadata.TopicID{9}, 2, 5, 3, pos, &h, batch)
+	l, err := LinkOf(metadata.TopicID{9}, 2, 5, 3, pos, &h, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 func TestLinkEncoding(t *testing.T) {
 	l := testLink(t, kafkatest.Batch(77, 1, 10, []byte("a"), []byte("b")), 1234)
 	l.Base, l.LeaderEpoch = 500, 4
 	b := AppendLink(nil, &l)
-	if len(b) != LinkLen {
-		t.Fatalf("encoded %d bytes, LinkLen is %d", len(b), LinkLen)
+	if len(b) != LinkLenV1 || b[0] != 1 {
+		t.Fatalf("a non-transactional link encoded in %d bytes, version %d: want v1, %d", len(b), b[0], LinkLenV1)
 	}
-	got, err := DecodeLink(b)
-	if err != nil || got != l {
-		t.Fatalf("round trip: %+v %v, want %+v", got, err, l)
+	got, n, err := DecodeLink(b)
+	if err != nil || got != l || n != LinkLenV1 {
+		t.Fatalf("round trip: %+v %d %v, want %+v", got, n, err, l)
 	}
-	if l.Last() != 501 || l.ProducerID != 77 || l.BaseSequence != 10 || l.LastOffsetDelta != 1 {
+	if l.Last() != 501 || l.ProducerID != 77 || l.BaseSequence != 10 || l.LastOffsetDelta != 1 || l.Transactional() {
 		t.Fatalf("link fields from the batch: %+v", l)
 	}
-	for _, bad := range [][]byte{b[:LinkLen-1], append([]byte{9}, b[1:]...)} {
-		if _, err := DecodeLink(bad); err == nil {
+	for _, bad := range [][]byte{b[:LinkLenV1-1], append([]byte{9}, b[1:]...), nil} {
+		if _, _, err := DecodeLink(bad); err == nil {
 			t.Fatal("a short or unknown-version link decoded")
 		}
 	}
 	neg := AppendLink(nil, &Link{Size: 10})
-	if _, err := DecodeLink(neg); err == nil {
+	if _, _, err := DecodeLink(neg); err == nil {
 		t.Fatal("a link of a 10-byte batch decoded")
+	}
+
+	// A transactional batch's link is v2 and carries the attribute (only that one: the
+	// compression codec stays in the batch bytes).
+	tb := kafkatest.TxnBatch(78, 0, 0, []byte("t"))
+	tb[22] |= 0x01 // gzip in the attributes' low byte (the records are not decoded here)
+	binary.BigEndian.PutUint32(tb[17:], crc32.Checksum(tb[21:], crc32.MakeTable(crc32.Castagnoli)))
+	tl := testLink(t, tb, 99)
+	if tl.Attributes != recbatch.AttrTransactional || !tl.Transactional() {
+		t.Fatalf("attributes of a transactional batch's link: %#x", tl.Attributes)
+	}
+	tenc := AppendLink(nil, &tl)
+	if len(tenc) != LinkLenV2 || tenc[0] != 2 {
+		t.Fatalf("a transactional link encoded in %d bytes, version %d: want v2, %d", len(tenc), tenc[0], LinkLenV2)
+	}
+	if got, n, err := DecodeLink(append(tenc, b...)); err != nil || got != tl || n != LinkLenV2 {
+		t.Fatalf("v2 round trip: %+v %d %v, want %+v", got, n, err, tl)
+	}
+	if _, _, err := DecodeLink(tenc[:LinkLenV2-1]); err == nil {
+		t.Fatal("a cut v2 link decoded")
+	}
+	// What LinkOf never gives does not decode: a v2 link without attributes (one
+	// encoding per link), a control bit, a transaction without a producer.
+	for name, mut := range map[string]func(l *Link){
+		"v2 without attributes": func(l *Link) { l.Attributes = 0 },
+		"control":               func(l *Link) { l.Attributes |= recbatch.AttrControl },
+		"no producer":           func(l *Link) { l.ProducerID = -1 },
+	} {
+		bad := tl
+		mut(&bad)
+		enc := AppendLink(nil, &bad)
+		if bad.Attributes == 0 {
+			enc = append(tenc[:1:1], enc[1:]...)
+			enc = binary.BigEndian.AppendUint16(enc, 0)
+		}
+		if _, _, err := DecodeLink(enc); err == nil {
+			t.Fatalf("%s: decoded", name)
+		}
+	}
+	// A control batch is never linked.
+	m := recbatch.EncodeMarker(recbatch.Marker{ProducerID: 78, Commit: true}, 1)
+	mh, err := recbatch.Parse(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LinkOf(metadata.TopicID{9}, 2, 5, 3, 0, &mh, m); !errors.Is(err, ErrControlLink) {
+		t.Fatalf("LinkOf of a marker: %v", err)
 	}
 }
 

@@ -251,7 +251,7 @@ func (l *Loader) IndexDir(src Source) error {
 // collectLink takes a RecLink at pos of src (read through own) into its partition, if
 // wanted, reading the batch from the proxy's WAL.
 func (l *Loader) collectLink(src Source, own Reader, want map[metadata.TopicID]map[int32]*Partition, ranges map[*Partition][]LogRange, idx *DirIndex, payload []byte, pos wal.Pos) error {
-	lk, err := DecodeLink(payload)
+	lk, _, err := DecodeLink(payload)
 	if err != nil {
 		return fmt.Errorf("partlog: %s at %d: %w", src.Dir, pos, err)
 	}

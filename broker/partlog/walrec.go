@@ -15,7 +15,7 @@ import (
 //	RecProxyBatch  as RecBatch, offsets not assigned: a batch this broker wrote as the
 //	            proxy of another broker's partition (link.go); it is part of the log only
 //	            if the leader linked it
-//	RecLink     a Link (LinkLen bytes, link.go): a batch in a proxy's WAL taken into the
+//	RecLink     a Link (v1 or v2 by its version byte, link.go): a batch in a proxy's WAL taken into the
 //	            log of a partition led here, with the offsets it got
 //
 // Batch bytes are stored exactly as fetchers receive them, so a fetch is a read of

@@ -9,7 +9,8 @@
 //	OpLink     (7) a proxy's links to the leader (zone routing: the batch stays in the
 //	           proxy's WAL, see broker/partlog/link.go), on one link session
 //	           req:  op | proxy int32 | proxyEpoch int64 | session int64 |
-//	                 n int32 | n × link (partlog.LinkLen)
+//	                 n int32 | n × link (partlog.AppendLink: v1, or v2 with the
+//	                 batch's transactional attribute, each by its version byte)
 //	           resp: n int32 | n × (code int16 | class int8 | base int64 | logStart int64)
 //	           class (LinkClass): 0 acked (code 0), 1 refused (not in the log, never
 //	           will be), 2 maybe logged (written from base, not acked: keep the batch)

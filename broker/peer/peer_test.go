@@ -8,10 +8,12 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -19,10 +21,22 @@ func TestWireRoundTrips(t *testing.T) {
 	lr := LinkRequest{Proxy: 3, ProxyEpoch: 9, Session: 1<<40 + 5, Links: []partlog.Link{
 		{Topic: metadata.TopicID{1}, Partition: 2, Proxy: 3, ProxyEpoch: 9, Pos: 100, Size: 80, CRC: 7, LastOffsetDelta: 4, MaxTimestamp: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Base: -1, LeaderEpoch: -1},
 		{Topic: metadata.TopicID{2}, Partition: 0, Proxy: 3, ProxyEpoch: 9, Pos: 300, Size: 61, CRC: 8, ProducerID: 12, ProducerEpoch: 1, BaseSequence: 40, Base: -1, LeaderEpoch: -1},
+		// A transactional link (v2) among v1 ones: each is read by its own version.
+		{Topic: metadata.TopicID{2}, Partition: 1, Proxy: 3, ProxyEpoch: 9, Pos: 400, Size: 70, CRC: 9, ProducerID: 13, ProducerEpoch: 0, BaseSequence: 0, Attributes: recbatch.AttrTransactional, Base: -1, LeaderEpoch: -1},
+		{Topic: metadata.TopicID{3}, Partition: 0, Proxy: 3, ProxyEpoch: 9, Pos: 500, Size: 61, CRC: 10, ProducerID: 14, ProducerEpoch: 0, BaseSequence: 0, Base: -1, LeaderEpoch: -1},
 	}}
-	got, err := DecodeLinkRequest(lr.AppendTo(nil))
+	enc := lr.AppendTo(nil)
+	got, err := DecodeLinkRequest(enc)
 	if err != nil || !reflect.DeepEqual(got, lr) {
 		t.Fatalf("link request: %+v %v", got, err)
+	}
+	if len(enc) != linkRequestHdr+3*partlog.LinkLenV1+partlog.LinkLenV2 {
+		t.Fatalf("link request of %d bytes: only the transactional link is v2", len(enc))
+	}
+	for _, bad := range [][]byte{enc[:len(enc)-1], append(slices.Clone(enc), 0)} {
+		if _, err := DecodeLinkRequest(bad); err == nil {
+			t.Fatalf("a link request of %d bytes (%d encoded) decoded", len(bad), len(enc))
+		}
 	}
 	rs := []LinkResult{{Base: 10, LogStart: 0}, {Code: 45, Class: LinkRefused, Base: -1, LogStart: -1}, {Code: 6, Class: LinkMaybeLogged, Base: 20, LogStart: 0}}
 	if got, err := DecodeLinkResults(AppendLinkResults(nil, rs), 3); err != nil || !reflect.DeepEqual(got, rs) {
@@ -88,6 +102,8 @@ func TestWireRoundTrips(t *testing.T) {
 func FuzzDecoders(f *testing.F) {
 	lr := LinkRequest{Proxy: 3, ProxyEpoch: 9, Links: []partlog.Link{{Topic: metadata.TopicID{1}, Proxy: 3, ProxyEpoch: 9, Size: 80}}}
 	f.Add(lr.AppendTo(nil))
+	txl := LinkRequest{Proxy: 3, ProxyEpoch: 9, Links: []partlog.Link{{Topic: metadata.TopicID{1}, Proxy: 3, ProxyEpoch: 9, Size: 80, ProducerID: 4, Attributes: recbatch.AttrTransactional}}}
+	f.Add(txl.AppendTo(nil))
 	f.Add(AppendLinkResults(nil, []LinkResult{{Base: 1}}))
 	f.Add(AppendOffsetsRequest(nil, []PartitionRef{{Partition: 1}}))
 	fr := FollowRequest{Replica: 2, Parts: []FollowPart{{Partition: 3}}}

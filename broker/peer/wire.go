@@ -87,19 +87,23 @@ func DecodeLinkRequest(b []byte) (LinkRequest, error) {
 	r.Session = binary.BigEndian.Uint64(b[13:])
 	n := int(binary.BigEndian.Uint32(b[21:]))
 	b = b[linkRequestHdr:]
-	if n < 0 || n > maxItems || len(b) != n*partlog.LinkLen {
+	if n < 0 || n > maxItems || len(b) < n*partlog.LinkLenV1 || len(b) > n*partlog.MaxLinkLen {
 		return r, fmt.Errorf("%w: %d links in %d bytes", ErrMalformed, n, len(b))
 	}
 	r.Links = make([]partlog.Link, n)
 	for i := range r.Links {
-		l, err := partlog.DecodeLink(b[i*partlog.LinkLen:])
+		l, size, err := partlog.DecodeLink(b)
 		if err != nil {
-			return r, fmt.Errorf("%w: %w", ErrMalformed, err)
+			return r, fmt.Errorf("%w: link %d: %w", ErrMalformed, i, err)
 		}
+		b = b[size:]
 		if l.Proxy != r.Proxy || l.ProxyEpoch != r.ProxyEpoch {
 			return r, fmt.Errorf("%w: link of broker %d epoch %d in a request of broker %d epoch %d", ErrMalformed, l.Proxy, l.ProxyEpoch, r.Proxy, r.ProxyEpoch)
 		}
 		r.Links[i] = l
+	}
+	if len(b) != 0 {
+		return r, fmt.Errorf("%w: %d bytes after %d links", ErrMalformed, len(b), n)
 	}
 	return r, nil
 }

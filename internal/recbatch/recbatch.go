@@ -65,11 +65,17 @@ type Header struct {
 	RecordCount     int32
 }
 
+// The attribute bits of a batch that say what it is in transactions.
+const (
+	AttrTransactional int16 = 0x10
+	AttrControl       int16 = 0x20
+)
+
 // Transactional reports the transactional attribute bit.
-func (h *Header) Transactional() bool { return h.Attributes&0x10 != 0 }
+func (h *Header) Transactional() bool { return h.Attributes&AttrTransactional != 0 }
 
 // Control reports the control-batch attribute bit.
-func (h *Header) Control() bool { return h.Attributes&0x20 != 0 }
+func (h *Header) Control() bool { return h.Attributes&AttrControl != 0 }
 
 // Idempotent reports whether the batch carries a producer ID.
 func (h *Header) Idempotent() bool { return h.ProducerID >= 0 }
