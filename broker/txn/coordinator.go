@@ -10,7 +10,9 @@ package txn
 // answers, and any other change of it meanwhile is refused with CONCURRENT_TRANSACTIONS
 // (the client retries), as in Kafka: a transactional ID has one producer, which sends
 // one request of its transaction at a time, so the refusals are rare and each change is
-// computed from a state that is current and durable.
+// computed from a state that is current and durable. The exception is an addition
+// behind an addition, which waits for it (add.go's awaitAdd: clients add partitions
+// from each broker connection at once) and is then computed from the state it left.
 
 import (
 	"context"
@@ -97,6 +99,8 @@ type txn struct {
 	m  Meta // durable (but see fenceFailed)
 	// pending is the next state while it is being made durable; nil otherwise.
 	pending *Meta
+	// written is closed when the write of pending ends (add waits on it).
+	written chan struct{}
 	// fenceFailed: a fence's PrepareAbort failed to become durable, and m's epoch holds
 	// the bumped one it tried (so the fenced producer stays fenced, and the next attempt
 	// fences at that same epoch instead of bumping again), as Kafka's
@@ -179,11 +183,12 @@ func (c *Coordinator) current(p *partition, t *txn) bool {
 // stopped being current meanwhile (the record may be in the log: the partition's next
 // load finds it).
 func (c *Coordinator) write(ctx context.Context, p *partition, t *txn, next Meta) error {
-	t.pending = &next
+	t.pending, t.written = &next, make(chan struct{})
 	c.mu.Unlock()
 	err := c.deps.Store.Write(ctx, p.index, p.epoch, Record{TransactionalID: t.id, Meta: next})
 	c.mu.Lock()
 	t.pending = nil
+	close(t.written)
 	switch {
 	case c.closed:
 		return errClosed

@@ -33,7 +33,8 @@
 // Every arrow is a record made durable before the change is visible or answered
 // (state.go computes the next state, coordinator.go's write makes it durable). While a
 // record of an ID is being written, any other change of the ID is answered
-// CONCURRENT_TRANSACTIONS. The answers, state by state (CONCURRENT is
+// CONCURRENT_TRANSACTIONS, but an addition (Add*) behind an addition, which waits for
+// it and is written next. The answers, state by state (CONCURRENT is
 // CONCURRENT_TRANSACTIONS, INVALID is INVALID_TXN_STATE, OK a retry answered again):
 //
 //	                 InitProducerId     Add*            EndTxn(commit)   EndTxn(abort)

@@ -185,7 +185,9 @@ func TestUnknownIDAndBadRequests(t *testing.T) {
 }
 
 // TestConcurrentChangeRefused: while a change of an ID is being made durable, every
-// other change of it is answered CONCURRENT_TRANSACTIONS, and the first one completes.
+// other change of it but an addition is answered CONCURRENT_TRANSACTIONS; an addition
+// waits for it and is written next (a client adds partitions from each broker
+// connection at once), and an addition pending refuses an outcome likewise.
 func TestConcurrentChangeRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
@@ -193,12 +195,38 @@ func TestConcurrentChangeRefused(t *testing.T) {
 		release, done := h.addInFlight("t", p, tp("a", 0))
 		_, err := h.init("t", NoProducer)
 		wantErr(t, "InitProducerID", err, ErrConcurrentTransactions)
-		wantErr(t, "AddPartitions", h.add("t", p, tp("b", 0)), ErrConcurrentTransactions)
 		wantErr(t, "EndTxn", h.end("t", p, true), ErrConcurrentTransactions)
+		second := make(chan error, 1)
+		go func() { second <- h.add("t", p, tp("b", 0)) }()
+		synctest.Wait() // the second addition waits for the first
+		select {
+		case err := <-second:
+			t.Fatalf("the second AddPartitions answered %v while the first was being written", err)
+		default:
+		}
 		release()
 		wantErr(t, "the first AddPartitions", <-done, nil)
-		if d := h.describe("t"); d.State != Ongoing || len(d.Partitions) != 1 {
-			t.Fatalf("after the add: %+v", d)
+		wantErr(t, "the second AddPartitions", <-second, nil)
+		if d := h.describe("t"); d.State != Ongoing || len(d.Partitions) != 2 {
+			t.Fatalf("after the adds: %+v", d)
 		}
+		// An addition waiting gives up with its context, answered retriable.
+		release, done = h.addInFlight("t", p, tp("c", 0))
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { second <- h.c.AddPartitions(ctx, "t", p, []TopicPartition{tp("d", 0)}) }()
+		synctest.Wait()
+		cancel()
+		wantErr(t, "an addition whose context ended", <-second, ErrConcurrentTransactions)
+		release()
+		wantErr(t, "the third AddPartitions", <-done, nil)
+		// An addition behind a commit's prepare being written is refused at once.
+		held := make(chan struct{})
+		h.store.setHook(func(Record) { <-held })
+		go func() { second <- h.end("t", p, true) }()
+		synctest.Wait() // the prepare waits in the store
+		h.store.setHook(nil)
+		wantErr(t, "AddPartitions behind a prepare", h.add("t", p, tp("e", 0)), ErrConcurrentTransactions)
+		close(held)
+		wantErr(t, "the commit", <-second, nil)
 	})
 }

@@ -50,7 +50,12 @@ zone-partition (own cluster); coordinator-move (move the load group's coordinato
 __consumer_offsets partition, gracefully to broker ARG or another; attached, it needs
 --controllers) and coordinator-kill (SIGKILL the group's coordinator, found with
 FindCoordinator, and start it again after --restart-after); with --txn,
-txn-coordinator-kill (the same for the first transactional writer's coordinator).
+txn-coordinator-kill (the same for the first transactional writer's coordinator),
+txn-leader-kill (a writer of its own adds partitions and produces; the leader of one of
+them is SIGKILLed before its commit, started again after --restart-after) and
+txn-producer-pause (a writer of its own stops mid-transaction past its 3 s transaction
+timeout, then commits: the commit must fail, its records stay invisible, and its next
+transactions must commit).
 
 --txn adds transactional writers (--txn-writers, each its own transactional id) to the
 topic TOPIC-txn: each loops begin, --txn-records records, commit, or abort one
@@ -58,7 +63,12 @@ transaction in five on purpose, keeping each outcome as the client saw it (commi
 aborted, unknown: an error). At the end a read_committed reader checks every committed
 transaction is there exactly once, no aborted one (nor any never asked to commit) is
 visible, and each unknown one is all there or all absent; the counts and violations go
-in the report ("txn" in the JSON), and a violation fails the run.
+in the report ("txn" in the JSON), and a violation fails the run. Beside them a
+consume-transform-produce writer (a GroupTransactSession) copies TOPIC-txn-in, fed
+through the run, to TOPIC-txn-out, committing its input offsets in each transaction; at
+the end it drains the input and the check requires, per input partition, the records
+below the committed offset in the output exactly once, none above, and the committed
+offset at the input's end ("ctp" in the JSON).
 
 The group's pause per fault (group_pause) is the longest time between two reads of the
 consumer group in the fault's window, to the millisecond; it cannot be shorter than the
@@ -72,6 +82,7 @@ Examples:
   weir chaos --partitions 1000 --rate 5000 --random --seed 7 --duration 10m --png chaos.png
   weir chaos --duration 70s --fault coordinator-move@20s --fault coordinator-kill@40s
   weir chaos --duration 60s --txn --fault kill@15s --fault txn-coordinator-kill@35s
+  weir chaos --duration 60s --txn --fault txn-leader-kill@15s --fault txn-producer-pause@35s
   weir chaos --bootstrap b1:9092,b2:9092,b3:9092 --kill-cmd 'ssh b{id} sudo systemctl kill -s KILL weir' \
     --start-cmd 'ssh b{id} sudo systemctl start weir' --fault kill:2@30s
 

@@ -39,7 +39,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (*Rep
 	ka := kadm.NewClient(adm)
 	topics := []string{cfg.Topic}
 	if cfg.Txn {
-		topics = append(topics, cfg.txnTopic())
+		topics = append(topics, cfg.txnTopic(), cfg.ctpIn(), cfg.ctpOut())
 	}
 	for _, topic := range topics {
 		if _, err := ka.CreateTopic(ctx, int32(cfg.Partitions), 1, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
@@ -77,10 +77,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (*Rep
 	}
 	defer l.close()
 	var tl *txnLoad
+	var ctp *ctpLoad
 	if cfg.Txn {
 		tl = startTxnLoad(ctx, cfg, boot)
 		defer tl.finish()
-		fmt.Fprintf(out, "transactions: %d writers of %d records per transaction to %s, one in five aborted\n", cfg.TxnWriters, cfg.TxnRecords, cfg.txnTopic())
+		ctp = startCTP(ctx, cfg, boot)
+		defer ctp.finish(ctx, 0)
+		fmt.Fprintf(out, "transactions: %d writers of %d records per transaction to %s, one in five aborted; consume-transform-produce from %s to %s\n",
+			cfg.TxnWriters, cfg.TxnRecords, cfg.txnTopic(), cfg.ctpIn(), cfg.ctpOut())
 	}
 	fmt.Fprintf(out, "load: %.0f records/s of %d B over %d partitions, %d producers, a group of %d, rack readers in %v; faults: %v\n",
 		cfg.Rate, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Members, zones, cfg.Faults)
@@ -88,7 +92,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (*Rep
 	events := make(chan Event, len(cfg.Faults))
 	fctx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
-	go runFaults(fctx, cfg, t, w, l.start, log, events)
+	go runFaults(fctx, cfg, t, w, tl, l.start, log, events)
 	var ran []Event
 	tick := time.NewTicker(cfg.Interval)
 	defer tick.Stop()
@@ -123,6 +127,7 @@ loop:
 	fmt.Fprintln(out, "load stopped; waiting for every produce, then reading everything back")
 	if tl != nil {
 		tl.finish()
+		ctp.finish(ctx, 2*time.Minute)
 	}
 	if err := l.finish(3 * time.Minute); err != nil {
 		return nil, err
@@ -142,7 +147,10 @@ loop:
 			return nil, err
 		}
 		r.Txn = tl.report(reads)
-		r.OK = r.OK && r.Txn.Violations == 0
+		if r.Txn.CTP, err = ctp.check(rctx); err != nil {
+			return nil, err
+		}
+		r.OK = r.OK && r.Txn.OK()
 	}
 	if cfg.PNG != "" {
 		if err := r.WritePNG(cfg.PNG); err != nil {

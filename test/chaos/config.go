@@ -116,10 +116,23 @@ const (
 	// TxnCoordinatorKill (--txn): SIGKILL the broker FindCoordinator (transaction key)
 	// names for the first transactional writer's id, start it again after RestartAfter.
 	TxnCoordinatorKill FaultKind = "txn-coordinator-kill"
+	// TxnLeaderKill (--txn; txnfaults.go): a writer of its own adds partitions to a
+	// transaction and produces; the broker leading one of them is SIGKILLed before the
+	// commit, and started again after RestartAfter.
+	TxnLeaderKill FaultKind = "txn-leader-kill"
+	// TxnProducerPause (--txn; txnfaults.go): a writer of its own stops mid-transaction
+	// past its transaction timeout, then asks to commit: the coordinator must have
+	// aborted it and fenced the producer; its later transactions must commit.
+	TxnProducerPause FaultKind = "txn-producer-pause"
 )
 
+// txnFault reports whether kind needs --txn.
+func txnFault(kind FaultKind) bool {
+	return kind == TxnCoordinatorKill || kind == TxnLeaderKill || kind == TxnProducerPause
+}
+
 // faultKinds lists every kind (the parse error and --help).
-const faultKinds = "kill, kill-many, pause, controller-leader-kill, rolling-restart, isolate, storage-freeze, storage-slow, storage-error, zone-outage, zone-partition, coordinator-move, coordinator-kill, txn-coordinator-kill"
+const faultKinds = "kill, kill-many, pause, controller-leader-kill, rolling-restart, isolate, storage-freeze, storage-slow, storage-error, zone-outage, zone-partition, coordinator-move, coordinator-kill, txn-coordinator-kill, txn-leader-kill, txn-producer-pause"
 
 // group is the load's consumer group.
 func (c *Config) group() string { return "chaos-" + c.Topic }
@@ -182,7 +195,7 @@ func ParseFault(spec string) (Fault, error) {
 			}
 			f.N = n
 		}
-	case ControllerLeaderKill, RollingRestart, StorageFreeze, CoordinatorKill, TxnCoordinatorKill:
+	case ControllerLeaderKill, RollingRestart, StorageFreeze, CoordinatorKill, TxnCoordinatorKill, TxnLeaderKill, TxnProducerPause:
 		if arg != "" {
 			return f, fmt.Errorf("chaos: fault %q takes no argument", spec)
 		}
@@ -302,7 +315,7 @@ func (c *Config) Validate() error {
 		c.Faults = append(c.Faults, fs...)
 	}
 	for _, f := range c.Faults {
-		if f.Kind == TxnCoordinatorKill && !c.Txn {
+		if txnFault(f.Kind) && !c.Txn {
 			return fmt.Errorf("chaos: fault %v needs --txn", f)
 		}
 		if f.At >= c.Duration {

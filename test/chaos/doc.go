@@ -17,7 +17,9 @@
 // watch.go (leaders and brokers over time, from Kafka Metadata), faults.go (running the
 // schedule), storage.go and zones.go (file system and zone faults), coordinator.go
 // (coordinator-move, coordinator-kill), txn.go (--txn: transactional writers and their
-// read_committed check; txn-coordinator-kill), report.go (per-fault figures, text, JSON, PNG),
+// read_committed check; txn-coordinator-kill), txnfaults.go (txn-leader-kill,
+// txn-producer-pause: writers of their own at a chosen step), txnctp.go (the
+// consume-transform-produce writer and its offsets-against-output check), report.go (per-fault figures, text, JSON, PNG),
 // targets.go (issue 22's figures beside their targets, the time to leaders spread again
 // after a return), chaos.go (Run).
 //

@@ -29,7 +29,7 @@ type EventStep struct {
 
 // runFaults runs the schedule in time order (a fault starts at its offset or when the
 // previous one ended, whichever is later) and returns what ran.
-func runFaults(ctx context.Context, cfg Config, t target, w *watcher, start time.Time, log *slog.Logger, events chan<- Event) {
+func runFaults(ctx context.Context, cfg Config, t target, w *watcher, tl *txnLoad, start time.Time, log *slog.Logger, events chan<- Event) {
 	defer close(events)
 	faults := append([]Fault(nil), cfg.Faults...)
 	sort.SliceStable(faults, func(i, j int) bool { return faults[i].At < faults[j].At })
@@ -40,7 +40,7 @@ func runFaults(ctx context.Context, cfg Config, t target, w *watcher, start time
 		case <-ctx.Done():
 			return
 		}
-		ev := runFault(ctx, cfg, t, w, f, r, log)
+		ev := runFault(ctx, cfg, t, w, tl, f, r, log)
 		events <- ev
 	}
 }
@@ -67,7 +67,7 @@ func pick(r *rand.Rand, ids []int32, n int) []int32 {
 	return p[:min(n, len(p))]
 }
 
-func runFault(ctx context.Context, cfg Config, t target, w *watcher, f Fault, r *rand.Rand, log *slog.Logger) Event {
+func runFault(ctx context.Context, cfg Config, t target, w *watcher, tl *txnLoad, f Fault, r *rand.Rand, log *slog.Logger) Event {
 	ev := Event{Fault: f, Start: time.Now()}
 	fail := func(err error) Event {
 		ev.Err = err.Error()
@@ -103,7 +103,9 @@ func runFault(ctx context.Context, cfg Config, t target, w *watcher, f Fault, r 
 		victim = id
 		ev.Note = fmt.Sprintf("FindCoordinator named broker %d for transactional id %s", id, cfg.txnID(0))
 	}
-	log.Info("fault", "fault", f, "broker", victim)
+	if f.Kind != TxnLeaderKill && f.Kind != TxnProducerPause { // they log what they chose
+		log.Info("fault", "fault", f, "broker", victim)
+	}
 	switch f.Kind {
 	case Kill, CoordinatorKill, TxnCoordinatorKill:
 		ev.Brokers = []int32{victim}
@@ -113,6 +115,14 @@ func runFault(ctx context.Context, cfg Config, t target, w *watcher, f Fault, r 
 		}
 		wait(cfg.RestartAfter)
 		if err := t.Start(victim); err != nil {
+			return fail(err)
+		}
+	case TxnLeaderKill:
+		if err := runTxnLeaderKill(ctx, cfg, t, tl, &ev, wait, log); err != nil {
+			return fail(err)
+		}
+	case TxnProducerPause:
+		if err := runTxnProducerPause(ctx, cfg, t, tl, &ev, log); err != nil {
 			return fail(err)
 		}
 	case CoordinatorMove:

@@ -39,6 +39,9 @@ const (
 	txnCommitted = "committed"
 	txnAborted   = "aborted"
 	txnUnknown   = "unknown"
+	// txnExpired: open past its timeout (txn-producer-pause), so the coordinator must
+	// have aborted it whatever the client heard; its records must never be read.
+	txnExpired = "expired"
 )
 
 // txnKey names a transaction: writer and its transaction number.
@@ -60,12 +63,18 @@ type TxnReport struct {
 	Committed  int `json:"committed"`
 	Aborted    int `json:"aborted"`
 	Unknown    int `json:"unknown"`
-	Read       int `json:"read"` // transactional records read with read_committed
+	Expired    int `json:"expired,omitempty"` // aborted by the coordinator past their timeout (txn-producer-pause)
+	Read       int `json:"read"`              // transactional records read with read_committed
 	Violations int `json:"violations"`
 	// Examples are the first violations, and the first errors behind unknown outcomes.
 	Examples []string `json:"examples,omitempty"`
 	Errors   []string `json:"errors,omitempty"`
+	// CTP is the consume-transform-produce writer's check (txnctp.go).
+	CTP *CTPReport `json:"ctp,omitempty"`
 }
+
+// OK reports whether neither check found a violation.
+func (r *TxnReport) OK() bool { return r.Violations == 0 && (r.CTP == nil || r.CTP.Violations == 0) }
 
 // maxTxnExamples bounds Examples and Errors.
 const maxTxnExamples = 20
@@ -77,6 +86,9 @@ type txnLoad struct {
 
 	mu   sync.Mutex
 	txns map[txnKey]*txnState
+	// faultWriters counts the writers faults ran (txnfaults.go), numbered after the
+	// load's.
+	faultWriters int
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -111,9 +123,10 @@ func startTxnLoad(ctx context.Context, cfg Config, boot []string) *txnLoad {
 	return t
 }
 
-func (t *txnLoad) client(w int) (*kgo.Client, error) {
+// client is writer w's, with transaction.timeout.ms timeout.
+func (t *txnLoad) client(w int, timeout time.Duration) (*kgo.Client, error) {
 	return kgo.NewClient(append(clientOpts(t.boot), kgo.TransactionalID(t.cfg.txnID(w)),
-		kgo.TransactionTimeout(15*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionTimeout(timeout), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RecordDeliveryTimeout(20*time.Second))...)
 }
 
@@ -129,7 +142,7 @@ func (t *txnLoad) write(ctx context.Context, w int) {
 	for n := 0; ctx.Err() == nil; n++ {
 		if cl == nil {
 			var err error
-			if cl, err = t.client(w); err != nil {
+			if cl, err = t.client(w, 15*time.Second); err != nil {
 				n-- // nothing began
 				select {
 				case <-ctx.Done():
@@ -209,45 +222,10 @@ func (t *txnLoad) finish() {
 	t.wg.Wait()
 }
 
-// readBack writes one marker record per partition (not transactional) and reads the
-// topic with read_committed from the start until every marker is read: a marker is
-// returned only once every transaction before it is decided (the last stable offset
-// passed it). It returns how many times each value was read.
+// readBack reads the topic with read_committed (readCommitted): how many times each
+// value was read.
 func (t *txnLoad) readBack(ctx context.Context) (map[string]int, error) {
-	prod, err := kgo.NewClient(append(clientOpts(t.boot), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
-	if err != nil {
-		return nil, err
-	}
-	defer prod.Close()
-	var marks []*kgo.Record
-	for p := 0; p < t.cfg.Partitions; p++ {
-		marks = append(marks, &kgo.Record{Topic: t.cfg.txnTopic(), Partition: int32(p), Value: []byte("end-" + strconv.Itoa(p))})
-	}
-	if err := prod.ProduceSync(ctx, marks...).FirstErr(); err != nil {
-		return nil, fmt.Errorf("chaos: writing the end markers of %s: %w", t.cfg.txnTopic(), err)
-	}
-	cons, err := kgo.NewClient(append(clientOpts(t.boot), kgo.ConsumeTopics(t.cfg.txnTopic()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
-	if err != nil {
-		return nil, err
-	}
-	defer cons.Close()
-	reads := map[string]int{}
-	ended := 0
-	for ended < t.cfg.Partitions {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("chaos: reading %s back with read_committed: %d of %d end markers: %w", t.cfg.txnTopic(), ended, t.cfg.Partitions, ctx.Err())
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if strings.HasPrefix(string(r.Value), "end-") {
-				ended++
-				return
-			}
-			reads[string(r.Value)]++
-		})
-	}
-	return reads, nil
+	return readCommitted(ctx, t.boot, t.cfg.txnTopic(), t.cfg.Partitions)
 }
 
 // report checks what was read against the outcomes.
@@ -255,7 +233,7 @@ func (t *txnLoad) report(reads map[string]int) *TxnReport {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := checkTxns(t.txns, t.cfg.TxnRecords, reads)
-	r.Writers = t.cfg.TxnWriters
+	r.Writers = t.cfg.TxnWriters + t.faultWriters
 	return r
 }
 
@@ -304,6 +282,8 @@ func checkTxns(txns map[txnKey]*txnState, k int, reads map[string]int) *TxnRepor
 			r.Committed++
 		case txnAborted:
 			r.Aborted++
+		case txnExpired:
+			r.Expired++
 		default:
 			r.Unknown++
 			if st.err != "" && len(r.Errors) < maxTxnExamples {
@@ -322,6 +302,8 @@ func checkTxns(txns map[txnKey]*txnState, k int, reads map[string]int) *TxnRepor
 		switch {
 		case dup:
 			violate("%s: a record read more than once %v", name, counts)
+		case st.outcome == txnExpired && present > 0:
+			violate("%s, aborted by the coordinator past its timeout: %d of its %d records read", name, present, k)
 		case st.outcome == txnCommitted && present != k:
 			violate("%s: %d of its %d records read", name, present, k)
 		case !st.commitSent && present > 0:
@@ -335,13 +317,16 @@ func checkTxns(txns map[txnKey]*txnState, k int, reads map[string]int) *TxnRepor
 
 // String is the report's line.
 func (r *TxnReport) String() string {
-	s := fmt.Sprintf("transactions of %d writers (%d records each): %d committed, %d aborted on purpose, %d unknown; %d transactional records read with read_committed; %d violations",
-		r.Writers, r.Records, r.Committed, r.Aborted, r.Unknown, r.Read, r.Violations)
+	s := fmt.Sprintf("transactions of %d writers (%d records each): %d committed, %d aborted on purpose, %d unknown, %d expired; %d transactional records read with read_committed; %d violations",
+		r.Writers, r.Records, r.Committed, r.Aborted, r.Unknown, r.Expired, r.Read, r.Violations)
 	for _, e := range r.Examples {
 		s += "\n  violation: " + e
 	}
 	for _, e := range r.Errors {
 		s += "\n  unknown outcome: " + e
+	}
+	if r.CTP != nil {
+		s += "\n" + r.CTP.String()
 	}
 	return s
 }

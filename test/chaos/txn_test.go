@@ -30,13 +30,14 @@ func TestCheckTxns(t *testing.T) {
 		{0, 2}: {outcome: txnUnknown, commitSent: true, err: "timeout"}, // committed after all
 		{1, 0}: {outcome: txnUnknown, commitSent: true},                 // aborted after all
 		{1, 1}: {outcome: txnUnknown, err: "produce failed"},            // never asked to commit
+		{2, 0}: {outcome: txnExpired, err: "PRODUCER_FENCED"},           // aborted past its timeout
 	}
 	good := all(0, 0, 1)
 	for v, c := range all(0, 2, 1) {
 		good[v] = c
 	}
 	r := checkTxns(txns, k, good)
-	if r.Violations != 0 || r.Committed != 1 || r.Aborted != 1 || r.Unknown != 3 || r.Read != 6 || len(r.Errors) != 2 {
+	if r.Violations != 0 || r.Committed != 1 || r.Aborted != 1 || r.Unknown != 3 || r.Expired != 1 || r.Read != 6 || len(r.Errors) != 2 {
 		t.Fatalf("good log: %+v", r)
 	}
 	for name, tc := range map[string]struct {
@@ -49,6 +50,7 @@ func TestCheckTxns(t *testing.T) {
 		"unknown half there":          {func(m map[string]int) { delete(m, txnValue(0, 2, 0)) }, "not atomic"},
 		"never committed but visible": {func(m map[string]int) { m[txnValue(1, 1, 2)] = 1 }, "writer 1 txn 1 (unknown), never asked to commit"},
 		"foreign record":              {func(m map[string]int) { m["txn-7-0-0"] = 1 }, "no transaction wrote it"},
+		"expired but visible":         {func(m map[string]int) { m[txnValue(2, 0, 0)] = 1 }, "writer 2 txn 0 (expired), aborted by the coordinator past its timeout"},
 	} {
 		m := map[string]int{}
 		for v, c := range good {
@@ -65,28 +67,65 @@ func TestCheckTxns(t *testing.T) {
 	}
 }
 
-// TestChaosTxnScenario: the transactional mode on an own 6-process cluster with one
-// broker kill: writers commit and abort on purpose while it happens, and the
-// read_committed check finds no violation; the report (text and JSON) counts them.
-func TestChaosTxnScenario(t *testing.T) {
+// The consume-transform-produce checker: below the committed offset exactly once in
+// the output, at or above it absent, the committed offset at the input's end, nothing
+// foreign.
+func TestCheckCTP(t *testing.T) {
+	in := map[int32][]ctpInput{0: {{0, "in-0"}, {1, "in-2"}}, 1: {{0, "in-1"}, {1, "in-3"}, {2, "in-4"}}}
+	good := func() (map[int32]int64, map[string]int) {
+		return map[int32]int64{0: 2, 1: 3}, map[string]int{"0/0:in-0": 1, "0/1:in-2": 1, "1/0:in-1": 1, "1/1:in-3": 1, "1/2:in-4": 1}
+	}
+	c, out := good()
+	if r := checkCTP(in, c, out); r.Violations != 0 || r.Input != 5 || r.Output != 5 || r.Committed != 5 {
+		t.Fatalf("good: %s", r)
+	}
+	for name, tc := range map[string]struct {
+		change func(map[int32]int64, map[string]int)
+		want   string
+	}{
+		"output lost":                {func(_ map[int32]int64, o map[string]int) { delete(o, "1/1:in-3") }, "1/1 (in-3) below the committed offset 3 but not in the output"},
+		"output twice":               {func(_ map[int32]int64, o map[string]int) { o["0/0:in-0"] = 2 }, "in the output 2 times"},
+		"offsets behind output":      {func(c map[int32]int64, _ map[string]int) { c[0] = 1 }, "0/1 (in-2) in the output but at or above the committed offset 1"},
+		"offsets ahead, not drained": {func(c map[int32]int64, o map[string]int) { c[1] = 2; delete(o, "1/2:in-4") }, "committed offset 2 short of the end 3"},
+		"foreign output":             {func(_ map[int32]int64, o map[string]int) { o["0/0:in-9"] = 1 }, "no such input record"},
+		"unreadable output":          {func(_ map[int32]int64, o map[string]int) { o["junk"] = 1 }, "not an output value"},
+	} {
+		c, out := good()
+		tc.change(c, out)
+		// Offsets behind the output are also short of the end: a violation or two.
+		if r := checkCTP(in, c, out); r.Violations < 1 || !strings.Contains(r.String(), tc.want) {
+			t.Errorf("%s: %s, want a violation with %q", name, r, tc.want)
+		}
+	}
+}
+
+// runTxnScenario runs the transactional mode on an own 6-process cluster (12
+// partitions, a light load) with the given faults for d, and checks what every
+// transactional scenario must show: no violation of the read_committed check nor of
+// the consume-transform-produce one, transactions committed and aborted on purpose,
+// the input all processed, every fault run without an error.
+func runTxnScenario(t *testing.T, d time.Duration, faults ...string) (*Report, string) {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("runs a 6-process cluster for 20 s")
+		t.Skip("runs a 6-process cluster")
 	}
 	bin := filepath.Join(t.TempDir(), "weir")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/weir").CombinedOutput(); err != nil {
 		t.Fatalf("building weir: %v\n%s", err, out)
 	}
 	cfg := DefaultConfig()
-	cfg.Bin, cfg.Duration, cfg.Settle, cfg.Partitions, cfg.Rate = bin, 16*time.Second, 3*time.Second, 12, 300
+	cfg.Bin, cfg.Duration, cfg.Settle, cfg.Partitions, cfg.Rate = bin, d, 3*time.Second, 12, 300
 	cfg.RestartAfter, cfg.RackReaders, cfg.Members = 2*time.Second, false, 0
 	cfg.Txn = true
 	cfg.Dir = t.TempDir()
-	f, err := ParseFault("kill@6s")
-	if err != nil {
-		t.Fatal(err)
+	for _, spec := range faults {
+		f, err := ParseFault(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Faults = append(cfg.Faults, f)
 	}
-	cfg.Faults = []Fault{f}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out testutil.Buffer
 	r, err := Run(ctx, cfg, &out, slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo})))
@@ -97,26 +136,69 @@ func TestChaosTxnScenario(t *testing.T) {
 	var text strings.Builder
 	r.WriteText(&text)
 	t.Logf("report:\n%s", text.String())
-	if r.Txn == nil {
+	if r.Txn == nil || r.Txn.CTP == nil {
 		t.Fatal("no transaction report")
 	}
-	if !r.OK || r.Txn.Violations != 0 {
-		t.Fatalf("violations: %+v, check %s", r.Txn, r.Check.String())
+	if !r.OK || !r.Txn.OK() {
+		t.Fatalf("violations: %s, check %s", r.Txn, r.Check.String())
 	}
 	if r.Txn.Committed < 1 || r.Txn.Aborted < 1 || r.Txn.Read < r.Txn.Committed*cfg.TxnRecords {
 		t.Fatalf("transactions: %+v", r.Txn)
 	}
-	if len(r.Faults) != 1 || r.Faults[0].Error != "" {
+	if c := r.Txn.CTP; c.Input < 100 || c.Output != c.Input || c.Committed != int64(c.Input) || c.Commits < 1 {
+		t.Fatalf("consume-transform-produce: %s", c)
+	}
+	if len(r.Faults) != len(faults) {
 		t.Fatalf("faults: %+v", r.Faults)
 	}
-	if !strings.Contains(text.String(), "aborted on purpose") {
-		t.Errorf("the text report has no transaction line")
+	for _, f := range r.Faults {
+		if f.Error != "" {
+			t.Fatalf("fault %s: %s", f.Fault, f.Error)
+		}
+	}
+	return r, text.String()
+}
+
+// TestChaosTxnScenario: one broker kill while writers commit and abort on purpose and
+// the consume-transform-produce writer runs; the report (text and JSON) counts them.
+func TestChaosTxnScenario(t *testing.T) {
+	r, text := runTxnScenario(t, 16*time.Second, "kill@6s")
+	if !strings.Contains(text, "aborted on purpose") || !strings.Contains(text, "consume-transform-produce") {
+		t.Errorf("the text report has no transaction lines")
 	}
 	b, _ := json.Marshal(r)
 	var back struct {
 		Txn map[string]json.RawMessage `json:"txn"`
 	}
-	if err := json.Unmarshal(b, &back); err != nil || back.Txn["committed"] == nil || back.Txn["violations"] == nil {
+	if err := json.Unmarshal(b, &back); err != nil || back.Txn["committed"] == nil || back.Txn["violations"] == nil || back.Txn["ctp"] == nil {
 		t.Fatalf("JSON txn: %s %v", back.Txn, err)
+	}
+}
+
+// TestChaosTxnCoordinatorKill: the broker coordinating the first writer's transactional
+// id is killed while it commits (the writers commit back to back).
+func TestChaosTxnCoordinatorKill(t *testing.T) {
+	r, _ := runTxnScenario(t, 14*time.Second, "txn-coordinator-kill@5s")
+	if !strings.Contains(r.Faults[0].Note, "FindCoordinator named broker") || len(r.Faults[0].Brokers) != 1 {
+		t.Fatalf("fault: %+v", r.Faults[0])
+	}
+}
+
+// TestChaosTxnLeaderKill: the leader of a partition of an open transaction (added and
+// produced to) is killed before the commit; the commit goes through the failover.
+func TestChaosTxnLeaderKill(t *testing.T) {
+	r, _ := runTxnScenario(t, 14*time.Second, "txn-leader-kill@5s")
+	if note := r.Faults[0].Note; !strings.Contains(note, "commit asked at once: committed") || r.Txn.Writers != DefaultConfig().TxnWriters+1 {
+		t.Fatalf("fault: %+v; transactions %s", r.Faults[0], r.Txn)
+	}
+}
+
+// TestChaosTxnProducerPause: a writer stops mid-transaction past its timeout; the
+// coordinator aborts it, the commit fails, its records are never read, and the
+// writer's next transactions commit.
+func TestChaosTxnProducerPause(t *testing.T) {
+	r, _ := runTxnScenario(t, 14*time.Second, "txn-producer-pause@3s")
+	if r.Txn.Expired != 1 || !strings.Contains(r.Faults[0].Note, "the commit then failed") {
+		t.Fatalf("fault: %+v; transactions %s", r.Faults[0], r.Txn)
 	}
 }
