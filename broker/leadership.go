@@ -310,11 +310,24 @@ func (b *Broker) finishLoad(p *partlog.Partition, wantEnd int64) bool {
 	if len(gaps) > 0 {
 		b.log.Error("partition serves with offsets no WAL holds (--accept-wal-loss)", "topic", p.Topic(), "partition", p.Index(), "gaps", gaps)
 	}
-	if p.Topic() == offsetsTopic {
-		b.restoreGroups(p)
-	}
+	b.coordinatorsServe(p)
 	b.resumeMove(p)
 	return true
+}
+
+// coordinatorsServe tells the coordinator whose state p holds that p just became Ready
+// here (loaded after a move or a start, or recovered after a failover): the groups of a
+// __consumer_offsets partition are restored, the transactions of a __transaction_state
+// one loaded. A view applied earlier found p still loading, and the next view may be far
+// off (nothing else changes in a quiet cluster): without this, the coordinator answered
+// COORDINATOR_LOAD_IN_PROGRESS until then.
+func (b *Broker) coordinatorsServe(p *partlog.Partition) {
+	switch p.Topic() {
+	case offsetsTopic:
+		b.restoreGroups(p)
+	case txnStateTopic:
+		b.wakeTxnLoads()
+	}
 }
 
 // handoffJob is a graceful move away from this broker: the partition, and the move's

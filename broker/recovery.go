@@ -155,9 +155,7 @@ func (b *Broker) recoverOnce(src recSource, parts []*partlog.Partition, seen tim
 		switch {
 		case err == nil:
 			d.p.Serve()
-			if d.p.Topic() == offsetsTopic {
-				b.restoreGroups(d.p)
-			}
+			b.coordinatorsServe(d.p)
 			b.metrics.recovered.Inc()
 			b.metrics.recoveryPhase("total", time.Since(seen))
 			b.log.Debug("partition recovered", "topic", d.p.Topic(), "partition", d.p.Index(), "from", src.broker, "end_offset", d.end, "took", time.Since(seen))

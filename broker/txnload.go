@@ -35,7 +35,8 @@ var errTxnRead = errors.New("broker: reading transaction records failed")
 // no longer (or not yet) owns it.
 var errTxnNotLoaded = fmt.Errorf("broker: __transaction_state partition not loaded here: %w", txn.ErrNotCoordinator)
 
-// wakeTxnLoads asks the loader to look at the partitions again (a view was applied).
+// wakeTxnLoads asks the loader to look at the partitions again (a view was applied, or
+// a partition became Ready: coordinatorsServe).
 func (b *Broker) wakeTxnLoads() {
 	if b.txns == nil {
 		return
