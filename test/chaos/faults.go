@@ -117,6 +117,9 @@ func runFault(ctx context.Context, cfg Config, t target, w *watcher, tl *txnLoad
 		if err := t.Start(victim); err != nil {
 			return fail(err)
 		}
+		if f.Kind == TxnCoordinatorKill && tl != nil {
+			ev.Note += "; " + tl.recovered(ctx, 0, ev.Steps[0].At)
+		}
 	case TxnLeaderKill:
 		if err := runTxnLeaderKill(ctx, cfg, t, tl, &ev, wait, log); err != nil {
 			return fail(err)

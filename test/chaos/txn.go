@@ -54,6 +54,9 @@ type txnState struct {
 	// commit can never become visible, whatever its outcome.
 	commitSent bool
 	err        string
+	// ended: when the client heard the outcome it asked for (committed, or aborted on
+	// purpose).
+	ended time.Time
 }
 
 // TxnReport is what the read_committed checker found.
@@ -178,6 +181,9 @@ func (t *txnLoad) one(cl *kgo.Client, w, n int, st *txnState) bool {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		st.outcome, st.commitSent = outcome, commitSent
+		if outcome == txnCommitted || outcome == txnAborted {
+			st.ended = time.Now()
+		}
 		if err != nil {
 			st.err = err.Error()
 		}
@@ -214,6 +220,38 @@ func (t *txnLoad) one(cl *kgo.Client, w, n int, st *txnState) bool {
 	}
 	set(txnCommitted, true, nil)
 	return true
+}
+
+// firstEndAfter is when writer w first heard a transaction's outcome after at.
+func (t *txnLoad) firstEndAfter(w int, at time.Time) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var first time.Time
+	for k, st := range t.txns {
+		if k.writer == w && st.ended.After(at) && (first.IsZero() || st.ended.Before(first)) {
+			first = st.ended
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// recovered waits up to a minute for writer w to end a transaction after at (the kill of
+// its coordinator) and says how long that took: the time the transaction in flight
+// at the kill, or the next one, needed to find the new coordinator and end there.
+func (t *txnLoad) recovered(ctx context.Context, w int, at time.Time) string {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if end, ok := t.firstEndAfter(w, at); ok {
+			return fmt.Sprintf("writer %d's first transaction ended %v after the kill", w, end.Sub(at).Round(time.Millisecond))
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Sprintf("writer %d ended no transaction within a minute of the kill", w)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // finish stops the writers after their current transaction.

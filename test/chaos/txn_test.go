@@ -179,7 +179,7 @@ func TestChaosTxnScenario(t *testing.T) {
 // id is killed while it commits (the writers commit back to back).
 func TestChaosTxnCoordinatorKill(t *testing.T) {
 	r, _ := runTxnScenario(t, 14*time.Second, "txn-coordinator-kill@5s")
-	if !strings.Contains(r.Faults[0].Note, "FindCoordinator named broker") || len(r.Faults[0].Brokers) != 1 {
+	if !strings.Contains(r.Faults[0].Note, "FindCoordinator named broker") || !strings.Contains(r.Faults[0].Note, "first transaction ended") || len(r.Faults[0].Brokers) != 1 {
 		t.Fatalf("fault: %+v", r.Faults[0])
 	}
 }
