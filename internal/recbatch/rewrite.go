@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
@@ -149,6 +150,9 @@ func (h *Header) DeleteHorizon() (int64, bool) {
 	return h.BaseTimestamp, true
 }
 
+// zstdEncPool: an encoder is costly to create (its tables), EncodeAll is safe to reuse.
+var zstdEncPool sync.Pool
+
 // Compress encodes records with Kafka codec (1 gzip, 2 snappy in the Java producer's
 // xerial framing, which every client reads, 3 lz4 frame, 4 zstd).
 func Compress(codec int16, src []byte) ([]byte, error) {
@@ -181,11 +185,14 @@ func Compress(codec int16, src []byte) ([]byte, error) {
 		}
 		return buf.Bytes(), nil
 	case 4:
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
-		if err != nil {
-			return nil, err
+		enc, _ := zstdEncPool.Get().(*zstd.Encoder)
+		if enc == nil {
+			var err error
+			if enc, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1)); err != nil {
+				return nil, err
+			}
 		}
-		defer enc.Close()
+		defer zstdEncPool.Put(enc)
 		return enc.EncodeAll(src, nil), nil
 	}
 	return nil, fmt.Errorf("%w: unknown compression codec %d", ErrInvalid, codec)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -66,7 +67,7 @@ func TestSparseGolden(t *testing.T) {
 			all = append(all, b.BaseOffset)
 		}
 	}
-	if !equalInts(all, []int64{10, 15, 40}) {
+	if !slices.Equal(all, []int64{10, 15, 40}) {
 		t.Fatalf("batches at %v", all)
 	}
 }
@@ -107,16 +108,4 @@ func TestSparseOnlyWithFlag(t *testing.T) {
 	if _, err := ParseIndex(golden[off:off+n], f); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("sparse index without the flag: %v", err)
 	}
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
