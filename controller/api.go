@@ -48,6 +48,7 @@ func (c *Controller) routes() http.Handler {
 	mux.HandleFunc("POST "+ctlwire.PathProducerIDs, writeAs[ctlwire.ProducerIDsRequest](c, c.handleProducerIDs))
 	mux.HandleFunc("POST "+ctlwire.PathPrepareObject, writeAs[ctlwire.PrepareObjectRequest](c, c.handlePrepareObject))
 	mux.HandleFunc("POST "+ctlwire.PathCommitObject, writeAs[ctlwire.CommitObjectRequest](c, c.handleCommitObject))
+	mux.HandleFunc("POST "+ctlwire.PathReplaceRanges, writeAs[ctlwire.ReplaceRangesRequest](c, c.handleReplaceRanges))
 	mux.HandleFunc("POST "+ctlwire.PathDeleteObjects, writeAs[ctlwire.DeleteObjectsRequest](c, c.handleDeleteObjects))
 	mux.HandleFunc("POST "+ctlwire.PathScram, writeAs[ctlwire.ScramRequest](c, c.handleAlterScram))
 	c.aclRoutes(mux)

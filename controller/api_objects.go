@@ -43,6 +43,22 @@ func (c *Controller) handleCommitObject(r *http.Request, body []byte) (any, erro
 	return ctlwire.ObjectResponse{Object: o, Version: res.Version}, nil
 }
 
+func (c *Controller) handleReplaceRanges(r *http.Request, body []byte) (any, error) {
+	var req ctlwire.ReplaceRangesRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if n := len(req.Replace.Replaces); n == 0 || n > metadata.MaxReplaceRanges {
+		return nil, fmt.Errorf("%w: %d ranges replaced (must be 1..%d)", ctlwire.ErrBadRequest, n, metadata.MaxReplaceRanges)
+	}
+	res, err := c.propose(&replaceRangesCmd{ID: req.ID, Broker: req.Broker, Epoch: req.Epoch, Size: req.Size, Replace: req.Replace})
+	if err != nil {
+		return nil, err
+	}
+	o, _ := res.Value.(metadata.Object)
+	return ctlwire.ObjectResponse{Object: o, Version: res.Version}, nil
+}
+
 func (c *Controller) handleDeleteObjects(r *http.Request, body []byte) (any, error) {
 	var req ctlwire.DeleteObjectsRequest
 	if err := decode(body, &req); err != nil {

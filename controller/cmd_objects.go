@@ -146,6 +146,35 @@ func (c *commitObjectCmd) apply(m *machine) (any, bool, error) {
 	return o, true, nil
 }
 
+// replaceRangesCmd commits a log cleaner's object in place of consecutive ranges of one
+// partition's manifest (metadata.ObjectRules.Replace): only the partition's leader in the
+// leader epoch it cleaned under, the replaced objects named in manifest order, the new
+// range spanning exactly their offsets. The replaced objects lose the partition's
+// reference (garbage once no manifest holds them).
+type replaceRangesCmd struct {
+	ID      uint64                `json:"id"`
+	Broker  int32                 `json:"broker"`
+	Epoch   int64                 `json:"epoch"`
+	Size    int64                 `json:"size"`
+	Replace metadata.RangeReplace `json:"replace"`
+}
+
+func (*replaceRangesCmd) kind() cmdType { return cmdReplaceRanges }
+
+func (c *replaceRangesCmd) apply(m *machine) (any, bool, error) {
+	o, ch, err := m.objectRules().Replace(c.ID, c.Broker, c.Epoch, c.Size, c.Replace)
+	if err != nil {
+		return nil, false, err
+	}
+	m.setManifests([]metadata.ManifestChange{ch})
+	for _, old := range c.Replace.Replaces {
+		m.dropRef(old, ch.PartitionRef)
+	}
+	m.refs[c.ID] = append(m.refs[c.ID], ch.PartitionRef)
+	m.setObjects(func(objs map[uint64]metadata.Object) { objs[c.ID] = o })
+	return o, true, nil
+}
+
 // deleteObjectsCmd forgets deleted objects and removes their ranges from the front of
 // the manifests (rules above). The value is the number of objects removed.
 type deleteObjectsCmd struct {

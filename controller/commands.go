@@ -39,6 +39,7 @@ const (
 	cmdCompleteMoves         cmdType = 22
 	cmdUndrainBroker         cmdType = 23
 	cmdDecommissionBroker    cmdType = 24
+	cmdReplaceRanges         cmdType = 25
 )
 
 // command is one replicated change. apply must be deterministic: it may read and change
@@ -76,6 +77,7 @@ var commandDecoders = map[cmdType]func() command{
 	cmdCompleteMoves:         func() command { return &completeMovesCmd{} },
 	cmdUndrainBroker:         func() command { return &undrainBrokerCmd{} },
 	cmdDecommissionBroker:    func() command { return &decommissionBrokerCmd{} },
+	cmdReplaceRanges:         func() command { return &replaceRangesCmd{} },
 }
 
 var errBadCommand = errors.New("controller: undecodable command")

@@ -162,9 +162,10 @@
 // 4 CreateTopic, 5 DeleteTopic, 6 CreatePartitions, 7 AlterTopicConfigs,
 // 8 SetLogStartOffset, 9 AllocateProducerIDs, 10 BeginMove, 11 CompleteMove,
 // 12 CancelMove, 13 PrepareObject, 14 CommitObject, 15 DeleteObjects,
-// 16 CompleteRecovery, 17 DrainBroker. An entry that does not decode is refused alike by
-// every replica (an older controller refuses DrainBroker: upgrade every controller before
-// brokers drain).
+// 16 CompleteRecovery, 17 DrainBroker, ..., 25 ReplaceRanges (the log cleaner's commit,
+// cmd_objects.go). An entry that does not decode is refused alike by every replica (an
+// older controller refuses DrainBroker: upgrade every controller before brokers drain;
+// likewise ReplaceRanges before brokers compact).
 // Commands whose meaning grew carry a flag the new proposers set, so an entry written
 // before replays as it applied then and matches the snapshots of that time:
 // FenceBroker "plan" (fail the partitions over), BeginMove "gen" (give the move a

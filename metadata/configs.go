@@ -19,22 +19,22 @@ type ConfigDef struct {
 const DefaultMaxMessageBytes = 1048588
 
 // TopicConfigs is the catalogue of topic configs. Keys that Weir stores but does not act on
-// (e.g. cleanup.policy=compact) are accepted so existing tooling can create its topics; the
+// (e.g. segment.bytes) are accepted so existing tooling can create its topics; the
 // docs say which ones are enforced.
 var TopicConfigs = map[string]ConfigDef{
-	"cleanup.policy":                      {"delete", oneOf("delete", "compact", "compact,delete", "delete,compact"), "Retention policy; compaction is accepted but not enforced yet."},
+	"cleanup.policy":                      {"delete", oneOf("delete", "compact", "compact,delete", "delete,compact"), "Retention policy: delete (retention.ms/bytes), compact (the log cleaner keeps each key's latest record; docs/DESIGN.md, Compaction), or both."},
 	"compression.type":                    {"producer", oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), "Weir stores batches as the producer sent them."},
-	"delete.retention.ms":                 {"86400000", intRange(0, 1<<62), ""},
+	"delete.retention.ms":                 {"86400000", intRange(0, 1<<62), "How long the cleaner keeps a tombstone or transaction marker after it first cleaned it."},
 	"file.delete.delay.ms":                {"60000", intRange(0, 1<<62), ""},
 	"flush.messages":                      {"9223372036854775807", intRange(1, 1<<63-1), "Ignored: every acked batch is fdatasync'ed."},
 	"flush.ms":                            {"9223372036854775807", intRange(0, 1<<63-1), "Ignored: every acked batch is fdatasync'ed."},
 	"index.interval.bytes":                {"4096", intRange(0, 1<<31-1), ""},
-	"max.compaction.lag.ms":               {"9223372036854775807", intRange(1, 1<<63-1), ""},
+	"max.compaction.lag.ms":               {"9223372036854775807", intRange(1, 1<<63-1), "A dirty object range older than this is cleaned whatever the dirty ratio."},
 	"max.message.bytes":                   {strconv.Itoa(DefaultMaxMessageBytes), intRange(0, 1<<31-1), "Largest record batch accepted (MESSAGE_TOO_LARGE above)."},
 	"message.timestamp.type":              {"CreateTime", oneOf("CreateTime", "LogAppendTime"), ""},
 	"message.timestamp.difference.max.ms": {"9223372036854775807", intRange(0, 1<<63-1), ""},
-	"min.cleanable.dirty.ratio":           {"0.5", nil, ""},
-	"min.compaction.lag.ms":               {"0", intRange(0, 1<<62), ""},
+	"min.cleanable.dirty.ratio":           {"0.5", nil, "The cleaner runs when dirty bytes are this share of the partition's cleanable objects."},
+	"min.compaction.lag.ms":               {"0", intRange(0, 1<<62), "Object ranges with a batch newer than this are not cleaned yet."},
 	"min.insync.replicas":                 {"1", intRange(1, 1<<31-1), "Ignored: the shared WAL is the single durable copy."},
 	"preallocate":                         {"false", oneOf("true", "false"), ""},
 	"retention.bytes":                     {"-1", intRange(-1, 1<<63-1), ""},

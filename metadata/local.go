@@ -562,3 +562,18 @@ func (s *LocalStore) deleteObjects(ids []uint64) error {
 	})
 	return s.commit(prev)
 }
+
+// ReplaceRanges implements ObjectCompactor (ObjectRules.Replace) for the only broker.
+func (s *LocalStore) ReplaceRanges(_ context.Context, id uint64, size int64, rr RangeReplace) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rules := s.objectRules()
+	o, change, err := rules.Replace(id, s.cfg.Self.ID, localEpoch, size, rr)
+	if err != nil {
+		return err
+	}
+	prev := s.snapshotState()
+	s.setManifests(rules, []ManifestChange{change})
+	s.state.Objects = WithObjects(s.state.Objects, func(objs map[uint64]Object) { objs[id] = o })
+	return s.commit(prev)
+}

@@ -272,6 +272,10 @@ type ObjectRange struct {
 	// marker offset: a read_committed read of the range's data filters them once the
 	// WAL that held the markers is gone. Shared by Views: never modified in place.
 	Aborted []AbortedTxn `json:"aborted,omitempty"`
+	// Compacted: the log cleaner wrote this range (ObjectRules.Replace): its offsets
+	// are sparse, and the cleaner's next pass counts it clean, not dirty. The cleaner's
+	// checkpoint is the end of the manifest's compacted prefix.
+	Compacted bool `json:"compacted,omitempty"`
 }
 
 // AbortedTxn is one aborted transaction of a partition: its producer's batches from
@@ -287,7 +291,7 @@ type AbortedTxn struct {
 // is not comparable with ==).
 func (r ObjectRange) Equal(q ObjectRange) bool {
 	return r.Object == q.Object && r.FirstOffset == q.FirstOffset && r.LastOffset == q.LastOffset &&
-		r.MaxTimestamp == q.MaxTimestamp && r.Bytes == q.Bytes && slices.Equal(r.Aborted, q.Aborted)
+		r.MaxTimestamp == q.MaxTimestamp && r.Bytes == q.Bytes && slices.Equal(r.Aborted, q.Aborted) && r.Compacted == q.Compacted
 }
 
 // ObjectState is where an object is in its life: prepared (an ID and key handed out,
@@ -690,6 +694,16 @@ type ObjectManifest interface {
 	// references, and committed ones whose every range is below its partition's log
 	// start offset and at the front of its manifest. IDs already deleted are ignored.
 	DeleteObjects(ctx context.Context, ids []uint64) error
+}
+
+// ObjectCompactor is implemented by stores whose manifests the log cleaner rewrites (the
+// Raft controller's client, LocalStore, metatest's BrokerStore): a prepared object holding
+// the compacted form of a run of a partition's ranges replaces them in one step.
+type ObjectCompactor interface {
+	// ReplaceRanges commits prepared object id (size bytes) as the compacted form of the
+	// consecutive manifest ranges named by r (ObjectRules.Replace). On
+	// ErrObjectRejected nothing changed: the old objects keep serving.
+	ReplaceRanges(ctx context.Context, id uint64, size int64, r RangeReplace) error
 }
 
 // Registrar is implemented by stores that learn brokers' addresses from the brokers

@@ -248,6 +248,79 @@ func (r *ObjectRules) Commit(id uint64, broker int32, epoch int64, size int64, r
 	return o, changes, nil
 }
 
+// RangeReplace is a cleaner's commit: Range (one partition's offsets, exactly those of
+// the replaced ranges from the first's FirstOffset to the last's LastOffset) replaces the
+// consecutive manifest ranges of objects Replaces (in manifest order). LeaderEpoch is the
+// partition's leader epoch the cleaner read the ranges under: a leader change since
+// (failover, move) refuses the commit, so only the current leader's clean lands.
+type RangeReplace struct {
+	Range       PartitionRange `json:"range"`
+	Replaces    []uint64       `json:"replaces"`
+	LeaderEpoch int32          `json:"leader_epoch"`
+}
+
+// MaxReplaceRanges bounds the ranges one replace names.
+const MaxReplaceRanges = 10000
+
+// Replace checks a cleaner's commit of object id by broker in epoch: the object is
+// prepared by it, the broker leads the partition in rr.LeaderEpoch, rr.Replaces are
+// consecutive ranges of the partition's manifest and rr.Range spans exactly their
+// offsets. The new range is marked Compacted; the producer snapshot stays (the
+// manifest's end does not move). The replaced objects lose this partition's reference
+// and are garbage once no manifest references them.
+func (r *ObjectRules) Replace(id uint64, broker int32, epoch int64, size int64, rr RangeReplace) (Object, ManifestChange, error) {
+	var none ManifestChange
+	o, ok := r.Objects[id]
+	switch {
+	case !ok:
+		return Object{}, none, rejected("unknown object %d", id)
+	case o.State != ObjectPrepared:
+		return Object{}, none, rejected("object %d is %s, not prepared", id, o.State)
+	case o.Broker != broker || o.Epoch != epoch:
+		return Object{}, none, rejected("object %d was prepared by broker %d epoch %d, not broker %d epoch %d", id, o.Broker, o.Epoch, broker, epoch)
+	case size < 0 || len(rr.Replaces) == 0 || len(rr.Replaces) > MaxReplaceRanges:
+		return Object{}, none, rejected("object %d: size %d, %d ranges replaced (must be 1..%d)", id, size, len(rr.Replaces), MaxReplaceRanges)
+	}
+	if err := r.current(broker, epoch); err != nil {
+		return Object{}, none, err
+	}
+	pr := rr.Range
+	if pr.FirstOffset < 0 || pr.FirstOffset > pr.LastOffset || pr.Bytes < 0 || pr.Producers != nil {
+		return Object{}, none, rejected("object %d: range %d..%d (%d bytes, a replace carries no producer snapshot)", id, pr.FirstOffset, pr.LastOffset, pr.Bytes)
+	}
+	if why := pr.abortedProblem(); why != "" {
+		return Object{}, none, rejected("object %d: range of %s/%d: %s", id, pr.Topic, pr.Partition, why)
+	}
+	t := r.TopicByID(pr.Topic)
+	if t == nil || pr.Partition < 0 || int(pr.Partition) >= len(t.Partitions) {
+		return Object{}, none, fmt.Errorf("%w: %w: object %d: topic id %s partition %d", ErrObjectRejected, ErrUnknownTopic, id, pr.Topic, pr.Partition)
+	}
+	p := &t.Partitions[pr.Partition]
+	if p.Leader != broker || p.LeaderEpoch != rr.LeaderEpoch {
+		return Object{}, none, fmt.Errorf("%w: %w: object %d: %s/%d is led by %d in epoch %d, not %d in epoch %d", ErrObjectRejected, ErrFenced, id, t.Name, pr.Partition, p.Leader, p.LeaderEpoch, broker, rr.LeaderEpoch)
+	}
+	i := slices.IndexFunc(p.Objects, func(o ObjectRange) bool { return o.Object == rr.Replaces[0] })
+	if i < 0 || i+len(rr.Replaces) > len(p.Objects) {
+		return Object{}, none, rejected("object %d: %s/%d has no run of ranges of objects %v", id, t.Name, pr.Partition, rr.Replaces)
+	}
+	old := p.Objects[i : i+len(rr.Replaces)]
+	for k, o := range old {
+		if o.Object != rr.Replaces[k] {
+			return Object{}, none, rejected("object %d: %s/%d range %d is of object %d, not %d", id, t.Name, pr.Partition, i+k, o.Object, rr.Replaces[k])
+		}
+	}
+	if pr.FirstOffset != old[0].FirstOffset || pr.LastOffset != old[len(old)-1].LastOffset {
+		return Object{}, none, rejected("object %d: range %d..%d does not span the replaced %d..%d", id, pr.FirstOffset, pr.LastOffset, old[0].FirstOffset, old[len(old)-1].LastOffset)
+	}
+	nr := pr.ObjectRange(id)
+	nr.Compacted = true
+	objs := make([]ObjectRange, 0, len(p.Objects)-len(old)+1)
+	objs = append(append(append(objs, p.Objects[:i]...), nr), p.Objects[i+len(old):]...)
+	o.State = ObjectCommitted
+	o.Size = size
+	return o, ManifestChange{PartitionRef: PartitionRef{pr.Topic, pr.Partition}, Objects: objs, Producers: p.Producers}, nil
+}
+
 // Delete checks a delete of ids and returns the objects to drop (in the table, in
 // request order, once each; none when all were deleted before) and the partitions' new
 // manifests, ordered by topic ID and partition.

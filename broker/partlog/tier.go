@@ -1,6 +1,7 @@
 package partlog
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -55,6 +56,9 @@ func (p *Partition) applyManifestLocked(mp metadata.Partition, v *metadata.View)
 			objs = append(objs, tierObjOf(r, v))
 		}
 		p.tier.objs, p.tier.uploaded, p.tier.snap = objs, through, mp.Producers
+		if compacted(mp.Objects) {
+			p.resetAbortedBelowLocked(through)
+		}
 		p.mergeAbortedLocked(mp.Objects)
 		if p.state != Loading {
 			p.dropUploadedLocked(-1, p.own) // an earlier leader uploaded them
@@ -66,6 +70,27 @@ func (p *Partition) applyManifestLocked(mp metadata.Partition, v *metadata.View)
 		i++
 	}
 	p.tier.objs = p.tier.objs[i:]
+}
+
+// compacted reports whether the log cleaner rewrote any of the ranges.
+func compacted(objs []metadata.ObjectRange) bool {
+	for _, r := range objs {
+		if r.Compacted {
+			return true
+		}
+	}
+	return false
+}
+
+// resetAbortedBelowLocked forgets the aborted transactions whose markers lie below end
+// so that the manifest's ranges (mergeAbortedLocked) set them again: the log cleaner
+// removes abort markers, and an entry whose marker is gone would make read_committed
+// consumers skip the producer's later transactions (they drop its batches until they
+// see its abort marker).
+func (p *Partition) resetAbortedBelowLocked(end int64) {
+	i := sort.Search(len(p.aborted), func(i int) bool { return p.aborted[i].Last >= end })
+	p.aborted = slices.Delete(p.aborted, 0, i)
+	p.tier.abortedThrough = 0
 }
 
 func tierObjOf(r metadata.ObjectRange, v *metadata.View) TierObj {

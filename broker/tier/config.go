@@ -32,6 +32,13 @@ type Config struct {
 	RetentionInterval time.Duration
 	// Read configures the object read path (block cache, readahead).
 	Read objread.Config
+	// CompactInterval is how often the log cleaner looks at the compacted topics'
+	// partitions this broker leads (log.cleaner.backoff.ms); 0 turns the cleaner off.
+	CompactInterval time.Duration
+	// CompactMapEntries bounds the cleaner's offset map (keys of one pass); a partition
+	// with more distinct keys in its dirty ranges is cleaned in several passes
+	// (log.cleaner.dedupe.buffer.size, in keys).
+	CompactMapEntries int
 }
 
 // DefaultConfig returns the defaults.
@@ -45,6 +52,8 @@ func DefaultConfig() Config {
 		WALMaxBytes:       8 << 30,
 		RetentionInterval: 30 * time.Second,
 		Read:              objread.DefaultConfig(),
+		CompactInterval:   15 * time.Second,
+		CompactMapEntries: 500_000,
 	}
 }
 
@@ -65,6 +74,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("tier: object block size %d is too small (>= 4096)", c.BlockSize)
 	case c.WALMaxBytes < 0:
 		return fmt.Errorf("tier: WAL max bytes must be >= 0")
+	case c.CompactInterval < 0 || c.CompactMapEntries < 0:
+		return fmt.Errorf("tier: compaction interval and map entries must be >= 0")
 	}
 	return c.Read.Validate()
 }
@@ -76,6 +87,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MaxUploadDelay, "upload-max-delay", c.MaxUploadDelay, "upload pending data once it is this old, even if less than the target size")
 	fs.Int64Var(&c.WALMaxBytes, "wal-max-bytes", c.WALMaxBytes, "WAL size at which produce fails while uploads lag (slowed from 3/4 of it); 0 = no bound")
 	fs.DurationVar(&c.RetentionInterval, "retention-check-interval", c.RetentionInterval, "how often retention.ms/retention.bytes are applied and unneeded objects deleted")
+	fs.DurationVar(&c.CompactInterval, "compaction-interval", c.CompactInterval, "how often the log cleaner looks at compacted topics' partitions (cleanup.policy=compact); 0 = no compaction")
+	fs.IntVar(&c.CompactMapEntries, "compaction-map-entries", c.CompactMapEntries, "keys in the log cleaner's offset map (one pass; ~50 bytes each); more keys are cleaned in several passes")
 	fs.Int64Var(&c.Read.BlockCacheBytes, "block-cache-bytes", c.Read.BlockCacheBytes, "memory for object blocks read by lagging consumers")
 	fs.Int64Var(&c.Read.ReadaheadBytes, "readahead-bytes", c.Read.ReadaheadBytes, "how far ahead of a sequential consumer object blocks are prefetched; 0 disables")
 	fs.Int64Var(&c.Read.MaxGetBytes, "object-get-bytes", c.Read.MaxGetBytes, "object reads (and readahead windows) are split into ranged GETs of about this size, issued in parallel; 0 = one GET per run of adjacent blocks")

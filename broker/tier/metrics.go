@@ -17,6 +17,11 @@ import (
 //	wal_segments_trimmed_total                                segments removed after upload
 //	retention_actions_total                                   log starts raised by retention
 //	objects_deleted_total{why}                                expired, garbage, orphan, stray
+//	compaction_bytes_cleaned_total                            bytes of ranges the cleaner read and rewrote
+//	compaction_objects_written_total                          objects the cleaner committed in place of ranges
+//	compaction_records_removed_total                          records (and markers) the cleaner removed
+//	compaction_failures_total                                 cleaner passes that failed (the old objects serve)
+//	compaction_dirty_bytes                                    bytes of led compacted partitions not cleaned yet (the cleaner's lag)
 type metrics struct {
 	set            *metricset.Set
 	objects        prometheus.Counter
@@ -29,6 +34,12 @@ type metrics struct {
 	trimmed        prometheus.Counter
 	retained       prometheus.Counter
 	deleted        *prometheus.CounterVec
+
+	cleanedBytes   prometheus.Counter
+	cleanedObjects prometheus.Counter
+	cleanedRecords prometheus.Counter
+	cleanFailures  prometheus.Counter
+	dirtyBytes     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -52,6 +63,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_tier_objects_deleted_total",
 			Help: "Objects deleted from object storage, by reason (expired: below the log start; garbage: unreferenced or never committed; orphan: own unused prepared; stray: a key with no object record)."}, []string{"why"}),
 	}
+	m.cleanedBytes = c("compaction_bytes_cleaned_total", "Bytes of object ranges the log cleaner read and rewrote.")
+	m.cleanedObjects = c("compaction_objects_written_total", "Objects the log cleaner committed in place of object ranges.")
+	m.cleanedRecords = c("compaction_records_removed_total", "Records and transaction markers the log cleaner removed.")
+	m.cleanFailures = c("compaction_failures_total", "Log cleaner passes that failed or were refused (the old objects keep serving).")
+	m.dirtyBytes = g("compaction_dirty_bytes", "Bytes of led compacted partitions' object ranges not cleaned yet (the cleaner's lag).")
+	m.set.MustRegister(m.cleanedBytes, m.cleanedObjects, m.cleanedRecords, m.cleanFailures, m.dirtyBytes)
 	m.set.MustRegister(m.objects, m.uploadFailures, m.bytes, m.rejected, m.pending, m.lag, m.walHeld, m.trimmed, m.retained, m.deleted)
 	return m
 }

@@ -126,6 +126,10 @@ func (t *Tier) Start() {
 	t.wg.Add(2)
 	go t.every(t.cfg.CheckInterval, t.UploadRound)
 	go t.every(t.cfg.RetentionInterval, t.RetentionRound)
+	if t.cfg.CompactInterval > 0 {
+		t.wg.Add(1)
+		go t.every(t.cfg.CompactInterval, t.CompactRound)
+	}
 }
 
 // Close stops the loops and releases the reader and metrics.

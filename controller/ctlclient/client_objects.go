@@ -48,6 +48,23 @@ func (c *Client) CommitObject(ctx context.Context, id uint64, size int64, ranges
 	return nil
 }
 
+// ReplaceRanges implements metadata.ObjectCompactor: it commits a log cleaner's object in
+// place of a partition's ranges. A retry refused after an ambiguous failure succeeds if
+// the view shows the replace applied.
+func (c *Client) ReplaceRanges(ctx context.Context, id uint64, size int64, rr metadata.RangeReplace) error {
+	req := ctlwire.ReplaceRangesRequest{ID: id, Broker: c.selfID.Load(), Epoch: c.epoch.Load(), Size: size, Replace: rr}
+	var resp ctlwire.ObjectResponse
+	info, err := c.call(ctx, http.MethodPost, ctlwire.PathReplaceRanges, req, &resp)
+	if err != nil {
+		if info.ambiguous && errors.Is(err, metadata.ErrObjectRejected) && c.refreshConsistent(ctx) == nil && req.AppliedIn(c.View()) {
+			return nil
+		}
+		return err
+	}
+	c.waitVersion(ctx, resp.Version)
+	return nil
+}
+
 // deleteObjectsChunk bounds the IDs of one delete request.
 const deleteObjectsChunk = 10000
 

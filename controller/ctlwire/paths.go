@@ -32,6 +32,7 @@ import (
 //	POST   /v1/producer-ids              ProducerIDsRequest      -> ProducerIDsResponse
 //	POST   /v1/objects/prepare           PrepareObjectRequest    -> ObjectResponse | 409 object_rejected
 //	POST   /v1/objects/commit            CommitObjectRequest     -> ObjectResponse | 409 object_rejected
+//	POST   /v1/objects/replace           ReplaceRangesRequest    -> ObjectResponse | 409 object_rejected, fenced
 //	POST   /v1/objects/delete            DeleteObjectsRequest    -> DeleteObjectsResponse | 409 object_rejected
 //	POST   /v1/scram                     ScramRequest            -> ScramResponse (results per user)
 //	POST   /v1/acls                      CreateACLsRequest       -> VersionResponse | 400 acl_rejected
@@ -64,6 +65,7 @@ const (
 	PathPrepareObject      = "/v1/objects/prepare"
 	PathCommitObject       = "/v1/objects/commit"
 	PathDeleteObjects      = "/v1/objects/delete"
+	PathReplaceRanges      = "/v1/objects/replace"
 	PathScram              = "/v1/scram"
 	PathACLs               = "/v1/acls"
 	PathDeleteACLs         = "/v1/acls/delete"

@@ -277,6 +277,38 @@ func (req *CommitObjectRequest) AppliedIn(v *metadata.View) bool {
 	return true
 }
 
+// ReplaceRangesRequest is the body of POST /v1/objects/replace: a log cleaner's commit
+// (metadata.ObjectRules.Replace).
+type ReplaceRangesRequest struct {
+	ID      uint64                `json:"id"`
+	Broker  int32                 `json:"broker"`
+	Epoch   int64                 `json:"epoch"`
+	Size    int64                 `json:"size"`
+	Replace metadata.RangeReplace `json:"replace"`
+}
+
+// AppliedIn reports whether v shows req applied: the object committed by req's broker,
+// epoch and size, and its range, compacted, in the partition's manifest.
+func (req *ReplaceRangesRequest) AppliedIn(v *metadata.View) bool {
+	o, ok := v.Object(req.ID)
+	if !ok || o.State != metadata.ObjectCommitted || o.Broker != req.Broker || o.Epoch != req.Epoch || o.Size != req.Size {
+		return false
+	}
+	r := req.Replace.Range
+	t := v.TopicByID(r.Topic)
+	if t == nil || r.Partition < 0 || int(r.Partition) >= len(t.Partitions) {
+		return false
+	}
+	want := r.ObjectRange(req.ID)
+	want.Compacted = true
+	for _, have := range t.Partitions[r.Partition].Objects {
+		if have.Equal(want) {
+			return true
+		}
+	}
+	return false
+}
+
 // DeleteObjectsRequest is the body of POST /v1/objects/delete.
 type DeleteObjectsRequest struct {
 	IDs []uint64 `json:"ids"`

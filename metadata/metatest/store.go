@@ -544,3 +544,19 @@ func (b *BrokerStore) DeleteObjects(_ context.Context, ids []uint64) error {
 	}
 	return err
 }
+
+// ReplaceRanges implements metadata.ObjectCompactor (metadata.ObjectRules.Replace) for
+// the broker in its registration epoch as the View shows it.
+func (b *BrokerStore) ReplaceRanges(_ context.Context, id uint64, size int64, rr metadata.RangeReplace) error {
+	return b.update(func(v *metadata.View) error {
+		reg, _ := v.Broker(b.id)
+		o, ch, err := b.objectRules(v).Replace(id, b.id, reg.Epoch, size, rr)
+		if err != nil {
+			return err
+		}
+		t := topicByID(v, ch.Topic)
+		ch.ApplyTo(&t.Partitions[ch.Partition])
+		v.Objects = metadata.WithObjects(v.Objects, func(objs map[uint64]metadata.Object) { objs[id] = o })
+		return nil
+	})
+}

@@ -117,8 +117,8 @@ func decodeBlock(dst []Batch, blk Block, data []byte) ([]Batch, error) {
 		return dst[:start], corruptf("block at %d holds %d batches, index says %d", blk.Position, len(got), blk.Batches)
 	}
 	next := blk.FirstOffset
-	for _, b := range got {
-		if b.BaseOffset != next {
+	for i, b := range got {
+		if b.BaseOffset != next && !(blk.Sparse && i > 0 && b.BaseOffset > next) {
 			return dst[:start], corruptf("block at %d: batch at offset %d where %d was expected", blk.Position, b.BaseOffset, next)
 		}
 		next = b.LastOffset + 1

@@ -21,7 +21,9 @@
 // The data region holds one run per partition, in the order the writer received them.
 // A run is all of the partition's batches in this object, in offset order, with dense
 // offsets (each batch starts one past the last offset of the one before), cut into
-// blocks. A block is whole record batches v2, concatenated, with no framing of its own:
+// blocks. In an object with FlagSparse (the cleaner's compacted ranges) the offsets are
+// only strictly increasing: batches the cleaner dropped leave gaps between batches
+// (never inside one: a rewritten batch keeps its base offset and lastOffsetDelta). A block is whole record batches v2, concatenated, with no framing of its own:
 // the batches are stored byte for byte as the broker indexed them in its WAL (offsets
 // and leader epoch assigned), which is exactly what a Fetch response carries, so a block
 // (or a run of blocks) is served as it was read once its checksums pass.
@@ -71,7 +73,8 @@
 //
 // A partition's first offset, last offset, bytes, batch count and max timestamp are not
 // stored: they follow from its blocks. ParseIndex checks that, within a partition,
-// blocks are dense in offsets (first = previous last + 1) and adjacent in the object
+// blocks are dense in offsets (first = previous last + 1; with FlagSparse first >
+// previous last) and adjacent in the object
 // (position = previous position + length), that every block holds at least one batch of
 // at least 61 bytes and no more batches than offsets, and that the partitions' runs tile
 // the data region [0, IndexPos) exactly.
@@ -82,9 +85,14 @@
 //	 0            8         12        16         24         28         32          36
 //	+------------+---------+---------+----------+----------+----------+-----------+
 //	| magic      | version | flags   | IndexPos | IndexLen | index    | footer    |
-//	| "WEIR-OBJ" | u32 = 1 | u32 = 0 | u64      | u32      | crc32c   | crc32c of |
+//	| "WEIR-OBJ" | u32 = 1 | u32     | u64      | u32      | crc32c   | crc32c of |
 //	|            |         |         |          |          |          | bytes 0-32|
 //	+------------+---------+---------+----------+----------+----------+-----------+
+//
+// flags: bit 0 FlagSparse (gaps between a partition's batches allowed; set only by the
+// cleaner's Writer, Options.Sparse), every other bit 0. Objects without it are read as
+// before; a build that predates it refuses a sparse object (unknown flag, ErrVersion)
+// rather than call its gaps corruption.
 //
 // IndexPos is also the length of the data region. A reader that knows the object's size
 // (HEAD, LIST, or the controller's manifest) checks it against Footer.ObjectSize. An
@@ -124,6 +132,9 @@
 // way: an object with one partition in its index.
 //
 // # Golden file
+//
+// testdata/object-v1-sparse.obj is a version 1 object with FlagSparse (one run with
+// gaps, TestSparseGolden).
 //
 // testdata/object-v1.obj is a small object of format version 1 (two partitions' runs of
 // two blocks each, index, footer). TestGoldenObject* read it back with this build and

@@ -40,10 +40,22 @@ func corruptf(format string, args ...any) error {
 // Footer is the decoded fixed-size footer of an object.
 type Footer struct {
 	Version  uint32
+	Flags    uint32 // FlagSparse or 0
 	IndexPos int64  // where the index starts; also the length of the data region
 	IndexLen int64  // length of the index in bytes
 	IndexCRC uint32 // CRC32C of the index bytes
 }
+
+// FlagSparse marks an object whose partitions' runs may have gaps between batches: a
+// compacted range (offsets sparse, still strictly increasing). Readers that predate it
+// refuse the object (ErrVersion), as they must: they would call the gaps corruption.
+const FlagSparse uint32 = 1
+
+// knownFlags are the footer flags this build reads.
+const knownFlags = FlagSparse
+
+// Sparse reports whether the object may have gaps between a partition's batches.
+func (f Footer) Sparse() bool { return f.Flags&FlagSparse != 0 }
 
 // ObjectSize is the size of the whole object the footer belongs to.
 func (f Footer) ObjectSize() int64 { return f.IndexPos + f.IndexLen + FooterSize }
@@ -51,12 +63,12 @@ func (f Footer) ObjectSize() int64 { return f.IndexPos + f.IndexLen + FooterSize
 // IndexRange is the byte range of the index in the object: offset and length.
 func (f Footer) IndexRange() (off, n int64) { return f.IndexPos, f.IndexLen }
 
-// appendFooter encodes f (with the current Version and no flags) after dst.
+// appendFooter encodes f (with the current Version and f's flags) after dst.
 func appendFooter(dst []byte, f Footer) []byte {
 	start := len(dst)
 	dst = append(dst, magic...)
 	dst = binary.LittleEndian.AppendUint32(dst, Version)
-	dst = binary.LittleEndian.AppendUint32(dst, 0) // flags
+	dst = binary.LittleEndian.AppendUint32(dst, f.Flags)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.IndexPos))
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(f.IndexLen))
 	dst = binary.LittleEndian.AppendUint32(dst, f.IndexCRC)
@@ -81,8 +93,9 @@ func ParseFooter(b []byte) (Footer, error) {
 	if f.Version != Version {
 		return f, fmt.Errorf("%w: %d (this build reads %d)", ErrVersion, f.Version, Version)
 	}
-	if flags := binary.LittleEndian.Uint32(b[12:]); flags != 0 {
-		return f, fmt.Errorf("%w: unknown flags %#x", ErrVersion, flags)
+	f.Flags = binary.LittleEndian.Uint32(b[12:])
+	if f.Flags&^knownFlags != 0 {
+		return f, fmt.Errorf("%w: unknown flags %#x", ErrVersion, f.Flags)
 	}
 	pos := binary.LittleEndian.Uint64(b[16:])
 	n := binary.LittleEndian.Uint32(b[24:])

@@ -215,7 +215,7 @@ func TestGoldenObjectUnknownVersion(t *testing.T) {
 		want string
 	}{
 		{8, Version + 1, fmt.Sprintf("version: %d (this build reads %d)", Version+1, Version)},
-		{12, 1, "unknown flags 0x1"},
+		{12, 2, "unknown flags 0x2"},
 	} {
 		obj := bytes.Clone(golden)
 		foot := obj[len(obj)-FooterSize:]

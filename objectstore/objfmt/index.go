@@ -28,6 +28,9 @@ type Block struct {
 	Batches      int    // record batches in the block
 	MaxTimestamp int64  // largest batch maxTimestamp (ms)
 	CRC          uint32 // CRC32C of the block's bytes
+	// Sparse: the block's batches may have gaps between them (an object with
+	// FlagSparse); set by ParseIndex from the footer, not stored per block.
+	Sparse bool
 }
 
 // PartitionSummary describes one partition's data in an object: what the controller's
@@ -210,9 +213,10 @@ func ParseIndex(b []byte, f Footer) (*Index, error) {
 			if err != nil {
 				return nil, corruptf("partition entry %d block %d: %v", i, k, err)
 			}
+			blk.Sparse = f.Sparse()
 			if k > 0 {
 				prev := p.blocks[k-1]
-				if blk.FirstOffset != prev.LastOffset+1 {
+				if blk.FirstOffset != prev.LastOffset+1 && !(blk.Sparse && blk.FirstOffset > prev.LastOffset) {
 					return nil, corruptf("partition entry %d block %d starts at offset %d after %d", i, k, blk.FirstOffset, prev.LastOffset)
 				}
 				if blk.Position != prev.Position+prev.Length {

@@ -40,6 +40,9 @@ type Options struct {
 	// SkipBatchCRC skips verifying each batch's CRC32C in Add (the header checks stay),
 	// for callers that have just verified it themselves.
 	SkipBatchCRC bool
+	// Sparse lets a partition's batches have gaps between them (offsets strictly
+	// increasing, not dense): the cleaner's compacted ranges. The object gets FlagSparse.
+	Sparse bool
 }
 
 // Summary describes a written object.
@@ -56,7 +59,8 @@ type Summary struct {
 // Each Add writes its batch with one Write call, straight through (wrap a file or pipe in
 // a bufio.Writer); the caller may reuse the batch slice when Add returns. Only the index
 // is kept in memory. The batches of a partition must come in one run of Add calls, in
-// offset order and dense; a batch of another partition ends the current run.
+// offset order and dense (with Options.Sparse: strictly increasing); a batch of another
+// partition ends the current run.
 //
 // A Writer is not safe for concurrent use. An Add that fails validation changes nothing
 // and the Writer stays usable; a failed Write of the underlying writer is returned by
@@ -65,6 +69,7 @@ type Writer struct {
 	w         io.Writer
 	blockSize int64
 	verifyCRC bool
+	sparse    bool
 
 	pos   int64            // bytes written
 	parts []PartitionIndex // finished runs, in write order
@@ -85,7 +90,7 @@ func NewWriter(w io.Writer, opts Options) *Writer {
 		bs = DefaultBlockSize
 	}
 	bs = min(bs, MaxBlockSize)
-	return &Writer{w: w, blockSize: bs, verifyCRC: !opts.SkipBatchCRC, done: make(map[partKey]struct{})}
+	return &Writer{w: w, blockSize: bs, verifyCRC: !opts.SkipBatchCRC, sparse: opts.Sparse, done: make(map[partKey]struct{})}
 }
 
 // Size is the number of bytes written so far: the data region. Close adds the index
@@ -114,7 +119,7 @@ func (w *Writer) Add(topicID [16]byte, partition int32, baseOffset, lastOffset i
 	key := partKey{topicID, partition}
 	same := w.cur != nil && w.cur.TopicID == topicID && w.cur.Partition == partition
 	if same {
-		if next := w.cur.LastOffset + 1; baseOffset != next {
+		if next := w.cur.LastOffset + 1; baseOffset != next && !(w.sparse && baseOffset > next) {
 			what := "gap"
 			if baseOffset < next {
 				what = "overlap"
@@ -216,7 +221,11 @@ func (w *Writer) Close() (Summary, error) {
 		w.err = fmt.Errorf("objfmt: index of %d bytes exceeds %d (too many partitions or blocks in one object)", len(buf), MaxIndexLen)
 		return Summary{}, w.err
 	}
-	f := Footer{Version: Version, IndexPos: w.pos, IndexLen: int64(len(buf)), IndexCRC: crc32c.Checksum(buf)}
+	var flags uint32
+	if w.sparse {
+		flags = FlagSparse
+	}
+	f := Footer{Version: Version, Flags: flags, IndexPos: w.pos, IndexLen: int64(len(buf)), IndexCRC: crc32c.Checksum(buf)}
 	buf = appendFooter(buf, f)
 	if _, err := w.w.Write(buf); err != nil {
 		w.err = fmt.Errorf("objfmt: write: %w", err)
