@@ -15,6 +15,9 @@ type fetchPart struct {
 	id    [16]byte // its ID (v13+)
 	group int      // consecutive parts of one group share a topic of the answer
 	req   kmsg.FetchRequestTopicPartition
+	// sp is the session's entry (incremental fetches): valid while the session's epoch
+	// is the one the fetch moved it to, which finish checks first.
+	sp *sessionPart
 }
 
 // requestParts is the partitions a full fetch names, in request order, grouped by the
@@ -46,7 +49,7 @@ func (s *fetchSession) snapshot() []fetchPart {
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.CurrentLeaderEpoch, rp.FetchOffset = p.key.partition, p.leaderEpoch, p.fetchOffset
 		rp.LastFetchedEpoch, rp.LogStartOffset, rp.PartitionMaxBytes = p.lastEpoch, p.logStartReq, p.maxBytes
-		parts[i] = fetchPart{topic: p.key.topic, id: p.key.id, group: g, req: rp}
+		parts[i] = fetchPart{topic: p.key.topic, id: p.key.id, group: g, req: rp, sp: p}
 	}
 	return parts
 }
@@ -98,13 +101,12 @@ func (s *fetchSession) keepChanged(parts []fetchPart, resp *kmsg.FetchResponse) 
 	for ti := range resp.Topics {
 		var kept []kmsg.FetchResponseTopicPartition
 		for j := range resp.Topics[ti].Partitions {
-			out, fp := &resp.Topics[ti].Partitions[j], &parts[i]
+			out, p := &resp.Topics[ti].Partitions[j], parts[i].sp
 			i++
-			p := s.byKey[s.key(fp.id, fp.topic, fp.req.Partition)]
-			if p != nil && !p.answered(out) {
+			if !p.answered(out) {
 				continue
 			}
-			if p != nil && len(out.RecordBatches) > 0 {
+			if len(out.RecordBatches) > 0 {
 				if sent == nil {
 					sent = map[*sessionPart]bool{}
 				}
