@@ -241,7 +241,7 @@ func TestFetchSessionEviction(t *testing.T) {
 		_, resp := sessRoundTrip(t, c, fetchReq(0, 0, parts, nil), nil, nil)
 		return resp.SessionID
 	}
-	a, b := create(3), create(1)
+	a, b := create(3), create(6)
 	clk.add(time.Second)
 	// Full: nothing idle for 2 minutes, nothing older than that: no session.
 	if id := create(5); id != 0 || sessionGauge(c.open) != 2 {
@@ -249,7 +249,7 @@ func TestFetchSessionEviction(t *testing.T) {
 	}
 	clk.add(3 * time.Minute)
 	sessRoundTrip(t, c, fetchReq(a, 1, nil, nil), nil, nil) // a used now, b idle 3 minutes
-	cs := create(5)                                     // evicts b, the idle one
+	cs := create(5)                                         // evicts b, the idle one
 	if cs == 0 {
 		t.Fatal("no session created though b was idle past min eviction")
 	}
