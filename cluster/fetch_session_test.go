@@ -15,24 +15,7 @@ import (
 // sessionRequests sums weir_broker_fetch_session_requests_total{kind} over the brokers.
 func sessionRequests(t *testing.T, reg *prometheus.Registry, kind string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != "weir_broker_fetch_session_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "kind" && lp.GetValue() == kind {
-					sum += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return sum
+	return counterSum(t, reg, "weir_broker_fetch_session_requests_total", func(l map[string]string) bool { return l["kind"] == kind })
 }
 
 // seenRecords is what a consumer read: value → topic/partition/offset, and every value

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -137,7 +138,7 @@ func TestFetchSessionIncrementalAnswers(t *testing.T) {
 	resp, _ := sessionFetch(t, rc, 1, topic, 0, 0, map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0}, 0)
 	all, rec := withRecords(resp)
 	id := resp.SessionID
-	if resp.ErrorCode != 0 || id == 0 || len(all) != 4 || !equalInts(rec, []int32{1}) {
+	if resp.ErrorCode != 0 || id == 0 || len(all) != 4 || !slices.Equal(rec, []int32{1}) {
 		t.Fatalf("full fetch: error %d, session %d, partitions %v with records %v; want a session, 4 partitions, records in 1", resp.ErrorCode, id, all, rec)
 	}
 	// Partition 1 moves to offset 1; nothing new anywhere.
@@ -147,7 +148,7 @@ func TestFetchSessionIncrementalAnswers(t *testing.T) {
 	}
 	parts[2].append()
 	resp, _ = sessionFetch(t, rc, 3, topic, id, 2, nil, 0)
-	if all, rec := withRecords(resp); !equalInts(all, []int32{2}) || !equalInts(rec, []int32{2}) {
+	if all, rec := withRecords(resp); !slices.Equal(all, []int32{2}) || !slices.Equal(rec, []int32{2}) {
 		t.Fatalf("after an append to 2: partitions %v with records %v; want only 2", all, rec)
 	}
 	// A long poll naming only partition 2 (its new offset) wakes for an append to 3.
@@ -156,7 +157,7 @@ func TestFetchSessionIncrementalAnswers(t *testing.T) {
 		parts[3].append()
 	}()
 	resp, took := sessionFetch(t, rc, 4, topic, id, 3, map[int32]int64{2: 1}, 10000)
-	if all, rec := withRecords(resp); !equalInts(all, []int32{3}) || !equalInts(rec, []int32{3}) || took > 5*time.Second {
+	if all, rec := withRecords(resp); !slices.Equal(all, []int32{3}) || !slices.Equal(rec, []int32{3}) || took > 5*time.Second {
 		t.Fatalf("long poll: partitions %v with records %v after %v; want 3's record well before the 10 s max wait", all, rec, took)
 	}
 	resp, _ = sessionFetch(t, rc, 5, topic, id, 3, nil, 0)

@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -100,6 +101,7 @@ func sessRoundTrip(t *testing.T, c *fetchSessions, req *kmsg.FetchRequest, hw ma
 	return parts, resp
 }
 
+// partitionsOf lists the partitions of parts.
 func partitionsOf(parts []fetchPart) []int32 {
 	var ps []int32
 	for _, p := range parts {
@@ -108,24 +110,12 @@ func partitionsOf(parts []fetchPart) []int32 {
 	return ps
 }
 
-func equalInts(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestFetchSessionCreateIncrementForget(t *testing.T) {
 	clk := newFakeClock()
 	c := newTestSessions(10, clk)
 	_, resp := sessRoundTrip(t, c, fetchReq(0, 0, []int32{0, 1, 2}, nil), map[int32]int64{0: 5}, nil)
 	id := resp.SessionID
-	if id == 0 || !equalInts(answered(resp), []int32{0, 1, 2}) {
+	if id == 0 || !slices.Equal(answered(resp), []int32{0, 1, 2}) {
 		t.Fatalf("full fetch: session %d, partitions %v; want a session and all 3", id, answered(resp))
 	}
 	if n, p := sessionGauge(c.open), sessionGauge(c.parts); n != 1 || p != 3 {
@@ -134,13 +124,13 @@ func TestFetchSessionCreateIncrementForget(t *testing.T) {
 
 	// Epoch 1 naming nothing: all 3 read, none changed, none answered.
 	parts, resp := sessRoundTrip(t, c, fetchReq(id, 1, nil, nil), map[int32]int64{0: 5}, nil)
-	if !equalInts(partitionsOf(parts), []int32{0, 1, 2}) || len(resp.Topics) != 0 || resp.SessionID != id {
+	if !slices.Equal(partitionsOf(parts), []int32{0, 1, 2}) || len(resp.Topics) != 0 || resp.SessionID != id {
 		t.Fatalf("idle incremental: read %v, answered %v (session %d); want all read, none answered", partitionsOf(parts), answered(resp), resp.SessionID)
 	}
 	// Epoch 2: partition 1's high watermark moved; partition 3 added (new: answered);
 	// partition 0 forgotten.
 	parts, resp = sessRoundTrip(t, c, fetchReq(id, 2, []int32{3}, []int32{0}), map[int32]int64{1: 7}, nil)
-	if !equalInts(partitionsOf(parts), []int32{1, 2, 3}) || !equalInts(answered(resp), []int32{1, 3}) {
+	if !slices.Equal(partitionsOf(parts), []int32{1, 2, 3}) || !slices.Equal(answered(resp), []int32{1, 3}) {
 		t.Fatalf("incremental: read %v, answered %v; want read [1 2 3], answered [1 3]", partitionsOf(parts), answered(resp))
 	}
 	if p := sessionGauge(c.parts); p != 3 {
@@ -316,17 +306,17 @@ func TestFetchSessionAnswerRules(t *testing.T) {
 			p.LogStartOffset = 9
 		}
 	})
-	if !equalInts(got, []int32{0, 1, 2, 3, 4}) {
+	if !slices.Equal(got, []int32{0, 1, 2, 3, 4}) {
 		t.Fatalf("answered %v, want [0 1 2 3 4] (5 unchanged)", got)
 	}
 	// Every partition back to the plain answer: 1 is answered again (the error cleared:
 	// its cached high watermark was reset), 3 and 4 too (last stable offset and log
 	// start moved back); 0 and 2 not (no records, no replica, offsets as last answered).
 	read, got := step(func(p *kmsg.FetchResponseTopicPartition) {})
-	if !equalInts(got, []int32{1, 3, 4}) {
+	if !slices.Equal(got, []int32{1, 3, 4}) {
 		t.Fatalf("after changes: answered %v, want [1 3 4]", got)
 	}
-	if !equalInts(read, []int32{1, 2, 3, 4, 5, 0}) {
+	if !slices.Equal(read, []int32{1, 2, 3, 4, 5, 0}) {
 		t.Fatalf("session order %v: partition 0, which returned records, should be last", read)
 	}
 	if _, got = step(func(p *kmsg.FetchResponseTopicPartition) {}); len(got) != 0 {
