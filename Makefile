@@ -38,6 +38,7 @@ test: vet ## everything CI runs
 fuzz: ## a short run of every fuzz target
 	$(GO) test ./wal/ -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
 	$(GO) test ./broker/kafka/ -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s
+	$(GO) test ./broker/kafka/ -run '^$$' -fuzz FuzzFetchSessionUpdate -fuzztime 20s
 	$(GO) test ./internal/recbatch/ -run '^$$' -fuzz FuzzValidateProduce -fuzztime 30s
 	$(GO) test ./internal/recbatch/ -run '^$$' -fuzz FuzzValidateRecords -fuzztime 20s
 	$(GO) test ./broker/group/ -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 20s

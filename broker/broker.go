@@ -170,6 +170,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		MaxInFlight:       cfg.MaxInFlight,
 		IdleTimeout:       cfg.IdleTimeout,
 		Limits:            cfg.Limits,
+		FetchSessions:     cfg.FetchSessions,
 		AutoCreateTopics:  cfg.AutoCreateTopics,
 		DefaultPartitions: cfg.DefaultPartitions,
 		BrokerConfigs:     cfg.staticConfigs(),

@@ -100,6 +100,9 @@ type Config struct {
 	// Limits bound what clients can make the broker hold: request bytes in flight,
 	// connections overall and per address, fetch sizes (broker/kafka/limits.go).
 	Limits kafka.Limits
+	// FetchSessions bounds the incremental fetch sessions (KIP-227) kept
+	// (broker/kafka/fetch_session.go).
+	FetchSessions kafka.FetchSessionConfig
 
 	// AcceptWALLoss is an operator's decision to serve partitions whose WALs lost data
 	// (a corrupt record in the middle of a WAL, a segment deleted by hand): the WAL's
@@ -257,6 +260,7 @@ func DefaultConfig() Config {
 		SlowTrace:              slowtrace.DefaultConfig(),
 		IdleTimeout:            10 * time.Minute,
 		Limits:                 kafka.DefaultLimits(),
+		FetchSessions:          kafka.DefaultFetchSessionConfig(),
 		ZoneRouting:            true,
 		Routing:                routing.DefaultConfig(),
 		LinkGrace:              30 * time.Second,
@@ -333,6 +337,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("broker: %w", err)
 	}
 	if err := c.Limits.Validate(c.MaxRequestBytes); err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	if err := c.FetchSessions.Validate(); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
 	if c.OffsetsTopicPartitions < 1 {
@@ -419,6 +426,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxInFlight, "max-in-flight-requests-per-connection", c.MaxInFlight,
 		"most requests of one connection read and not yet answered; then the broker stops reading it until an answer is sent (slow handlers and long polls included)")
 	c.Limits.BindFlags(fs)
+	c.FetchSessions.BindFlags(fs)
 	fs.DurationVar(&c.SlowTrace.Threshold, "trace-slow-requests", c.SlowTrace.Threshold,
 		"keep a Go execution trace of the last seconds in memory (the runtime's flight recorder, a few % of CPU) and write it to "+
 			"--trace-dir when a request takes longer than this (not Fetch, JoinGroup, SyncGroup or internal long polls, which wait by design), at most once per 30s, newest 10 kept; open with go tool trace FILE. 0 = off")
@@ -454,25 +462,26 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 // are flags).
 func (c *Config) staticConfigs() map[string]string {
 	return map[string]string{
-		"broker.id":                           strconv.Itoa(int(c.NodeID)),
-		"broker.rack":                         c.Rack,
-		"num.partitions":                      strconv.Itoa(int(c.DefaultPartitions)),
-		"auto.create.topics.enable":           strconv.FormatBool(c.AutoCreateTopics),
-		"socket.request.max.bytes":            strconv.Itoa(int(c.MaxRequestBytes)),
-		"queued.max.request.bytes":            strconv.FormatInt(c.Limits.QueuedMaxRequestBytes, 10),
-		"max.connections":                     strconv.Itoa(c.Limits.MaxConnections),
-		"max.connections.per.ip":              strconv.Itoa(c.Limits.MaxConnectionsPerIP),
-		"fetch.max.bytes":                     strconv.Itoa(int(c.Limits.FetchMaxBytes)),
-		"message.max.bytes":                   strconv.Itoa(metadata.DefaultMaxMessageBytes),
-		"default.replication.factor":          "1",
-		"min.insync.replicas":                 "1",
-		"log.dirs":                            c.WAL.Dir,
-		"group.initial.rebalance.delay.ms":    strconv.FormatInt(c.Group.InitialRebalanceDelay.Milliseconds(), 10),
-		"group.min.session.timeout.ms":        strconv.FormatInt(c.Group.MinSessionTimeout.Milliseconds(), 10),
-		"group.max.session.timeout.ms":        strconv.FormatInt(c.Group.MaxSessionTimeout.Milliseconds(), 10),
-		"offsets.retention.minutes":           strconv.FormatInt(int64(c.Group.OffsetsRetention/time.Minute), 10),
-		"offsets.retention.check.interval.ms": strconv.FormatInt(c.OffsetsRetentionCheck.Milliseconds(), 10),
-		"offsets.topic.num.partitions":        strconv.Itoa(int(c.OffsetsTopicPartitions)),
+		"broker.id":                                 strconv.Itoa(int(c.NodeID)),
+		"broker.rack":                               c.Rack,
+		"num.partitions":                            strconv.Itoa(int(c.DefaultPartitions)),
+		"auto.create.topics.enable":                 strconv.FormatBool(c.AutoCreateTopics),
+		"socket.request.max.bytes":                  strconv.Itoa(int(c.MaxRequestBytes)),
+		"queued.max.request.bytes":                  strconv.FormatInt(c.Limits.QueuedMaxRequestBytes, 10),
+		"max.connections":                           strconv.Itoa(c.Limits.MaxConnections),
+		"max.connections.per.ip":                    strconv.Itoa(c.Limits.MaxConnectionsPerIP),
+		"fetch.max.bytes":                           strconv.Itoa(int(c.Limits.FetchMaxBytes)),
+		"max.incremental.fetch.session.cache.slots": strconv.Itoa(c.FetchSessions.Slots),
+		"message.max.bytes":                         strconv.Itoa(metadata.DefaultMaxMessageBytes),
+		"default.replication.factor":                "1",
+		"min.insync.replicas":                       "1",
+		"log.dirs":                                  c.WAL.Dir,
+		"group.initial.rebalance.delay.ms":          strconv.FormatInt(c.Group.InitialRebalanceDelay.Milliseconds(), 10),
+		"group.min.session.timeout.ms":              strconv.FormatInt(c.Group.MinSessionTimeout.Milliseconds(), 10),
+		"group.max.session.timeout.ms":              strconv.FormatInt(c.Group.MaxSessionTimeout.Milliseconds(), 10),
+		"offsets.retention.minutes":                 strconv.FormatInt(int64(c.Group.OffsetsRetention/time.Minute), 10),
+		"offsets.retention.check.interval.ms":       strconv.FormatInt(c.OffsetsRetentionCheck.Milliseconds(), 10),
+		"offsets.topic.num.partitions":              strconv.Itoa(int(c.OffsetsTopicPartitions)),
 	}
 }
 

@@ -41,6 +41,12 @@ func kafkaCode(err error) int16 {
 		return kerr.InvalidRecord.Code
 	case errors.Is(err, recbatch.ErrTransactional):
 		return kerr.InvalidTxnState.Code
+	case errors.Is(err, errFetchSessionNotFound):
+		return kerr.FetchSessionIDNotFound.Code
+	case errors.Is(err, errFetchSessionEpoch):
+		return kerr.InvalidFetchSessionEpoch.Code
+	case errors.Is(err, errFetchSessionTopicID):
+		return kerr.FetchSessionTopicIDError.Code
 	case errors.Is(err, metadata.ErrFenced):
 		// This broker fenced: like a closed WAL or a partition not led here (their
 		// sentinels carry NOT_LEADER_OR_FOLLOWER), the one answer every client takes as

@@ -6,9 +6,11 @@ package kafka
 // or from the WAL for evicted ones, bounded by partition max bytes and the response's max
 // bytes; the first batch found is returned whole even when larger (KIP-74), so a consumer
 // never gets stuck on a big batch. When less than min bytes is available the fetch waits up
-// to max wait, woken by high-watermark advances of its partitions. Fetch sessions (KIP-227)
-// are not kept: the answer carries session id 0, which tells clients to keep sending full
-// fetches. v13+ name topics by ID. isolation_level 1 (read_committed) reads nothing at or
+// to max wait, woken by high-watermark advances of its partitions. Incremental fetch
+// sessions (KIP-227, fetch_session.go) decide what a fetch reads (the request's
+// partitions, or every partition of its session, so a long poll wakes for any of them)
+// and which partitions its answer carries; each partition is resolved, authorized and
+// read the same either way. v13+ name topics by ID. isolation_level 1 (read_committed) reads nothing at or
 // above the last stable offset (the first offset of the oldest open transaction, else the
 // high watermark) and lists the aborted transactions that overlap what it returns
 // ({producer ID, first offset}: the consumer drops that producer's batches from there to
@@ -51,8 +53,9 @@ type fetchTarget struct {
 
 func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	if req.Version >= 7 && req.SessionID != 0 {
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+	fc, parts, err := s.sessions.begin(req)
+	if err != nil {
+		resp.ErrorCode = kafkaCode(err)
 		sl.respond(resp)
 		return
 	}
@@ -66,54 +69,59 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 	redirect := zone != "" && zone != s.cfg.Zone && req.ReplicaID < 0 && req.Version >= 11
 	ss := s.session(c) // nil: no authorizer
 	var targets []fetchTarget
-	for i := range req.Topics {
-		rt := &req.Topics[i]
-		var t *metadata.Topic
-		if req.Version >= 13 {
-			t = view.TopicByID(rt.TopicID)
-		} else {
-			t = view.Topics[rt.Topic]
-		}
-		name := rt.Topic
-		if t != nil {
-			name = t.Name
-		}
-		readable := ss.Allowed(acl.OpRead, acl.ResourceTopic, name)
-		st := kmsg.NewFetchResponseTopic()
-		st.Topic, st.TopicID = rt.Topic, rt.TopicID
-		st.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			out := &st.Partitions[j]
-			*out = kmsg.NewFetchResponseTopicPartition()
-			out.Partition = rp.Partition
-			out.HighWatermark, out.LastStableOffset, out.LogStartOffset = -1, -1, -1
-			// Empty, never null: librdkafka fails to parse a null record set ("invalid
-			// MessageSetSize -1") and never sees the partition's error code, so it keeps
-			// fetching from a broker that answers NOT_LEADER instead of refreshing.
-			out.RecordBatches = []byte{}
-			if t == nil && req.Version >= 13 {
-				out.ErrorCode = kerr.UnknownTopicID.Code
-				continue
+	// One answer partition per part, in one array: targets point into it.
+	outs := make([]kmsg.FetchResponseTopicPartition, len(parts))
+	var t *metadata.Topic
+	readable, start := false, 0
+	for i := range parts {
+		fp := &parts[i]
+		if i == 0 || fp.group != parts[i-1].group {
+			start = i
+			if req.Version >= 13 {
+				t = view.TopicByID(fp.id)
+			} else {
+				t = view.Topics[fp.topic]
 			}
-			if !readable {
-				out.ErrorCode = kerr.TopicAuthorizationFailed.Code
-				continue
+			name := fp.topic
+			if t != nil {
+				name = t.Name
 			}
-			r, err := s.be.Reader(t, rp.Partition, -1, zone) // the epoch is checked by each read
-			switch {
-			case err != nil:
-				out.ErrorCode = kafkaCode(err)
-			case redirect && s.preferReplica(view, zone, t, rp.Partition, r, out):
-				// no records here: the client reads from out.PreferredReadReplica
-			default:
-				targets = append(targets, fetchTarget{r: r, req: rp, out: out, committed: req.IsolationLevel == 1})
-			}
+			readable = ss.Allowed(acl.OpRead, acl.ResourceTopic, name)
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = fp.topic, fp.id
+			resp.Topics = append(resp.Topics, st)
 		}
-		resp.Topics = append(resp.Topics, st)
+		if i+1 == len(parts) || parts[i+1].group != fp.group { // the group's last part
+			resp.Topics[len(resp.Topics)-1].Partitions = outs[start : i+1 : i+1]
+		}
+		out := &outs[i]
+		*out = kmsg.NewFetchResponseTopicPartition()
+		out.Partition = fp.req.Partition
+		out.HighWatermark, out.LastStableOffset, out.LogStartOffset = -1, -1, -1
+		// Empty, never null: librdkafka fails to parse a null record set ("invalid
+		// MessageSetSize -1") and never sees the partition's error code, so it keeps
+		// fetching from a broker that answers NOT_LEADER instead of refreshing.
+		out.RecordBatches = []byte{}
+		if t == nil && req.Version >= 13 {
+			out.ErrorCode = kerr.UnknownTopicID.Code
+			continue
+		}
+		if !readable {
+			out.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			continue
+		}
+		r, err := s.be.Reader(t, fp.req.Partition, -1, zone) // the epoch is checked by each read
+		switch {
+		case err != nil:
+			out.ErrorCode = kafkaCode(err)
+		case redirect && s.preferReplica(view, zone, t, fp.req.Partition, r, out):
+			// no records here: the client reads from out.PreferredReadReplica
+		default:
+			targets = append(targets, fetchTarget{r: r, req: &fp.req, out: out, committed: req.IsolationLevel == 1})
+		}
 	}
 
-	maxBytes := s.clampFetch(req)
+	maxBytes := s.clampFetch(req, parts)
 	// Register for wake-ups before the first read so an append between the read and the
 	// wait cannot be missed.
 	wake := make(chan struct{}, 1)
@@ -125,7 +133,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 	}
 	if got, errs := s.fillFetch(c.ctx, targets, maxBytes); got >= int(req.MinBytes) || errs || wait <= 0 || len(targets) == 0 {
 		unwait(targets, wake)
-		s.finishFetch(c, sl, resp, targets, zone)
+		s.finishFetch(c, sl, resp, targets, zone, &fc, parts)
 		return
 	}
 	timer := time.NewTimer(wait)
@@ -137,7 +145,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 		case <-timer.C:
 			unwait(targets, wake)
 			s.fillFetch(c.ctx, targets, maxBytes)
-			s.finishFetch(c, sl, resp, targets, zone)
+			s.finishFetch(c, sl, resp, targets, zone, &fc, parts)
 			return
 		case <-c.ctx.Done():
 			unwait(targets, wake)
@@ -149,7 +157,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 		}
 		if got, errs := s.fillFetch(c.ctx, targets, maxBytes); got >= int(req.MinBytes) || errs {
 			unwait(targets, wake)
-			s.finishFetch(c, sl, resp, targets, zone)
+			s.finishFetch(c, sl, resp, targets, zone, &fc, parts)
 			return
 		}
 	}
@@ -158,7 +166,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 // clampFetch cuts the fetch's sizes to --fetch-max-bytes (a client asking for 2 GiB gets
 // at most the limit, and nothing is sized from the request's numbers) and returns the
 // answer's byte limit.
-func (s *Server) clampFetch(req *kmsg.FetchRequest) int {
+func (s *Server) clampFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
 	limit := s.lim.cfg.FetchMaxBytes
 	clamped := false
 	maxBytes := req.MaxBytes
@@ -167,11 +175,9 @@ func (s *Server) clampFetch(req *kmsg.FetchRequest) int {
 	} else if maxBytes > limit {
 		maxBytes, clamped = limit, true
 	}
-	for i := range req.Topics {
-		for j := range req.Topics[i].Partitions {
-			if p := &req.Topics[i].Partitions[j]; p.PartitionMaxBytes > limit {
-				p.PartitionMaxBytes, clamped = limit, true
-			}
+	for i := range parts {
+		if p := &parts[i].req; p.PartitionMaxBytes > limit {
+			p.PartitionMaxBytes, clamped = limit, true
 		}
 	}
 	if clamped {
@@ -347,13 +353,19 @@ func wholeBatches(b []byte, n int) []byte {
 	return b[:pos]
 }
 
-// finishFetch accounts the bytes served and answers a client of zone: v16+ partitions
+// finishFetch settles the fetch's session (fetch_session.go), accounts the bytes served
+// and answers a client of zone: v16+ partitions
 // refused for leadership carry a leader hint (KIP-951, leader_hint.go); before v6, whose
 // clients may not know KAFKA_STORAGE_ERROR (they would take it for a fatal error), it is
 // NOT_LEADER_OR_FOLLOWER, which every client retries after a metadata refresh, as Kafka
 // answers them.
-func (s *Server) finishFetch(c *conn, sl *slot, resp *kmsg.FetchResponse, targets []fetchTarget, zone string) {
-	for _, t := range targets {
+func (s *Server) finishFetch(c *conn, sl *slot, resp *kmsg.FetchResponse, targets []fetchTarget, zone string, fc *fetchSessionCtx, parts []fetchPart) {
+	if err := s.sessions.finish(fc, parts, resp); err != nil {
+		resp.Topics, resp.ErrorCode = nil, kafkaCode(err)
+		sl.respond(resp)
+		return
+	}
+	for _, t := range targets { // the read's partitions, also those an incremental answer left out (none has records)
 		if n := len(t.out.RecordBatches); n > 0 {
 			s.metrics.bytesOut.WithLabelValues(t.r.Topic()).Add(float64(n))
 			if c.tc != nil {

@@ -59,6 +59,9 @@ type Config struct {
 	SlowRequests *slowtrace.Recorder
 	// Limits bound what clients can make the broker hold (limits.go).
 	Limits Limits
+	// FetchSessions bounds the incremental fetch sessions kept (fetch_session.go); the
+	// zero value keeps none.
+	FetchSessions FetchSessionConfig
 	// Transactions accepts transactional batches in Produce (the broker runs the
 	// transaction coordinator); off, they are refused (recbatch.ErrTransactional:
 	// INVALID_TXN_STATE).
@@ -86,7 +89,7 @@ type Deps struct {
 	// PeerAuth authenticates the connections internal requests come on (internal.go);
 	// nil: they are not authenticated.
 	PeerAuth PeerAuthenticator
-	// Now is the clock for LogAppendTime; nil: time.Now.
+	// Now is the clock for LogAppendTime and fetch sessions' use times; nil: time.Now.
 	Now func() time.Time
 	// Txn is the transaction coordinator (txn.go); nil: transactions are refused and
 	// their API keys not advertised.
@@ -107,6 +110,7 @@ type Server struct {
 	log      *slog.Logger
 	metrics  *metrics
 	lim      *limiter
+	sessions *fetchSessions
 	now      func() time.Time
 	sasl     *saslServer
 	// internalRefusals counts connections closed for an internal request they may not
@@ -141,6 +145,7 @@ func NewServer(cfg Config, d Deps) *Server {
 		metrics: newMetrics(d.Registerer), conns: map[*conn]struct{}{}}
 	s.lim = newLimiter(cfg.Limits, s.metrics.set, d.Logger)
 	s.gate = newTxnGate(cfg, d.Txn)
+	s.sessions = newFetchSessions(cfg.FetchSessions, d.Now, s.metrics.set)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sasl = newSASLServer(cfg.SASL, d.Meta, s.metrics.set)
 	s.internalRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_internal_requests_refused_total",
