@@ -72,8 +72,9 @@ func (t *Tier) applyRetention() {
 }
 
 // deletesByRetention: Kafka applies retention only with cleanup.policy "delete" (alone
-// or with compact). A compact-only topic keeps every key's latest record (compact.go). __consumer_offsets is compacted in Kafka: its commits stay here too (a group
-// that commits rarely must not lose its offsets to retention.ms).
+// or with compact). A compact-only topic keeps every key's latest record (compact.go).
+// __consumer_offsets is compacted in Kafka: its commits stay here too (a group that
+// commits rarely must not lose its offsets to retention.ms).
 func deletesByRetention(t *metadata.Topic) bool {
 	if t.Name == metadata.OffsetsTopic { // committed offsets: retention never applies
 		return false
