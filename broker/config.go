@@ -439,6 +439,9 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	c.SASL.BindFlags(fs)
 	c.ACL.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
+	fs.BoolVar(&c.Group.ConsumerProtocol, "group-consumer-protocol", c.Group.ConsumerProtocol, "serve the KIP-848 consumer group protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe; clients' group.protocol=consumer) besides the classic one")
+	fs.DurationVar(&c.Group.ConsumerSessionTimeout, "group-consumer-session-timeout", c.Group.ConsumerSessionTimeout, "a KIP-848 consumer group member silent this long is removed (group.consumer.session.timeout.ms)")
+	fs.DurationVar(&c.Group.ConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", c.Group.ConsumerHeartbeatInterval, "how often KIP-848 consumer group members are told to heartbeat (group.consumer.heartbeat.interval.ms)")
 	fs.DurationVar(&c.Group.OffsetsRetention, "offsets-retention", c.Group.OffsetsRetention, "keep an empty group's committed offsets this long after it became empty (a group that never had members: after the commit); offsets.retention.minutes. 0 = for ever")
 	fs.DurationVar(&c.OffsetsRetentionCheck, "offsets-retention-check-interval", c.OffsetsRetentionCheck, "how often expired offsets, and offsets of deleted topics, are removed")
 	fs.BoolVar(&c.Transactions, "transactions", c.Transactions, "run the transaction coordinator: transactional producers (exactly-once), read_committed consumers; off: transactional producers are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
@@ -454,25 +457,27 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 // are flags).
 func (c *Config) staticConfigs() map[string]string {
 	return map[string]string{
-		"broker.id":                           strconv.Itoa(int(c.NodeID)),
-		"broker.rack":                         c.Rack,
-		"num.partitions":                      strconv.Itoa(int(c.DefaultPartitions)),
-		"auto.create.topics.enable":           strconv.FormatBool(c.AutoCreateTopics),
-		"socket.request.max.bytes":            strconv.Itoa(int(c.MaxRequestBytes)),
-		"queued.max.request.bytes":            strconv.FormatInt(c.Limits.QueuedMaxRequestBytes, 10),
-		"max.connections":                     strconv.Itoa(c.Limits.MaxConnections),
-		"max.connections.per.ip":              strconv.Itoa(c.Limits.MaxConnectionsPerIP),
-		"fetch.max.bytes":                     strconv.Itoa(int(c.Limits.FetchMaxBytes)),
-		"message.max.bytes":                   strconv.Itoa(metadata.DefaultMaxMessageBytes),
-		"default.replication.factor":          "1",
-		"min.insync.replicas":                 "1",
-		"log.dirs":                            c.WAL.Dir,
-		"group.initial.rebalance.delay.ms":    strconv.FormatInt(c.Group.InitialRebalanceDelay.Milliseconds(), 10),
-		"group.min.session.timeout.ms":        strconv.FormatInt(c.Group.MinSessionTimeout.Milliseconds(), 10),
-		"group.max.session.timeout.ms":        strconv.FormatInt(c.Group.MaxSessionTimeout.Milliseconds(), 10),
-		"offsets.retention.minutes":           strconv.FormatInt(int64(c.Group.OffsetsRetention/time.Minute), 10),
-		"offsets.retention.check.interval.ms": strconv.FormatInt(c.OffsetsRetentionCheck.Milliseconds(), 10),
-		"offsets.topic.num.partitions":        strconv.Itoa(int(c.OffsetsTopicPartitions)),
+		"broker.id":                            strconv.Itoa(int(c.NodeID)),
+		"broker.rack":                          c.Rack,
+		"num.partitions":                       strconv.Itoa(int(c.DefaultPartitions)),
+		"auto.create.topics.enable":            strconv.FormatBool(c.AutoCreateTopics),
+		"socket.request.max.bytes":             strconv.Itoa(int(c.MaxRequestBytes)),
+		"queued.max.request.bytes":             strconv.FormatInt(c.Limits.QueuedMaxRequestBytes, 10),
+		"max.connections":                      strconv.Itoa(c.Limits.MaxConnections),
+		"max.connections.per.ip":               strconv.Itoa(c.Limits.MaxConnectionsPerIP),
+		"fetch.max.bytes":                      strconv.Itoa(int(c.Limits.FetchMaxBytes)),
+		"message.max.bytes":                    strconv.Itoa(metadata.DefaultMaxMessageBytes),
+		"default.replication.factor":           "1",
+		"min.insync.replicas":                  "1",
+		"log.dirs":                             c.WAL.Dir,
+		"group.initial.rebalance.delay.ms":     strconv.FormatInt(c.Group.InitialRebalanceDelay.Milliseconds(), 10),
+		"group.min.session.timeout.ms":         strconv.FormatInt(c.Group.MinSessionTimeout.Milliseconds(), 10),
+		"group.max.session.timeout.ms":         strconv.FormatInt(c.Group.MaxSessionTimeout.Milliseconds(), 10),
+		"offsets.retention.minutes":            strconv.FormatInt(int64(c.Group.OffsetsRetention/time.Minute), 10),
+		"group.consumer.session.timeout.ms":    strconv.FormatInt(c.Group.ConsumerSessionTimeout.Milliseconds(), 10),
+		"group.consumer.heartbeat.interval.ms": strconv.FormatInt(c.Group.ConsumerHeartbeatInterval.Milliseconds(), 10),
+		"offsets.retention.check.interval.ms":  strconv.FormatInt(c.OffsetsRetentionCheck.Milliseconds(), 10),
+		"offsets.topic.num.partitions":         strconv.Itoa(int(c.OffsetsTopicPartitions)),
 	}
 }
 
