@@ -518,6 +518,16 @@ func (t topicChecker) PartitionExists(topic string, partition int32) bool {
 	return tp != nil && partition >= 0 && int(partition) < len(tp.Partitions)
 }
 
+// TopicInfos is group.TopicCatalog: the topics the consumer group assignors place.
+func (t topicChecker) TopicInfos() []group.TopicInfo {
+	v := t.b.meta.View()
+	out := make([]group.TopicInfo, 0, len(v.Topics))
+	for name, tp := range v.Topics {
+		out = append(out, group.TopicInfo{Name: name, ID: tp.ID, Partitions: int32(len(tp.Partitions))})
+	}
+	return out
+}
+
 // TopicID is group.TopicIDs: offsets of a deleted topic, or of an earlier topic of the
 // same name, are not served.
 func (t topicChecker) TopicID(topic string) (string, bool) {

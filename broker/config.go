@@ -447,6 +447,9 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	c.SASL.BindFlags(fs)
 	c.ACL.BindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
+	fs.BoolVar(&c.Group.ConsumerProtocol, "group-consumer-protocol", c.Group.ConsumerProtocol, "serve the KIP-848 consumer group protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe; clients' group.protocol=consumer) besides the classic one")
+	fs.DurationVar(&c.Group.ConsumerSessionTimeout, "group-consumer-session-timeout", c.Group.ConsumerSessionTimeout, "a KIP-848 consumer group member silent this long is removed (group.consumer.session.timeout.ms)")
+	fs.DurationVar(&c.Group.ConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", c.Group.ConsumerHeartbeatInterval, "how often KIP-848 consumer group members are told to heartbeat (group.consumer.heartbeat.interval.ms)")
 	fs.DurationVar(&c.Group.OffsetsRetention, "offsets-retention", c.Group.OffsetsRetention, "keep an empty group's committed offsets this long after it became empty (a group that never had members: after the commit); offsets.retention.minutes. 0 = for ever")
 	fs.DurationVar(&c.OffsetsRetentionCheck, "offsets-retention-check-interval", c.OffsetsRetentionCheck, "how often expired offsets, and offsets of deleted topics, are removed")
 	fs.BoolVar(&c.Transactions, "transactions", c.Transactions, "run the transaction coordinator: transactional producers (exactly-once), read_committed consumers; off: transactional producers are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
@@ -482,6 +485,8 @@ func (c *Config) staticConfigs() map[string]string {
 		"offsets.retention.minutes":                 strconv.FormatInt(int64(c.Group.OffsetsRetention/time.Minute), 10),
 		"offsets.retention.check.interval.ms":       strconv.FormatInt(c.OffsetsRetentionCheck.Milliseconds(), 10),
 		"offsets.topic.num.partitions":              strconv.Itoa(int(c.OffsetsTopicPartitions)),
+		"group.consumer.session.timeout.ms":         strconv.FormatInt(c.Group.ConsumerSessionTimeout.Milliseconds(), 10),
+		"group.consumer.heartbeat.interval.ms":      strconv.FormatInt(c.Group.ConsumerHeartbeatInterval.Milliseconds(), 10),
 	}
 }
 

@@ -13,6 +13,10 @@ package group
 //   - ListGroups: Describe on the cluster lists all, otherwise only the groups the
 //     client may describe.
 //   - OffsetDelete: Delete on the group, Read on each topic.
+//   - ConsumerGroupHeartbeat: Read on the group, Describe on each subscribed topic name
+//     (TOPIC_AUTHORIZATION_FAILED). ConsumerGroupDescribe: Describe on each group, and a
+//     group whose assignments name a topic the client may not describe answers
+//     TOPIC_AUTHORIZATION_FAILED.
 //   - TxnOffsetCommit: Write on the transactional ID (else
 //     TRANSACTIONAL_ID_AUTHORIZATION_FAILED), Read on the group, Read on each topic.
 // A request denied in part is served for the rest and the denied parts are merged into
@@ -150,6 +154,47 @@ func authorize(ctx context.Context, req kmsg.Request, respond func(kmsg.Response
 			})
 		return &cp, func(resp kmsg.Response) {
 			if dr, ok := resp.(*kmsg.DescribeGroupsResponse); ok {
+				dr.Groups = append(dr.Groups, denied...)
+			}
+			respond(resp)
+		}, true
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		if !group(acl.OpRead, r.Group) {
+			return deny()
+		}
+		for _, t := range r.SubscribedTopicNames {
+			if !topic(acl.OpDescribe, t) {
+				respond(errorResponse(req, topicDenied))
+				return nil, nil, false
+			}
+		}
+	case *kmsg.ConsumerGroupDescribeRequest:
+		cp := *r
+		var denied []kmsg.ConsumerGroupDescribeResponseGroup
+		cp.Groups, denied = split(r.Groups, func(g string) bool { return group(acl.OpDescribe, g) },
+			func(g string) kmsg.ConsumerGroupDescribeResponseGroup {
+				dg := kmsg.NewConsumerGroupDescribeResponseGroup()
+				dg.Group, dg.ErrorCode = g, groupDenied
+				return dg
+			})
+		return &cp, func(resp kmsg.Response) {
+			if dr, ok := resp.(*kmsg.ConsumerGroupDescribeResponse); ok {
+				// A group whose members hold a topic the client may not describe is
+				// not shown (Kafka: TOPIC_AUTHORIZATION_FAILED).
+				for i := range dr.Groups {
+					dg := &dr.Groups[i]
+					for _, m := range dg.Members {
+						for _, a := range []kmsg.Assignment{m.Assignment, m.TargetAssignment} {
+							for _, tp := range a.TopicPartitions {
+								if dg.ErrorCode == 0 && !topic(acl.OpDescribe, tp.Topic) {
+									name := dg.Group
+									*dg = kmsg.NewConsumerGroupDescribeResponseGroup()
+									dg.Group, dg.ErrorCode = name, topicDenied
+								}
+							}
+						}
+					}
+				}
 				dr.Groups = append(dr.Groups, denied...)
 			}
 			respond(resp)

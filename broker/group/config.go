@@ -67,6 +67,15 @@ type Config struct {
 	// coordinator is wired), it is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which a
 	// client treats as fatal, as every transactional request is answered today.
 	Transactions bool
+	// ConsumerProtocol turns the KIP-848 consumer group protocol on: ConsumerGroupHeartbeat
+	// and ConsumerGroupDescribe are served and advertised (consumer.go).
+	ConsumerProtocol bool
+	// ConsumerSessionTimeout is group.consumer.session.timeout.ms: a consumer group
+	// member silent this long is removed. Default 45s.
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms, told to
+	// members in every heartbeat answer. Default 5s.
+	ConsumerHeartbeatInterval time.Duration
 }
 
 // OwnStatus is a coordinator's relation to a group (Config.Status).
@@ -104,6 +113,9 @@ func DefaultConfig() Config {
 		OffsetMetadataMaxBytes: 4096,
 		OffsetsRetention:       7 * 24 * time.Hour,
 		Clock:                  RealClock(),
+
+		ConsumerSessionTimeout:    45 * time.Second,
+		ConsumerHeartbeatInterval: 5 * time.Second,
 	}
 }
 

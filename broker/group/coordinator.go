@@ -109,6 +109,12 @@ func New(cfg Config, store Store, topics Topics) *Coordinator {
 	if cfg.NewMemberJoinTimeout == 0 {
 		cfg.NewMemberJoinTimeout = def.NewMemberJoinTimeout
 	}
+	if cfg.ConsumerSessionTimeout == 0 {
+		cfg.ConsumerSessionTimeout = def.ConsumerSessionTimeout
+	}
+	if cfg.ConsumerHeartbeatInterval == 0 {
+		cfg.ConsumerHeartbeatInterval = def.ConsumerHeartbeatInterval
+	}
 	if cfg.OffsetMetadataMaxBytes == 0 {
 		cfg.OffsetMetadataMaxBytes = def.OffsetMetadataMaxBytes
 	}
@@ -143,6 +149,20 @@ func MaxVersions() map[int16]int16 {
 	}
 }
 
+// ConsumerMaxVersions gives the versions of the KIP-848 consumer group keys served when
+// Config.ConsumerProtocol is on (ConsumerGroupHeartbeat 68, ConsumerGroupDescribe 69).
+func ConsumerMaxVersions() map[int16]int16 {
+	return map[int16]int16{kmsg.ConsumerGroupHeartbeat.Int16(): 1, kmsg.ConsumerGroupDescribe.Int16(): 1}
+}
+
+func isConsumerKey(key int16) bool {
+	_, ok := ConsumerMaxVersions()[key]
+	return ok
+}
+
+// ConsumerProtocol reports whether the KIP-848 keys are served (and so advertised).
+func (c *Coordinator) ConsumerProtocol() bool { return c.cfg.ConsumerProtocol }
+
 // TxnOffsetCommitMaxVersion is the highest TxnOffsetCommit (key 28) version Handle
 // serves (v5 is KIP-890's second part). The key is not in MaxVersions, so the Kafka server
 // neither advertises it nor routes it here, until the transaction coordinator is wired:
@@ -154,6 +174,9 @@ const TxnOffsetCommitMaxVersion int16 = 4
 func maxVersion(key int16) (int16, bool) {
 	if key == kmsg.TxnOffsetCommit.Int16() {
 		return TxnOffsetCommitMaxVersion, true
+	}
+	if v, ok := ConsumerMaxVersions()[key]; ok {
+		return v, true
 	}
 	v, ok := MaxVersions()[key]
 	return v, ok
@@ -174,6 +197,10 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, respond func
 		return
 	}
 	if v := req.GetVersion(); v < 0 || v > maxV {
+		respond(errorResponse(req, kerr.UnsupportedVersion.Code))
+		return
+	}
+	if !c.cfg.ConsumerProtocol && isConsumerKey(req.Key()) {
 		respond(errorResponse(req, kerr.UnsupportedVersion.Code))
 		return
 	}
@@ -216,6 +243,10 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, respond func
 		c.handleOffsetDelete(ctx, r, respond)
 	case *kmsg.TxnOffsetCommitRequest:
 		c.handleTxnOffsetCommit(ctx, r, respond)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		c.handleConsumerHeartbeat(ctx, r, respond)
+	case *kmsg.ConsumerGroupDescribeRequest:
+		c.handleConsumerDescribe(r, respond)
 	default:
 		respond(errorResponse(req, kerr.InvalidRequest.Code))
 	}
@@ -248,6 +279,10 @@ func (c *Coordinator) ownershipCode(req kmsg.Request) int16 {
 		groups = []string{r.Group}
 	case *kmsg.TxnOffsetCommitRequest:
 		groups = []string{r.Group}
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		groups = []string{r.Group}
+	case *kmsg.ConsumerGroupDescribeRequest:
+		groups = r.Groups
 	case *kmsg.OffsetFetchRequest:
 		if r.Version >= 8 {
 			for _, g := range r.Groups {
@@ -488,6 +523,8 @@ type write struct {
 	// (Record.TxnEnds).
 	txn  []TxnOffset
 	ends []TxnEnd
+	// consumer: a consumer group's state from now on (Record.Consumer).
+	consumer *ConsumerMeta
 	// apply runs with the group locked once the outcome is known (err is nil
 	// on success). It updates memory and queues the response.
 	apply func(err error)
@@ -563,13 +600,16 @@ func (g *group) nextBatch() (batch []*write, rec Record, dropped []error) {
 			if w.meta != nil {
 				rec.Meta = w.meta
 			}
+			if w.consumer != nil {
+				rec.Consumer = w.consumer
+			}
 		}
 	}
 	return batch, rec, dropped
 }
 
 func (rec *Record) empty() bool {
-	return len(rec.Offsets) == 0 && rec.Meta == nil && !rec.Full && !rec.Deleted && len(rec.Txn) == 0 && len(rec.TxnEnds) == 0
+	return len(rec.Offsets) == 0 && rec.Meta == nil && rec.Consumer == nil && !rec.Full && !rec.Deleted && len(rec.Txn) == 0 && len(rec.TxnEnds) == 0
 }
 
 func (g *group) writeLoop() {
@@ -739,6 +779,15 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 		resp := resp.(*kmsg.TxnOffsetCommitResponse)
 		for _, t := range r.Topics {
 			resp.Topics = append(resp.Topics, txnCommitTopicError(t, code))
+		}
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		resp.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode = code
+	case *kmsg.ConsumerGroupDescribeRequest:
+		resp := resp.(*kmsg.ConsumerGroupDescribeResponse)
+		for _, name := range r.Groups {
+			g := kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group, g.ErrorCode = name, code
+			resp.Groups = append(resp.Groups, g)
 		}
 	}
 	return resp

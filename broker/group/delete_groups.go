@@ -84,6 +84,7 @@ func (g *group) deleteGroup(ctx context.Context, finish func(code int16)) {
 			clear(g.offsets)
 			g.txn = txnOffsets{}
 			g.meta = nil
+			g.cg = nil
 			if !g.removed {
 				g.removeFromCoordinator()
 			}

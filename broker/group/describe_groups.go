@@ -42,6 +42,12 @@ func (c *Coordinator) describeGroup(version int16, name string) kmsg.DescribeGro
 	if g.state == stateDead {
 		return notFound()
 	}
+	if g.cg != nil {
+		// Kafka: a consumer group is described by ConsumerGroupDescribe.
+		dg = notFound()
+		dg.ErrorCode = kerr.GroupIDNotFound.Code
+		return dg
+	}
 	dg.State = g.state.String()
 	dg.ProtocolType = g.protocolType
 	stable := g.state == stateStable

@@ -166,6 +166,9 @@ type group struct {
 	// knows memory was rebuilt from the log under it (errRestored).
 	restores uint64
 
+	// cg is set for a KIP-848 consumer group (consumer.go): its members live there.
+	cg *consumerGroup
+
 	removed  bool // no longer in the coordinator's map
 	unloaded bool // removed by Unload: its partition left; nothing of it may be written
 	closed   bool // coordinator closed
@@ -799,7 +802,8 @@ func (g *group) offset(topic string, partition int32) (Offset, bool) {
 // idle reports whether the group is Empty with no members, no pending
 // members and no offsets, committed or pending in a transaction.
 func (g *group) idle() bool {
-	return g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 && g.txn.empty()
+	return g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 && g.txn.empty() &&
+		(g.cg == nil || len(g.cg.members) == 0)
 }
 
 // unused reports whether the group holds nothing worth keeping: idle and no
@@ -833,6 +837,11 @@ func (g *group) stopAll(code int16) {
 	g.cancelSync()
 	for id := range g.pending {
 		g.removePending(id)
+	}
+	if g.cg != nil {
+		for _, m := range g.cg.members {
+			g.stopConsumerTimers(m)
+		}
 	}
 	for _, m := range g.sortedMembers() {
 		g.stopHeartbeat(m)

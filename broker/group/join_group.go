@@ -98,6 +98,15 @@ func (c *Coordinator) handleJoinGroup(ctx context.Context, r *kmsg.JoinGroupRequ
 		return
 	}
 	defer g.unlock()
+	if g.cg != nil {
+		if len(g.cg.members) > 0 {
+			// Kafka lets classic members join a consumer group (mixed groups); Weir
+			// does not yet.
+			g.send(respond, joinError(v, r.MemberID, kerr.InconsistentGroupProtocol.Code))
+			return
+		}
+		g.cg = nil // an empty consumer group becomes classic again, as in Kafka
+	}
 	if newMember {
 		g.joinNewMember(j, w)
 	} else {

@@ -37,15 +37,18 @@ func (c *Coordinator) handleListGroups(r *kmsg.ListGroupsRequest, respond func(k
 			types[strings.ToLower(t)] = true
 		}
 	}
-	if types != nil && !types[groupType] {
-		respond(resp)
-		return
-	}
 	for _, g := range c.allGroups() {
 		g.lock()
 		state, ptype, removed := g.state, g.protocolType, g.removed
+		gtype := groupType
+		if g.cg != nil {
+			gtype = consumerGroupType
+		}
 		g.unlock()
 		if removed || state == stateDead || c.status(g.name) != Owned {
+			continue
+		}
+		if types != nil && !types[gtype] {
 			continue
 		}
 		if states != nil && !states[strings.ToLower(state.String())] {
@@ -55,7 +58,7 @@ func (c *Coordinator) handleListGroups(r *kmsg.ListGroupsRequest, respond func(k
 		lg.Group = g.name
 		lg.ProtocolType = ptype
 		lg.GroupState = state.String()
-		lg.GroupType = groupType
+		lg.GroupType = gtype
 		resp.Groups = append(resp.Groups, lg)
 	}
 	respond(resp)

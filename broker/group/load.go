@@ -83,8 +83,12 @@ func (c *Coordinator) Load(belongs func(group string) bool, replay func(apply fu
 		for _, m := range g.members {
 			g.scheduleHeartbeat(m, m.sessionTimeout)
 		}
-		st.Groups++
 		st.Members += len(g.members)
+		if g.cg != nil {
+			g.startConsumerTimers()
+			st.Members += len(g.cg.members)
+		}
+		st.Groups++
 		g.unlock()
 	}
 	return st, nil
@@ -98,6 +102,12 @@ func (c *Coordinator) groupFrom(name string, s *loadState) *group {
 		g.offsets = s.offsets // the replay's maps are the group's from now on
 	}
 	g.txn = s.txn
+	if cm := s.consumer; cm != nil {
+		g.cg = consumerFrom(cm)
+		g.protocolType = "consumer"
+		g.emptySince = cm.Time
+		g.consumerStateChanged()
+	}
 	if m := s.meta; m != nil {
 		g.generation = m.Generation
 		g.protocolType = m.ProtocolType
@@ -201,6 +211,9 @@ func (c *Coordinator) Compact(ctx context.Context, belongs func(group string) bo
 // fullRecord is the group's whole durable state. Called with g locked.
 func (g *group) fullRecord() Record {
 	rec := Record{Full: true, Meta: g.meta}
+	if g.cg != nil {
+		rec.Meta, rec.Consumer = nil, g.cg.durable
+	}
 	topics := make([]string, 0, len(g.offsets))
 	for t := range g.offsets {
 		topics = append(topics, t)

@@ -210,6 +210,9 @@ func (g *group) validateOffsetCommit(generation int32, memberID string, instance
 	if generation < 0 && g.state == stateEmpty {
 		return 0 // offsets-only ("simple") group
 	}
+	if g.cg != nil {
+		return g.validateConsumerCommit(generation, memberID)
+	}
 	if generation >= 0 || memberID != "" || instanceID != nil {
 		if code := g.validateMember(memberID, instanceID); code != 0 {
 			return code

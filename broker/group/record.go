@@ -15,7 +15,8 @@ package group
 //	         raises the partition's log start past everything older;
 //	Deleted  the group is gone (DeleteGroups, or every offset of an empty group expired);
 //	Txn      offsets committed in a transaction, pending until it ends (txn_offsets.go);
-//	TxnEnds  transactions ended: their pending offsets committed or dropped.
+//	TxnEnds  transactions ended: their pending offsets committed or dropped;
+//	Consumer a consumer group's (KIP-848) whole membership state, replacing Meta.
 //
 // Within one record they apply in that order: Full (or Deleted) first, then Meta,
 // Offsets, Txn, TxnEnds. The write queue only merges writes into one record in that order
@@ -45,6 +46,9 @@ type Record struct {
 	Deleted bool        `json:"deleted,omitempty"`
 	Txn     []TxnOffset `json:"txn,omitempty"`
 	TxnEnds []TxnEnd    `json:"txn_ends,omitempty"`
+	// Consumer is a KIP-848 consumer group's whole state (consumer_record.go); like
+	// Meta it replaces the membership earlier records gave (a classic Meta included).
+	Consumer *ConsumerMeta `json:"consumer,omitempty"`
 }
 
 // Meta is a group's membership as of one generation.
@@ -123,22 +127,26 @@ func DecodeRecord(b []byte) (Record, error) {
 
 // loadState is one group's state while Load replays records.
 type loadState struct {
-	meta    *Meta
-	offsets map[string]map[int32]Offset
-	txn     txnOffsets
+	meta     *Meta
+	consumer *ConsumerMeta
+	offsets  map[string]map[int32]Offset
+	txn      txnOffsets
 }
 
 // apply replays rec onto s.
 func (s *loadState) apply(rec Record) {
 	if rec.Deleted {
-		s.meta, s.offsets, s.txn = nil, nil, txnOffsets{}
+		s.meta, s.consumer, s.offsets, s.txn = nil, nil, nil, txnOffsets{}
 		return
 	}
 	if rec.Full {
-		s.meta, s.offsets, s.txn = nil, nil, txnOffsets{}
+		s.meta, s.consumer, s.offsets, s.txn = nil, nil, nil, txnOffsets{}
 	}
 	if rec.Meta != nil {
-		s.meta = rec.Meta
+		s.meta, s.consumer = rec.Meta, nil
+	}
+	if rec.Consumer != nil {
+		s.meta, s.consumer = nil, rec.Consumer
 	}
 	for _, o := range rec.Offsets {
 		if o.Delete {
@@ -177,7 +185,8 @@ func (s *loadState) set(o Offset) {
 
 // empty reports whether the replay left nothing of the group.
 func (s *loadState) empty() bool {
-	return len(s.offsets) == 0 && s.txn.empty() && (s.meta == nil || len(s.meta.Members) == 0)
+	return len(s.offsets) == 0 && s.txn.empty() && (s.meta == nil || len(s.meta.Members) == 0) &&
+		(s.consumer == nil || len(s.consumer.Members) == 0)
 }
 
 // metaOf is the group's current membership as a Meta, with assignments taken from

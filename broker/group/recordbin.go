@@ -4,8 +4,9 @@ package group
 // new coordinator decodes every record of its partition before it serves the partition's
 // groups, and JSON decoded at about 100 MB/s (BenchmarkGroupLoad).
 //
-//	value   := 0x00 'W' 'G' 0x02 flags [meta] topics offsets [txn] [ends]
-//	flags   := byte: 1 full, 2 deleted, 4 meta present, 8 txn present, 16 ends present
+//	value   := 0x00 'W' 'G' 0x02 flags [meta] topics offsets [txn] [ends] [consumer]
+//	flags   := byte: 1 full, 2 deleted, 4 meta present, 8 txn present, 16 ends present,
+//	           32 consumer present
 //	meta    := varint(generation) str(protocol_type) str(protocol) str(leader)
 //	           varint(time, unix ms) uvarint(n) member*n
 //	member  := str(id) optstr(instance_id) str(client_id) str(client_host)
@@ -18,6 +19,7 @@ package group
 //	           str(metadata) varint(commit time, unix ms)
 //	txn     := uvarint(n) (common varint(producer_id) varint(producer_epoch) byte(stale))*n
 //	ends    := uvarint(n) (varint(producer_id) byte(commit))*n
+//	consumer:= a consumer group's state (flag 32, consumer_record.go)
 //	str     := uvarint(len) bytes
 //	optstr  := byte(0: absent | 1: present) [str]
 //	bytes   := uvarint(0: nil | len+1) bytes
@@ -43,7 +45,7 @@ const (
 	flagMeta    = 4
 	flagTxn     = 8
 	flagTxnEnds = 16
-	flagsKnown  = flagFull | flagDeleted | flagMeta | flagTxn | flagTxnEnds
+	flagsKnown  = flagFull | flagDeleted | flagMeta | flagTxn | flagTxnEnds | flagConsumer
 )
 
 type binWriter struct{ b []byte }
@@ -102,6 +104,9 @@ func encodeBinary(rec Record) []byte {
 	}
 	if len(rec.TxnEnds) > 0 {
 		flags |= flagTxnEnds
+	}
+	if rec.Consumer != nil {
+		flags |= flagConsumer
 	}
 	w.byte1(flags)
 	if m := rec.Meta; m != nil {
@@ -181,6 +186,9 @@ func encodeBinary(rec Record) []byte {
 			w.varint(e.ProducerID)
 			w.bool1(e.Commit)
 		}
+	}
+	if rec.Consumer != nil {
+		encodeConsumer(w, rec.Consumer)
 	}
 	return w.b
 }
@@ -383,6 +391,9 @@ func decodeBinary(b []byte) (Record, error) {
 				rec.TxnEnds = append(rec.TxnEnds, e)
 			}
 		}
+	}
+	if flags&flagConsumer != 0 {
+		rec.Consumer = decodeConsumer(r)
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail(fmt.Errorf("%d bytes after the record", len(r.b)))

@@ -26,8 +26,13 @@ func TestRegistryIsWhatApiVersionsAdvertises(t *testing.T) {
 			}
 		}
 	}
-	if n := len(apiVersionsResponse(&Server{txn: fakeTxnOff{}}, 4).ApiKeys); n != public {
-		t.Fatalf("with transactions on, ApiVersions lists %d keys, the registry has %d public ones", n, public)
+	on := group.DefaultConfig()
+	on.ConsumerProtocol = true
+	if n := len(apiVersionsResponse(&Server{txn: fakeTxnOff{}, groups: group.New(on, nil, nil)}, 4).ApiKeys); n != public {
+		t.Fatalf("with transactions and consumer groups on, ApiVersions lists %d keys, the registry has %d public ones", n, public)
+	}
+	if n := len(apiVersionsResponse(&Server{txn: fakeTxnOff{}, groups: group.New(group.DefaultConfig(), nil, nil)}, 4).ApiKeys); n != public-2 {
+		t.Fatalf("with consumer groups off, ApiVersions lists %d keys, want %d (without keys 68, 69)", n, public-2)
 	}
 	resp := apiVersionsResponse(nil, 4)
 	if len(resp.ApiKeys) != always || always >= public {
@@ -48,6 +53,11 @@ func TestRegistryIsWhatApiVersionsAdvertises(t *testing.T) {
 		}
 		if kmsg.RequestForKey(ak.ApiKey) == nil {
 			t.Fatalf("key %d has no kmsg request type", ak.ApiKey)
+		}
+	}
+	for key, max := range group.ConsumerMaxVersions() {
+		if a := apis[key]; a.max != max || a.on == nil {
+			t.Fatalf("consumer group key %d: registered up to v%d (switchable %v), the coordinator serves up to v%d", key, a.max, a.on != nil, max)
 		}
 	}
 	for key, max := range group.MaxVersions() {
