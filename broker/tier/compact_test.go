@@ -14,7 +14,7 @@ import (
 )
 
 // compactRig is a rig of a compacted topic (cleaned whenever 1% of it is dirty).
-func compactRig(t *testing.T, o rigOpts) *upRig {
+func compactRig(t testing.TB, o rigOpts) *upRig {
 	t.Helper()
 	o.configs = map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
 	return newRig(t, o)
@@ -38,16 +38,7 @@ func (r *upRig) produceKeyed(t testing.TB, kv ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hv, err := recbatch.ValidateProduce(b, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr, err := r.p.Prepare(&hv, b, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.acked[pr.Base()] = b
-	r.p.Commit(pr, noReader{}, 0)
+	r.p.Commit(r.prepare(t, b), noReader{}, 0)
 }
 
 // coldRecords reads every record the partition's manifest names, from the objects, as
