@@ -35,10 +35,11 @@ func compactCluster(t *testing.T) *Cluster {
 }
 
 // readAll consumes partition 0 of topic from offset 0 up to end (exclusive) and returns
-// offset → key=value for every record.
-func readAll(t *testing.T, c *Cluster, topic string, end int64) (map[int64]string, error) {
+// offset → key=value for every record; opts add to the consumer's options (an isolation
+// level). The record at end-1 must be one the consumer gets (not a marker, not cleaned).
+func readAll(t *testing.T, c *Cluster, topic string, end int64, opts ...kgo.Opt) (map[int64]string, error) {
 	t.Helper()
-	cl := newClient(t, c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}))
+	cl := newClient(t, c, append([]kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}})}, opts...)...)
 	defer cl.Close()
 	got := map[int64]string{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/weir-io/weir/security/acl"
@@ -402,6 +403,14 @@ func (t *Topic) Config(key string) (string, bool) {
 		return d.Default, false
 	}
 	return "", false
+}
+
+// Compacted reports whether t's cleanup.policy includes compact (compact or
+// compact,delete): its producers must key every record, and the log cleaner keeps each
+// key's latest record.
+func (t *Topic) Compacted() bool {
+	policy, _ := t.Config("cleanup.policy")
+	return strings.Contains(policy, "compact")
 }
 
 // View is an immutable snapshot of the metadata. Version increases with every change.

@@ -11,9 +11,10 @@
 //     Its size is bounded (MaxEntries): the tier stops adding ranges once it is full
 //     and cleans the rest in a later pass.
 //   - A record is kept when its key is not in the map or its offset is at least the
-//     map's. Records with a null key are kept (Kafka refuses them at produce for a
-//     compacted topic; Weir's produce path does not refuse them yet, and dropping them
-//     here would lose data a client was told was written).
+//     map's. Records with a null key are kept: produce refuses them for a compacted
+//     topic (INVALID_RECORD, recbatch.RecordRules.RequireKeys, as Kafka's
+//     LogValidator), so only records written before the topic became compacted have
+//     none, and dropping them would lose data a client was told was written.
 //   - A batch keeps its base offset and lastOffsetDelta when records inside it are
 //     removed, so offsets become sparse and stay monotonic; a batch left with no record
 //     is dropped, except the last batch of a rewritten range, kept empty so the range's

@@ -6,7 +6,8 @@ package kafka
 // batch is validated (size against the topic's max.message.bytes, CRC32C, header sanity,
 // no control batches, no transactional ones unless Config.Transactions), its records decoded and checked like Kafka's
 // LogValidator does (recbatch.ValidateRecords: counts, offset deltas, lengths,
-// timestamps; compressed batches decompressed within maxDecompressedBatch), copied once into a WAL record and queued on the
+// timestamps; compressed batches decompressed within maxDecompressedBatch; keys present in
+// a compacted topic), copied once into a WAL record and queued on the
 // WAL. Offsets are assigned when the WAL's committer prepares the record, so offset order
 // is log order, and the partition acknowledges only after the record's group has been
 // fdatasync'ed. acks=0, 1 and all are therefore equally durable; acks=0 just sends no
@@ -146,7 +147,7 @@ func (s *Server) handleProduce(c *conn, sl *slot, req *kmsg.ProduceRequest) {
 			mb, _ := strconv.Atoi(maxBytes)
 			h, err := recbatch.ValidateProduceWith(rp.Records, recbatch.ProduceRules{MaxBytes: mb, Transactional: s.cfg.Transactions})
 			if err == nil {
-				err = recbatch.ValidateRecords(&h, rp.Records, recbatch.RecordRules{MaxDecompressed: maxDecompressedBatch})
+				err = recbatch.ValidateRecords(&h, rp.Records, recbatch.RecordRules{MaxDecompressed: maxDecompressedBatch, RequireKeys: t.Compacted()})
 			}
 			if err != nil {
 				fail(out, err, true)

@@ -70,11 +70,7 @@ func (t *Tier) CompactRound() {
 // __transaction_state) compact themselves by rewriting their state (groupload.go,
 // txnload.go) and are left alone.
 func compacts(t *metadata.Topic) bool {
-	if strings.HasPrefix(t.Name, "__") {
-		return false
-	}
-	policy, _ := t.Config("cleanup.policy")
-	return strings.Contains(policy, "compact")
+	return !strings.HasPrefix(t.Name, "__") && t.Compacted()
 }
 
 // cleanPlan is what a partition's pass works on.

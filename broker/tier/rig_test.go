@@ -69,7 +69,7 @@ func newUpRig(t *testing.T, wrap func(objectstore.Store) objectstore.Store) *upR
 	return newRig(t, rigOpts{wrap: wrap})
 }
 
-func newRig(t *testing.T, o rigOpts) *upRig {
+func newRig(t testing.TB, o rigOpts) *upRig {
 	t.Helper()
 	dir := t.TempDir()
 	meta, err := metadata.OpenLocal(metadata.LocalConfig{Path: filepath.Join(dir, "metadata.json"), Self: metadata.Broker{ID: 1}})
@@ -120,7 +120,7 @@ func newRig(t *testing.T, o rigOpts) *upRig {
 }
 
 // openWAL opens an empty WAL, ready for appends, closed when the test ends.
-func openWAL(t *testing.T, cfg wal.Config) *wal.WAL {
+func openWAL(t testing.TB, cfg wal.Config) *wal.WAL {
 	t.Helper()
 	w, err := wal.Open(cfg)
 	if err != nil {
@@ -150,15 +150,7 @@ func (r *upRig) produceTo(t *testing.T, n int, toWAL bool, ts int64) {
 		if ts >= 0 {
 			stamp(b, ts)
 		}
-		h, err := recbatch.ValidateProduce(b, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pr, err := r.p.Prepare(&h, b, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.acked[pr.Base()] = b
+		pr := r.prepare(t, b)
 		if !toWAL {
 			r.p.Commit(pr, noReader{}, 0)
 			continue
@@ -170,6 +162,21 @@ func (r *upRig) produceTo(t *testing.T, n int, toWAL bool, ts int64) {
 		r.p.Commit(pr, r.w, pos)
 		r.pos[pr.Base()] = pos
 	}
+}
+
+// prepare validates batch b as produced and prepares its append (noted as acked).
+func (r *upRig) prepare(t testing.TB, b []byte) partlog.Prepared {
+	t.Helper()
+	h, err := recbatch.ValidateProduce(b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := r.p.Prepare(&h, b, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.acked[pr.Base()] = b
+	return pr
 }
 
 // stamp sets a kafkatest batch's first and max timestamps to ts and its CRC to match.

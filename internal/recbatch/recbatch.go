@@ -46,6 +46,9 @@ var (
 	ErrTransactional   = errors.New("recbatch: transactional batches are not supported")
 	ErrMultiple        = errors.New("recbatch: produce must carry exactly one record batch per partition")
 	ErrMessageTooLarge = errors.New("recbatch: record batch larger than max.message.bytes")
+	// ErrNullKey: a record without a key for a compacted topic (RecordRules.RequireKeys);
+	// always wrapped with ErrInvalid (INVALID_RECORD, as Kafka answers).
+	ErrNullKey = errors.New("recbatch: compacted topic cannot accept a record without a key")
 )
 
 // Header is the parsed fixed header of a v2 record batch.

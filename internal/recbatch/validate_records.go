@@ -27,13 +27,19 @@ type RecordRules struct {
 	// that decompresses to more is refused (a decompression bomb costs the broker no
 	// more than this).
 	MaxDecompressed int
+	// RequireKeys refuses a record whose key is null (an empty key is a key), as
+	// Kafka's LogValidator does for compacted topics ("Compacted topic cannot accept
+	// message without key"): the cleaner keeps the latest record per key, and a
+	// record without one could never be superseded or deleted.
+	RequireKeys bool
 }
 
 // ValidateRecords decodes every record of the v2 batch b (whose header h was validated
 // by ValidateProduce) and checks: the records fill the batch exactly, their number is
 // the header's record count, their offset deltas are 0..count-1, each record's fields
 // (varint lengths of key, value and headers) fit inside its own length, timestamps do
-// not overflow, and header keys are not null. Errors wrap ErrInvalid (INVALID_RECORD).
+// not overflow, header keys are not null, and with rules.RequireKeys record keys are
+// not null either (ErrNullKey). Errors wrap ErrInvalid (INVALID_RECORD).
 func ValidateRecords(h *Header, b []byte, rules RecordRules) error {
 	data := b[HeaderLen:]
 	if codec := h.Attributes & 0x07; codec != 0 {
@@ -47,7 +53,7 @@ func ValidateRecords(h *Header, b []byte, rules RecordRules) error {
 		if n <= 0 || l <= 0 || l > int64(len(data)-n) {
 			return fmt.Errorf("%w: record %d of %d: length does not fit the batch", ErrInvalid, i, h.RecordCount)
 		}
-		if err := checkRecord(h, i, data[n:n+int(l)]); err != nil {
+		if err := checkRecord(h, i, data[n:n+int(l)], rules.RequireKeys); err != nil {
 			return err
 		}
 		data = data[n+int(l):]
@@ -58,7 +64,7 @@ func ValidateRecords(h *Header, b []byte, rules RecordRules) error {
 	return nil
 }
 
-func checkRecord(h *Header, i int32, rec []byte) error {
+func checkRecord(h *Header, i int32, rec []byte, requireKey bool) error {
 	bad := func(what string) error {
 		return fmt.Errorf("%w: record %d of %d: %s", ErrInvalid, i, h.RecordCount, what)
 	}
@@ -74,7 +80,9 @@ func checkRecord(h *Header, i int32, rec []byte) error {
 	if (tsDelta > 0 && h.BaseTimestamp > math.MaxInt64-tsDelta) || (tsDelta < 0 && h.BaseTimestamp < math.MinInt64-tsDelta) || h.BaseTimestamp+tsDelta < -1 {
 		return bad(fmt.Sprintf("timestamp delta %d from base %d", tsDelta, h.BaseTimestamp))
 	}
-	r.bytes(true) // key
+	if key := r.bytes(true); key == nil && requireKey && !r.err {
+		return fmt.Errorf("%w: record %d of %d: %w", ErrInvalid, i, h.RecordCount, ErrNullKey)
+	}
 	r.bytes(true) // value
 	headers := r.varint()
 	if r.err || headers < 0 || headers > int64(len(r.b)) {

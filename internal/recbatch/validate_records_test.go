@@ -177,6 +177,39 @@ func TestValidateRecords(t *testing.T) {
 	}
 }
 
+// TestValidateRecordsRequireKeys: with RequireKeys (a compacted topic) a record with a
+// null key is refused with ErrNullKey and ErrInvalid (INVALID_RECORD), whichever record
+// of the batch it is and whatever the codec; an empty key is a key; without the rule a
+// null key passes.
+func TestValidateRecordsRequireKeys(t *testing.T) {
+	keyed := rec{offDelta: 0, key: []byte("k"), value: []byte("a")}
+	for _, codec := range []int16{0, 1, 2, 3, 4} {
+		for name, tc := range map[string]struct {
+			recs []rec
+			ok   bool
+		}{
+			"keyed":                {[]rec{keyed, {offDelta: 1, key: []byte("j"), value: []byte("b")}}, true},
+			"empty key":            {[]rec{keyed, {offDelta: 1, key: []byte{}, value: []byte("b")}}, true},
+			"tombstone":            {[]rec{keyed, {offDelta: 1, key: []byte("k")}}, true},
+			"first key null":       {[]rec{{offDelta: 0, value: []byte("a")}, {offDelta: 1, key: []byte("k"), value: []byte("b")}}, false},
+			"second key null":      {[]rec{keyed, {offDelta: 1, value: []byte("b")}}, false},
+			"null key, null value": {[]rec{keyed, {offDelta: 1}}, false},
+		} {
+			b := batchOf(t, codec, 2, tc.recs...)
+			err := validate(b, RecordRules{MaxDecompressed: 1 << 20, RequireKeys: true})
+			if tc.ok && err != nil {
+				t.Errorf("codec %d: %s: refused: %v", codec, name, err)
+			}
+			if !tc.ok && (!errors.Is(err, ErrNullKey) || !errors.Is(err, ErrInvalid)) {
+				t.Errorf("codec %d: %s: %v, want ErrNullKey and ErrInvalid", codec, name, err)
+			}
+			if err := validate(b, RecordRules{MaxDecompressed: 1 << 20}); err != nil {
+				t.Errorf("codec %d: %s without RequireKeys: %v", codec, name, err)
+			}
+		}
+	}
+}
+
 func FuzzValidateRecords(f *testing.F) {
 	f.Add(kafkatest.Batch(-1, -1, -1, []byte("a")))
 	f.Add(kafkatest.Batch(5, 0, 0, []byte("a"), []byte("bc")))
