@@ -121,7 +121,10 @@ func TestCompactedTopicTombstonesAfterHorizon(t *testing.T) {
 	}
 	l.fill(ctx, 400)
 	start := time.Now()
-	testutil.EventuallyNoError(t, retention, "the first clean: tombstones kept, older values gone", func() error {
+	// Nothing is written in this phase, so after the first clean nothing is dirty and no
+	// second pass can remove the tombstones, whenever this read comes (a loaded machine
+	// may run the first clean late): the wait need not fit in the horizon.
+	testutil.EventuallyNoError(t, 2*time.Minute, "the first clean: tombstones kept, older values gone", func() error {
 		got, err := readAll(t, c, "cmpdel", l.end)
 		if err != nil {
 			return err
