@@ -74,7 +74,9 @@ func produceN(t *testing.T, cl *kgo.Client, topic string, partitions, n, size in
 		for p := int32(0); p < int32(partitions); p++ {
 			for j := i; j < min(n, i+50); j++ {
 				rand.Read(raw)
-				recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte(fmt.Sprintf("%d-%d-%x", p, j, raw))})
+				// A key of its own: a compacted topic refuses null keys, and keeps every
+				// record whose key is unique.
+				recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: []byte(fmt.Sprintf("%d-%d", p, j)), Value: []byte(fmt.Sprintf("%d-%d-%x", p, j, raw))})
 			}
 		}
 		res := cl.ProduceSync(testCtx(t), recs...)

@@ -121,17 +121,38 @@ func TestCompactedTopicTombstonesAfterHorizon(t *testing.T) {
 	}
 	l.fill(ctx, 400)
 	start := time.Now()
-	// Nothing is written in this phase, so after the first clean nothing is dirty and no
-	// second pass can remove the tombstones, whenever this read comes (a loaded machine
-	// may run the first clean late): the wait need not fit in the horizon.
-	testutil.EventuallyNoError(t, 2*time.Minute, "the first clean: tombstones kept, older values gone", func() error {
+	// The tombstones stay until delete.retention.ms after the first clean, but the fill
+	// reaches the object store after it and makes a second pass due: on a machine loaded
+	// enough that this read comes more than the retention after the first clean, that
+	// pass may have removed them already, rightly. So their presence is checked only in
+	// reads that start within the retention (broker/compact's tests check the horizon
+	// itself on an injected clock); the older values must be gone in any case.
+	sawTombs := false
+	testutil.EventuallyNoError(t, 2*time.Minute, "the first clean: older values gone (tombstones kept within delete.retention.ms)", func() error {
+		early := time.Since(start) < retention
 		got, err := readAll(t, c, "cmpdel", l.end)
 		if err != nil {
 			return err
 		}
-		return diff(got, l.want)
+		want := l.want
+		if !early {
+			want = map[int64]string{}
+			for o, v := range l.want {
+				if _, tomb := tombs[o]; !tomb {
+					want[o] = v
+				}
+			}
+			for o := range tombs {
+				delete(got, o)
+			}
+		}
+		if err := diff(got, want); err != nil {
+			return err
+		}
+		sawTombs = early
+		return nil
 	})
-	t.Logf("first clean seen after %v", time.Since(start))
+	t.Logf("first clean seen after %v (tombstones checked present: %v)", time.Since(start), sawTombs)
 
 	// After the horizon, new dirty data makes the cleaner run again: each attempt
 	// writes a few more records, so a pass follows the horizon whenever it falls.
