@@ -128,10 +128,11 @@ func (p *Partition) Acquire(member string, now time.Time, spans []Span, control 
 	n := 0
 	deadline := now.Add(p.lim.LockDuration)
 	changed := false
+spans:
 	for si, s := range spans {
 		for off := max(s.First, p.start); off <= s.Last; off++ {
 			if maxRecords > 0 && n >= maxRecords {
-				break
+				break spans
 			}
 			i := off - p.start
 			if i > int64(len(p.inflight)) {
@@ -144,7 +145,7 @@ func (p *Partition) Acquire(member string, now time.Time, spans []Span, control 
 			}
 			if i == int64(len(p.inflight)) {
 				if p.lim.MaxInFlight > 0 && len(p.inflight) >= p.lim.MaxInFlight {
-					break
+					break spans
 				}
 				p.inflight = append(p.inflight, rec{state: Available})
 			}
