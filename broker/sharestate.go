@@ -151,11 +151,13 @@ func (b *Broker) shareLocal(ctx context.Context, idx int32, key []byte, epoch in
 		}
 		ss.mu.Lock()
 		if ss.served[idx] == p {
-			if epoch < ss.fence[string(key)] {
-				ss.mu.Unlock()
-				return nil, false, fmt.Errorf("broker: leader epoch %d: %w", epoch, kerr.FencedStateEpoch)
+			if epoch >= 0 { // -1: a read that fences nobody (DescribeShareGroupOffsets)
+				if epoch < ss.fence[string(key)] {
+					ss.mu.Unlock()
+					return nil, false, fmt.Errorf("broker: leader epoch %d: %w", epoch, kerr.FencedStateEpoch)
+				}
+				ss.fence[string(key)] = epoch
 			}
-			ss.fence[string(key)] = epoch
 			if value == nil {
 				v, ok := ss.values[idx][string(key)]
 				ss.mu.Unlock()

@@ -198,6 +198,26 @@ func TestShareGroupsWithFranzGo(t *testing.T) {
 		t.Errorf("one consumer read everything: c1 %d, c2 %d", len(s.by["c1"]), len(s.by["c2"]))
 	}
 
+	// DescribeShareGroupOffsets: every partition's start offset is past its 100 records.
+	testutil.Eventually(t, 30*time.Second, "start offsets at 100", func() bool {
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+		rg.GroupID = group
+		rg.Topics = []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: topic, Partitions: []int32{0, 1, 2}}}
+		req.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{rg}
+		resp, err := req.RequestWith(ctxFor(t, 10*time.Second), raw)
+		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 || len(resp.Groups[0].Topics) != 1 {
+			return false
+		}
+		for _, p := range resp.Groups[0].Topics[0].Partitions {
+			if p.ErrorCode != 0 || p.StartOffset != 100 {
+				t.Logf("partition %d: start %d code %d", p.Partition, p.StartOffset, p.ErrorCode)
+				return false
+			}
+		}
+		return true
+	})
+
 	// Phase 2: the state survives a graceful move of partition 0's leader. The
 	// consumers leave first, so the new records go to the raw member.
 	c1.Close()
