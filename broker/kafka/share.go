@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/weir-io/weir/broker/share"
 	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
 )
 
 // Share is the share group service: nil turns the share keys off.
@@ -85,4 +86,16 @@ func shareTopicInfo(view *metadata.View) func(string) (share.TopicInfo, bool) {
 		}
 		return share.TopicInfo{ID: t.ID, Partitions: int32(len(t.Partitions))}, true
 	}
+}
+
+// shareMember checks a ShareFetch's or ShareAcknowledge's group and member: both given,
+// Read on the group. It returns them, or the code to answer.
+func shareMember(ctx context.Context, group, member *string) (string, string, int16) {
+	if group == nil || member == nil || *group == "" || *member == "" {
+		return "", "", kerr.InvalidRequest.Code
+	}
+	if !acl.Allowed(ctx, acl.OpRead, acl.ResourceGroup, *group) {
+		return "", "", kerr.GroupAuthorizationFailed.Code
+	}
+	return *group, *member, 0
 }

@@ -32,13 +32,9 @@ type shareAckBatch struct {
 
 func (s *Server) shareAcknowledge(ctx context.Context, req *kmsg.ShareAcknowledgeRequest) *kmsg.ShareAcknowledgeResponse {
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
-	if req.GroupID == nil || req.MemberID == nil || *req.GroupID == "" || *req.MemberID == "" {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		return resp
-	}
-	group, member := *req.GroupID, *req.MemberID
-	if !acl.Allowed(ctx, acl.OpRead, acl.ResourceGroup, group) {
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+	group, member, code := shareMember(ctx, req.GroupID, req.MemberID)
+	if code != 0 {
+		resp.ErrorCode = code
 		return resp
 	}
 	parts, err := s.share.Sessions.Ack(group, member, req.ShareSessionEpoch)

@@ -44,13 +44,9 @@ type shareOut struct {
 func (s *Server) shareFetch(ctx context.Context, req *kmsg.ShareFetchRequest) *kmsg.ShareFetchResponse {
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	resp.AcquisitionLockTimeoutMillis = int32(s.share.Parts.Limits().LockDuration.Milliseconds())
-	if req.GroupID == nil || req.MemberID == nil || *req.GroupID == "" || *req.MemberID == "" {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		return resp
-	}
-	group, member := *req.GroupID, *req.MemberID
-	if !acl.Allowed(ctx, acl.OpRead, acl.ResourceGroup, group) {
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+	group, member, code := shareMember(ctx, req.GroupID, req.MemberID)
+	if code != 0 {
+		resp.ErrorCode = code
 		return resp
 	}
 	var adds, forget []share.TP
