@@ -58,9 +58,11 @@ type Broker struct {
 	loader *partlog.Loader
 	tier   *tier.Tier // nil: the WAL keeps everything
 
-	groupParts groupParts       // __consumer_offsets partitions: group loads and compaction (groupload.go)
-	txns       *txn.Coordinator // nil: transactions off (txnfront.go)
-	txnLoads   txnLoads         // __transaction_state partitions loaded (txnload.go)
+	groupParts  groupParts       // __consumer_offsets partitions: group loads and compaction (groupload.go)
+	txns        *txn.Coordinator // nil: transactions off (txnfront.go)
+	txnLoads    txnLoads         // __transaction_state partitions loaded (txnload.go)
+	share       *kafka.Share     // nil: share groups off (shareconfig.go)
+	shareStates shareStates      // __share_group_state partitions served (sharestate.go)
 
 	// starting: Start is loading every partition itself (guarded by the partition
 	// set's lock through syncPartitions).
@@ -164,6 +166,9 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		b.txnLoads = txnLoads{served: map[int32]*partlog.Partition{}, kick: make(chan struct{}, 1)}
 		txnFrontEnd = txnFront{b}
 	}
+	if cfg.Share.Enabled {
+		b.share = b.newShare()
+	}
 	b.front = kafka.NewServer(kafka.Config{
 		NodeID:            cfg.NodeID,
 		MaxRequestBytes:   cfg.MaxRequestBytes,
@@ -185,7 +190,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		Transactions:      cfg.Transactions,
 		// KIP-890 part 1: txnFront is the TxnVerifier (txnverify.go).
 		VerifyTxnPartitions: cfg.Transactions && cfg.TxnVerify,
-	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Txn: txnFrontEnd, Internal: peerServer{b},
+	}, kafka.Deps{Meta: meta, Backend: backend{b}, Groups: b.groups, Txn: txnFrontEnd, Share: b.share, Internal: peerServer{b},
 		PeerAuth: peerHandshake{tokens: b.peerTokens}, Registerer: cfg.Registerer, Logger: b.log, Now: b.clock})
 	return b, nil
 }
@@ -230,6 +235,10 @@ func (b *Broker) Start() error {
 	if b.txns != nil {
 		b.wg.Add(1)
 		go b.txnLoadLoop()
+	}
+	if b.share != nil {
+		b.wg.Add(1)
+		go b.shareLoadLoop()
 	}
 	b.wg.Add(4)
 	go b.watchMetadata()

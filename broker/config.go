@@ -142,6 +142,8 @@ type Config struct {
 	// Txn configures the coordinator (its __transaction_state partition count, timeouts).
 	Transactions bool
 	Txn          txn.Config
+	// Share configures share groups (KIP-932; shareconfig.go), off by default.
+	Share ShareConfig
 	// TxnVerify makes a partition leader ask a producer's transaction coordinator, before
 	// the producer's first transactional batch in the partition, whether the partition
 	// is in its transaction (KIP-890 part 1; Kafka's
@@ -267,6 +269,7 @@ func DefaultConfig() Config {
 		WAL:                    wal.DefaultConfig(""),
 		Group:                  group.DefaultConfig(),
 		Transactions:           true,
+		Share:                  DefaultShareConfig(),
 		Txn:                    txn.DefaultConfig(),
 		TxnVerify:              true,
 		Tier:                   tier.DefaultConfig(),
@@ -446,6 +449,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	c.Tier.BindFlags(fs)
 	c.SASL.BindFlags(fs)
 	c.ACL.BindFlags(fs)
+	c.Share.bindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
 	fs.BoolVar(&c.Group.ConsumerProtocol, "group-consumer-protocol", c.Group.ConsumerProtocol, "serve the KIP-848 consumer group protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe; clients' group.protocol=consumer) besides the classic one")
 	fs.DurationVar(&c.Group.ConsumerSessionTimeout, "group-consumer-session-timeout", c.Group.ConsumerSessionTimeout, "a KIP-848 consumer group member silent this long is removed (group.consumer.session.timeout.ms)")

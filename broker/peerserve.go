@@ -70,6 +70,8 @@ func (ps peerServer) ServeInternal(body []byte, respond func([]byte)) {
 		b.serveMarkers(req, respond)
 	case peer.OpVerifyTxn:
 		b.serveVerifyTxn(body, respond)
+	case peer.OpShareState:
+		b.serveShareState(body, respond)
 	case peer.OpMoveReady:
 		req, err := peer.DecodeMoveReadyRequest(body)
 		if err != nil {

@@ -94,6 +94,9 @@ type Deps struct {
 	// Txn is the transaction coordinator (txn.go); nil: transactions are refused and
 	// their API keys not advertised.
 	Txn TxnCoordinator
+	// Share is the share group service (share.go); nil: the share group keys are
+	// refused and not advertised.
+	Share *Share
 }
 
 // Server serves the Kafka protocol on a listener.
@@ -103,6 +106,7 @@ type Server struct {
 	be       Backend
 	groups   *group.Coordinator
 	txn      TxnCoordinator
+	share    *Share
 	gate     *txnGate // KIP-890's check on the produce path; nil: off
 	internal InternalHandler
 	peerAuth PeerAuthenticator
@@ -141,7 +145,7 @@ func NewServer(cfg Config, d Deps) *Server {
 	if b := cfg.Limits.QueuedMaxRequestBytes; b > 0 && int64(cfg.MaxRequestBytes) > b {
 		cfg.MaxRequestBytes = int32(b) // a larger frame could never get its budget
 	}
-	s := &Server{cfg: cfg, meta: d.Meta, be: d.Backend, groups: d.Groups, txn: d.Txn, internal: d.Internal, peerAuth: d.PeerAuth, log: d.Logger, now: d.Now,
+	s := &Server{cfg: cfg, meta: d.Meta, be: d.Backend, groups: d.Groups, txn: d.Txn, share: d.Share, internal: d.Internal, peerAuth: d.PeerAuth, log: d.Logger, now: d.Now,
 		metrics: newMetrics(d.Registerer), conns: map[*conn]struct{}{}}
 	s.lim = newLimiter(cfg.Limits, s.metrics.set, d.Logger)
 	s.gate = newTxnGate(cfg, d.Txn)

@@ -36,6 +36,8 @@
 //	OpVerifyTxn (13) a partition leader asks a transaction coordinator whether a
 //	           partition is in a producer's transaction (KIP-890, verifytxn.go); a
 //	           broker without it answers an empty body, and the leader does not check
+//	OpShareState (14) a share partition's leader reads or writes its state on the
+//	           broker leading its __share_group_state partition (sharestate.go)
 //	OpChallenge (5), OpAuth (6): the peer authentication (auth.go); every op has a
 //	           code of its own (TestOpCodesDistinct)
 //

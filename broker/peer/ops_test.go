@@ -10,7 +10,7 @@ func TestOpCodesDistinct(t *testing.T) {
 		"OpLinkV1": OpLinkV1, "OpOffsets": OpOffsets, "OpFollow": OpFollow, "OpWake": OpWake,
 		"OpLink": OpLink, "OpFenceLinks": OpFenceLinks, "OpChallenge": OpChallenge, "OpAuth": OpAuth,
 		"OpMoveReady": OpMoveReady, "OpFollowTxn": OpFollowTxn,
-		"OpMarkers": OpMarkers, "OpVerifyTxn": OpVerifyTxn,
+		"OpMarkers": OpMarkers, "OpVerifyTxn": OpVerifyTxn, "OpShareState": OpShareState,
 	}
 	seen := map[byte]string{}
 	for name, op := range ops {

@@ -1,0 +1,101 @@
+package kafka
+
+// share.go: what the KIP-932 share group keys (share_*.go, describe_share_group_offsets.go)
+// share: the service the broker gives them (broker/share's membership, sessions and
+// share partitions) and the one place share errors become Kafka codes. The keys are
+// served and advertised only with a Share service (--share-groups).
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/weir-io/weir/broker/share"
+	"github.com/weir-io/weir/metadata"
+	"github.com/weir-io/weir/security/acl"
+)
+
+// Share is the share group service: nil turns the share keys off.
+type Share struct {
+	Groups   *share.Groups
+	Sessions *share.Sessions
+	Parts    *share.Manager
+	// HeartbeatInterval is answered to every ShareGroupHeartbeat.
+	HeartbeatInterval time.Duration
+	// AutoOffsetResetEarliest starts a new share partition at the log start rather than
+	// at the high watermark (share.auto.offset.reset; Kafka's default is latest).
+	AutoOffsetResetEarliest bool
+	// ReadState returns a share partition's persisted state (DescribeShareGroupOffsets).
+	ReadState func(ctx context.Context, k share.Key) (share.Snapshot, bool, error)
+}
+
+func shareOn(s *Server) bool { return s.share != nil }
+
+// shareCode is the Kafka code of a share error.
+func shareCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, share.ErrInvalidRecordState):
+		return kerr.InvalidRecordState.Code
+	case errors.Is(err, share.ErrInvalidAck), errors.Is(err, share.ErrBadHeartbeat):
+		return kerr.InvalidRequest.Code
+	case errors.Is(err, share.ErrUnknownMember):
+		return kerr.UnknownMemberID.Code
+	case errors.Is(err, share.ErrFencedEpoch):
+		return kerr.FencedMemberEpoch.Code
+	case errors.Is(err, share.ErrGroupTooLarge):
+		return kerr.GroupMaxSizeReached.Code
+	case errors.Is(err, share.ErrNotShareGroup):
+		return kerr.GroupIDNotFound.Code
+	case errors.Is(err, share.ErrSessionNotFound):
+		return kerr.ShareSessionNotFound.Code
+	case errors.Is(err, share.ErrSessionEpoch):
+		return kerr.InvalidShareSessionEpoch.Code
+	case errors.Is(err, share.ErrSessionLimit):
+		return kerr.ShareSessionLimitReached.Code
+	case errors.Is(err, share.ErrStaleLeader):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return kerr.RequestTimedOut.Code
+	}
+	return kafkaCode(err)
+}
+
+// shareCoordinator says whether this broker coordinates group g (leads its
+// __consumer_offsets partition, loaded): nil, or the error to answer.
+func (s *Server) shareCoordinator(ctx context.Context, g string) error {
+	t, idx, err := s.be.CoordinatorPartition(ctx, g, true)
+	if err != nil {
+		return kerr.CoordinatorNotAvailable
+	}
+	if _, err := s.be.Writer(t, idx, ""); err != nil {
+		return kerr.NotCoordinator
+	}
+	return nil
+}
+
+// shareTopicInfo resolves a subscribed topic for the assignor.
+func shareTopicInfo(view *metadata.View) func(string) (share.TopicInfo, bool) {
+	return func(name string) (share.TopicInfo, bool) {
+		t := view.Topics[name]
+		if t == nil || strings.HasPrefix(name, "__") {
+			return share.TopicInfo{}, false
+		}
+		return share.TopicInfo{ID: t.ID, Partitions: int32(len(t.Partitions))}, true
+	}
+}
+
+// shareMember checks a ShareFetch's or ShareAcknowledge's group and member: both given,
+// Read on the group. It returns them, or the code to answer.
+func shareMember(ctx context.Context, group, member *string) (string, string, int16) {
+	if group == nil || member == nil || *group == "" || *member == "" {
+		return "", "", kerr.InvalidRequest.Code
+	}
+	if !acl.Allowed(ctx, acl.OpRead, acl.ResourceGroup, *group) {
+		return "", "", kerr.GroupAuthorizationFailed.Code
+	}
+	return *group, *member, 0
+}

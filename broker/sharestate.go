@@ -1,0 +1,283 @@
+package broker
+
+// sharestate.go is the share coordinator's store (Kafka's share coordinator and
+// persister, KIP-932): each share partition's state (share.Snapshot) is one record in
+// the compacted internal topic __share_group_state, key (group, topic ID, partition),
+// in partition hash(key) mod N. The broker leading that partition serves the state:
+// it replays the partition when it becomes Ready here (the latest record per key wins)
+// and appends each write like a produced batch before it answers. The share partition
+// itself lives on its data partition's leader (broker/kafka share_fetch.go), which reads
+// and writes its state here, or on the broker leading the state partition over the
+// peer connection (peer.OpShareState). A state write carries the data partition's
+// leader epoch; a write older than the newest epoch that read or wrote the key is
+// refused (FENCED_STATE_EPOCH), so a leader that lost its partition cannot overwrite
+// its successor's state.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/weir-io/weir/broker/kafka"
+	"github.com/weir-io/weir/broker/partlog"
+	"github.com/weir-io/weir/broker/peer"
+	"github.com/weir-io/weir/broker/share"
+	"github.com/weir-io/weir/internal/recbatch"
+)
+
+// shareStateTopic holds the share partitions' states.
+const shareStateTopic = "__share_group_state"
+
+// errShareLoading: the state partition is not loaded here yet.
+var errShareLoading = fmt.Errorf("broker: __share_group_state partition loading: %w", kerr.CoordinatorLoadInProgress)
+
+// errShareNotHere: the state partition is not led here.
+var errShareNotHere = fmt.Errorf("broker: __share_group_state partition not led here: %w", kerr.NotCoordinator)
+
+// shareStates is what this broker serves of __share_group_state.
+type shareStates struct {
+	mu     sync.Mutex
+	served map[int32]*partlog.Partition
+	values map[int32]map[string][]byte
+	fence  map[string]int32 // newest leader epoch that read or wrote a key
+}
+
+// shareStateKey encodes a share partition's key: group length uint16 | group | topic ID
+// | partition int32.
+func shareStateKey(k share.Key) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(len(k.Group)))
+	b = append(b, k.Group...)
+	b = append(b, k.Topic[:]...)
+	return binary.BigEndian.AppendUint32(b, uint32(k.Partition))
+}
+
+func shareStateIndex(key []byte, n int) int32 {
+	h := fnv.New32a()
+	h.Write(key)
+	return int32(h.Sum32() % uint32(n))
+}
+
+// shareLoadLoop loads and unloads __share_group_state partitions until the broker
+// closes; it looks every 100 ms (the partitions move rarely and a look is a map walk).
+func (b *Broker) shareLoadLoop() {
+	defer b.wg.Done()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := b.syncShareLoads(); err != nil {
+			b.log.Warn("loading share-partition states failed; retried", "err", err)
+		}
+		b.share.Parts.Expire(b.ctx, b.now()) // locks run out even when nobody fetches
+	}
+}
+
+func (b *Broker) syncShareLoads() error {
+	t := b.meta.View().Topics[shareStateTopic]
+	ss := &b.shareStates
+	ss.mu.Lock()
+	for idx, p := range ss.served {
+		if t == nil || b.parts.Get(t.ID, idx) != p || p.State() != partlog.Ready {
+			delete(ss.served, idx)
+			delete(ss.values, idx)
+		}
+	}
+	ss.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	var errs []error
+	for i := range t.Partitions {
+		idx := int32(i)
+		p := b.parts.Get(t.ID, idx)
+		ss.mu.Lock()
+		done := ss.served[idx] == p
+		ss.mu.Unlock()
+		if p == nil || p.State() != partlog.Ready || done {
+			continue
+		}
+		vals := map[string][]byte{}
+		_, err := b.replayPartition(p, shareStateTopic, errors.New("broker: reading share-partition states failed"), func(off int64, data []byte) {
+			_ = recbatch.DecodeRecords(data, func(key, value []byte) {
+				if value == nil {
+					delete(vals, string(key))
+				} else {
+					vals[string(key)] = append([]byte(nil), value...)
+				}
+			})
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("partition %d: %w", idx, err))
+			continue
+		}
+		ss.mu.Lock()
+		if b.parts.Get(p.ID(), idx) == p && p.State() == partlog.Ready {
+			ss.served[idx], ss.values[idx] = p, vals
+			for k, v := range vals {
+				if s, err := share.DecodeSnapshot(v); err == nil && s.LeaderEpoch > ss.fence[k] {
+					ss.fence[k] = s.LeaderEpoch
+				}
+			}
+		}
+		ss.mu.Unlock()
+		b.log.Info("share-partition states loaded", "partition", idx, "keys", len(vals))
+	}
+	return errors.Join(errs...)
+}
+
+// shareLocal reads or writes a key in a state partition led here, waiting (up to the
+// context's deadline, at most 5 s) for its load.
+func (b *Broker) shareLocal(ctx context.Context, idx int32, key []byte, epoch int32, value []byte) ([]byte, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	t := b.meta.View().Topics[shareStateTopic]
+	if t == nil {
+		return nil, false, errShareNotHere
+	}
+	ss := &b.shareStates
+	for {
+		p, err := b.lookup(t, idx, true)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: %w", errShareNotHere, err)
+		}
+		ss.mu.Lock()
+		if ss.served[idx] == p {
+			if epoch >= 0 { // -1: a read that fences nobody (DescribeShareGroupOffsets)
+				if epoch < ss.fence[string(key)] {
+					ss.mu.Unlock()
+					return nil, false, fmt.Errorf("broker: leader epoch %d: %w", epoch, kerr.FencedStateEpoch)
+				}
+				ss.fence[string(key)] = epoch
+			}
+			if value == nil {
+				v, ok := ss.values[idx][string(key)]
+				ss.mu.Unlock()
+				return v, ok, nil
+			}
+			ss.mu.Unlock()
+			return nil, false, b.shareAppend(ctx, p, idx, key, value)
+		}
+		ss.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, false, errShareLoading
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// shareAppend makes one state record durable, then serves it.
+func (b *Broker) shareAppend(ctx context.Context, p *partlog.Partition, idx int32, key, value []byte) error {
+	batch := recbatch.EncodeSingle(key, value, b.now().UnixMilli())
+	h, err := recbatch.Parse(batch)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	b.appendBatch(p, &h, batch, false, func(_, _, _ int64, err error) { done <- err })
+	select {
+	case err := <-done:
+		if err != nil {
+			return err
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	ss := &b.shareStates
+	ss.mu.Lock()
+	if ss.served[idx] == p {
+		ss.values[idx][string(key)] = value
+	}
+	ss.mu.Unlock()
+	return nil
+}
+
+// shareState reads (value nil) or writes a key: here when its state partition is led
+// here, else on its leader over the peer connection.
+func (b *Broker) shareState(ctx context.Context, k share.Key, epoch int32, value []byte) ([]byte, bool, error) {
+	key := shareStateKey(k)
+	t, err := b.internalTopic(ctx, shareStateTopic, int32(b.cfg.Share.StatePartitions), true)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
+	}
+	idx := shareStateIndex(key, len(t.Partitions))
+	leader := t.Partitions[idx].Leader
+	switch {
+	case leader < 0:
+		return nil, false, kerr.CoordinatorNotAvailable
+	case leader == b.cfg.NodeID:
+		return b.shareLocal(ctx, idx, key, epoch, value)
+	}
+	c, err := b.proxy.client(b.meta.View(), leader)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: reaching share coordinator %d: %w", kerr.CoordinatorNotAvailable, leader, err)
+	}
+	req := peer.ShareStateRequest{Write: value != nil, LeaderEpoch: epoch, Key: key, Value: value}
+	resp, err := c.Call(ctx, req.AppendTo(nil))
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: share coordinator %d: %w", kerr.CoordinatorNotAvailable, leader, err)
+	}
+	code, found, v, known, err := peer.DecodeShareStateAnswer(resp)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case !known:
+		return nil, false, fmt.Errorf("%w: broker %d does not serve share-partition state", kerr.CoordinatorNotAvailable, leader)
+	case code != 0:
+		return nil, false, fmt.Errorf("broker: share coordinator %d: %w", leader, kerr.ErrorForCode(code))
+	}
+	return v, found, nil
+}
+
+// serveShareState answers a peer.OpShareState request.
+func (b *Broker) serveShareState(body []byte, respond func([]byte)) {
+	req, err := peer.DecodeShareStateRequest(body)
+	if err != nil || b.share == nil {
+		respond(peer.AppendShareStateAnswer(nil, kerr.InvalidRequest.Code, false, nil))
+		return
+	}
+	go func() { // the load wait and the append must not hold the peer reader
+		t := b.meta.View().Topics[shareStateTopic]
+		if t == nil {
+			respond(peer.AppendShareStateAnswer(nil, kerr.NotCoordinator.Code, false, nil))
+			return
+		}
+		var value []byte
+		if req.Write {
+			value = req.Value
+		}
+		v, ok, err := b.shareLocal(b.ctx, shareStateIndex(req.Key, len(t.Partitions)), req.Key, req.LeaderEpoch, value)
+		respond(peer.AppendShareStateAnswer(nil, kafka.ErrorCode(err), ok, v))
+	}()
+}
+
+// sharePersister is share.Persister over shareState.
+type sharePersister struct{ b *Broker }
+
+func (s sharePersister) Read(ctx context.Context, k share.Key, epoch int32) (share.Snapshot, bool, error) {
+	v, ok, err := s.b.shareState(ctx, k, epoch, nil)
+	if err != nil || !ok {
+		return share.Snapshot{}, false, err
+	}
+	snap, err := share.DecodeSnapshot(v)
+	return snap, err == nil, err
+}
+
+func (s sharePersister) Write(ctx context.Context, k share.Key, snap share.Snapshot) error {
+	_, _, err := s.b.shareState(ctx, k, snap.LeaderEpoch, snap.Encode(nil))
+	return err
+}
+
+// readOnly reads a state without fencing anyone (DescribeShareGroupOffsets).
+func (s sharePersister) readOnly(ctx context.Context, k share.Key) (share.Snapshot, bool, error) {
+	return s.Read(ctx, k, -1)
+}
