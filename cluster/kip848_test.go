@@ -156,8 +156,9 @@ func startKIP848Consumer(t *testing.T, c *Cluster, name, group, topic string, o 
 	return cl
 }
 
-// start848Cluster is startCluster with KIP-848 groups on, 250 ms heartbeats and the
-// controller's balancer off (it would move a group's coordinator behind the test's back).
+// start848Cluster is startCluster with 250 ms KIP-848 heartbeats (the protocol is on by
+// default) and the controller's balancer off (it would move a group's coordinator behind
+// the test's back).
 func start848Cluster(t *testing.T) *Cluster {
 	t.Helper()
 	return startCluster(t, func(cfg *Config) {
@@ -165,7 +166,6 @@ func start848Cluster(t *testing.T) *Cluster {
 		own := cfg.BrokerConfig
 		cfg.BrokerConfig = func(b *broker.Config) {
 			own(b)
-			b.Group.ConsumerProtocol = true
 			b.Group.ConsumerHeartbeatInterval = 250 * time.Millisecond
 		}
 	})
