@@ -52,22 +52,8 @@ func TestKIP848SurvivesCoordinatorFailover(t *testing.T) {
 	events := o.events
 	o.mu.Unlock()
 
-	if err := c.KillBroker(int(victim - 1)); err != nil {
-		t.Fatal(err)
-	}
-	var to int32
-	testutil.Eventually(t, 30*time.Second, "the group's offsets partition fails over", func() bool {
-		v := leaderView(c)
-		if v == nil || v.Topics[consumerOffsets] == nil {
-			return false
-		}
-		p := v.Topics[consumerOffsets].Partitions[idx]
-		b, ok := v.Broker(p.Leader)
-		to = p.Leader
-		return ok && b.Active() && p.Leader != victim && !p.Recovering
-	})
 	fresh := newClient(t, c) // an admin client that never knew the dead coordinator
-	waitCoordinator(t, c, kadm.NewClient(fresh), group, to)
+	to := killCoordinator(t, c, kadm.NewClient(fresh), group, victim, idx)
 	t.Logf("coordinator %d killed, broker %d took over", victim, to)
 
 	produce(600, 300)
