@@ -451,7 +451,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	c.ACL.BindFlags(fs)
 	c.Share.bindFlags(fs)
 	fs.DurationVar(&c.Group.InitialRebalanceDelay, "group-initial-rebalance-delay", c.Group.InitialRebalanceDelay, "wait for more members before the first rebalance of an empty group")
-	fs.BoolVar(&c.Group.ConsumerProtocol, "group-consumer-protocol", c.Group.ConsumerProtocol, "serve the KIP-848 consumer group protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe; clients' group.protocol=consumer) besides the classic one")
+	fs.BoolVar(&c.Group.ConsumerProtocol, "group-consumer-protocol", c.Group.ConsumerProtocol, "serve the KIP-848 consumer group protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe; clients' group.protocol=consumer) besides the classic one; =false to refuse it")
 	fs.DurationVar(&c.Group.ConsumerSessionTimeout, "group-consumer-session-timeout", c.Group.ConsumerSessionTimeout, "a KIP-848 consumer group member silent this long is removed (group.consumer.session.timeout.ms)")
 	fs.DurationVar(&c.Group.ConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", c.Group.ConsumerHeartbeatInterval, "how often KIP-848 consumer group members are told to heartbeat (group.consumer.heartbeat.interval.ms)")
 	fs.DurationVar(&c.Group.OffsetsRetention, "offsets-retention", c.Group.OffsetsRetention, "keep an empty group's committed offsets this long after it became empty (a group that never had members: after the commit); offsets.retention.minutes. 0 = for ever")

@@ -551,21 +551,31 @@ func TestGroupSurvivesCoordinatorFailover(t *testing.T) {
 		if from != victim {
 			t.Fatalf("coordinator %d, expected %d", from, victim)
 		}
-		c.KillBroker(int(victim - 1))
-		var to int32
-		testutil.Eventually(t, 30*time.Second, "the group's offsets partition fails over", func() bool {
-			v := leaderView(c)
-			if v == nil || v.Topics[consumerOffsets] == nil {
-				return false
-			}
-			p := v.Topics[consumerOffsets].Partitions[idx]
-			b, ok := v.Broker(p.Leader)
-			to = p.Leader
-			return ok && b.Active() && p.Leader != victim && !p.Recovering
-		})
-		waitCoordinator(t, c, adm, group, to)
-		return to
+		return killCoordinator(t, c, adm, group, victim, idx)
 	})
+}
+
+// killCoordinator kills broker victim, the coordinator of group (whose offsets partition
+// is idx), waits until another broker serves that partition and FindCoordinator names
+// it, and returns that broker.
+func killCoordinator(t *testing.T, c *Cluster, adm *kadm.Client, group string, victim, idx int32) int32 {
+	t.Helper()
+	if err := c.KillBroker(int(victim - 1)); err != nil {
+		t.Fatal(err)
+	}
+	var to int32
+	testutil.Eventually(t, 30*time.Second, "the group's offsets partition fails over", func() bool {
+		v := leaderView(c)
+		if v == nil || v.Topics[consumerOffsets] == nil {
+			return false
+		}
+		p := v.Topics[consumerOffsets].Partitions[idx]
+		b, ok := v.Broker(p.Leader)
+		to = p.Leader
+		return ok && b.Active() && p.Leader != victim && !p.Recovering
+	})
+	waitCoordinator(t, c, adm, group, to)
+	return to
 }
 
 // ---------------------------------------------------------------------------------------

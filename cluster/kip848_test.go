@@ -67,6 +67,57 @@ func (o *owners) count(name string) int {
 	return n
 }
 
+// total is how many records were read, and how many of them more than once.
+func (o *owners) total() (n, dup int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, k := range o.seen {
+		n++
+		if k > 1 {
+			dup++
+		}
+	}
+	return
+}
+
+// describeConsumerGroup is group by ConsumerGroupDescribe once it answers Stable.
+func describeConsumerGroup(t *testing.T, raw *kgo.Client, group string) kmsg.ConsumerGroupDescribeResponseGroup {
+	t.Helper()
+	var g kmsg.ConsumerGroupDescribeResponseGroup
+	testutil.Eventually(t, 30*time.Second, "ConsumerGroupDescribe answers", func() bool {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{group}
+		resp := raw.RequestSharded(ctxFor(t, 10*time.Second), req)
+		if len(resp) != 1 || resp[0].Err != nil {
+			return false
+		}
+		g = resp[0].Resp.(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+		return g.ErrorCode == 0 && g.State == "Stable"
+	})
+	return g
+}
+
+// sameEpochs fails unless after has the members of before, each at its epoch, and the
+// same group epoch: nobody rejoined (a rejoin starts from epoch 0 and bumps the group).
+func sameEpochs(t *testing.T, what string, before, after kmsg.ConsumerGroupDescribeResponseGroup) {
+	t.Helper()
+	epochs := map[string]int32{}
+	for _, m := range before.Members {
+		epochs[m.MemberID] = m.MemberEpoch
+	}
+	if len(after.Members) != len(before.Members) {
+		t.Fatalf("%d members after %s, %d before", len(after.Members), what, len(before.Members))
+	}
+	for _, m := range after.Members {
+		if e, ok := epochs[m.MemberID]; !ok || e != m.MemberEpoch {
+			t.Fatalf("member %s: epoch %d after %s, %d (known %v) before", m.MemberID, m.MemberEpoch, what, e, ok)
+		}
+	}
+	if after.Epoch != before.Epoch {
+		t.Fatalf("group epoch %d after %s, %d before", after.Epoch, what, before.Epoch)
+	}
+}
+
 func startKIP848Consumer(t *testing.T, c *Cluster, name, group, topic string, o *owners) *kgo.Client {
 	t.Helper()
 	cl := newClient(t, c,
@@ -105,16 +156,23 @@ func startKIP848Consumer(t *testing.T, c *Cluster, name, group, topic string, o 
 	return cl
 }
 
-func TestKIP848ConsumersWithFranzGo(t *testing.T) {
-	c := startCluster(t, func(cfg *Config) {
+// start848Cluster is startCluster with 250 ms KIP-848 heartbeats (the protocol is on by
+// default) and the controller's balancer off (it would move a group's coordinator behind
+// the test's back).
+func start848Cluster(t *testing.T) *Cluster {
+	t.Helper()
+	return startCluster(t, func(cfg *Config) {
 		cfg.ControllerConfig = func(cc *controller.Config) { cc.Balance = false }
 		own := cfg.BrokerConfig
 		cfg.BrokerConfig = func(b *broker.Config) {
 			own(b)
-			b.Group.ConsumerProtocol = true
 			b.Group.ConsumerHeartbeatInterval = 250 * time.Millisecond
 		}
 	})
+}
+
+func TestKIP848ConsumersWithFranzGo(t *testing.T) {
+	c := start848Cluster(t)
 	raw := newClient(t, c)
 	adm := kadm.NewClient(raw)
 	const topic, group = "kip848", "g848"
@@ -133,17 +191,7 @@ func TestKIP848ConsumersWithFranzGo(t *testing.T) {
 	o := &owners{owner: map[int32]string{}, seen: map[int64]int{}}
 	startKIP848Consumer(t, c, "c1", group, topic, o)
 	startKIP848Consumer(t, c, "c2", group, topic, o)
-	total := func() (n, dup int) {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		for _, k := range o.seen {
-			n++
-			if k > 1 {
-				dup++
-			}
-		}
-		return
-	}
+	total := o.total
 	testutil.Eventually(t, 60*time.Second, "600 records read, 3 partitions each", func() bool {
 		n, _ := total()
 		return n == 600 && o.count("c1") == 3 && o.count("c2") == 3
@@ -152,20 +200,7 @@ func TestKIP848ConsumersWithFranzGo(t *testing.T) {
 		t.Fatalf("%d records read twice", dup)
 	}
 	// The server's view: one consumer group, two members at the group's epoch.
-	describe := func() kmsg.ConsumerGroupDescribeResponseGroup {
-		var g kmsg.ConsumerGroupDescribeResponseGroup
-		testutil.Eventually(t, 30*time.Second, "ConsumerGroupDescribe answers", func() bool {
-			req := kmsg.NewPtrConsumerGroupDescribeRequest()
-			req.Groups = []string{group}
-			resp := raw.RequestSharded(ctxFor(t, 10*time.Second), req)
-			if len(resp) != 1 || resp[0].Err != nil {
-				return false
-			}
-			g = resp[0].Resp.(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
-			return g.ErrorCode == 0 && g.State == "Stable"
-		})
-		return g
-	}
+	describe := func() kmsg.ConsumerGroupDescribeResponseGroup { return describeConsumerGroup(t, raw, group) }
 	if g := describe(); len(g.Members) != 2 || g.AssignorName != "uniform" {
 		t.Fatalf("described: %d members, assignor %q", len(g.Members), g.AssignorName)
 	}
@@ -197,18 +232,7 @@ func TestKIP848ConsumersWithFranzGo(t *testing.T) {
 	if o.events != events {
 		t.Fatalf("the coordinator move caused %d assignment callbacks", o.events-events)
 	}
-	epochs := map[string]int32{}
-	for _, m := range before.Members {
-		epochs[m.MemberID] = m.MemberEpoch
-	}
-	for _, m := range after.Members {
-		if e, ok := epochs[m.MemberID]; !ok || e != m.MemberEpoch {
-			t.Fatalf("member %s: epoch %d after the move, %d (known %v) before", m.MemberID, m.MemberEpoch, e, ok)
-		}
-	}
-	if after.Epoch != before.Epoch {
-		t.Fatalf("group epoch %d after the move, %d before", after.Epoch, before.Epoch)
-	}
+	sameEpochs(t, "the move", before, after)
 	if len(o.errs) > 0 {
 		t.Fatal(o.errs)
 	}

@@ -68,7 +68,9 @@ type Config struct {
 	// client treats as fatal, as every transactional request is answered today.
 	Transactions bool
 	// ConsumerProtocol turns the KIP-848 consumer group protocol on: ConsumerGroupHeartbeat
-	// and ConsumerGroupDescribe are served and advertised (consumer.go).
+	// and ConsumerGroupDescribe are served and advertised (consumer.go). On by default:
+	// clients use it only when asked (group.protocol=consumer), so advertising it changes
+	// nothing for the others; off, keys 68/69 are answered UNSUPPORTED_VERSION.
 	ConsumerProtocol bool
 	// ConsumerSessionTimeout is group.consumer.session.timeout.ms: a consumer group
 	// member silent this long is removed. Default 45s.
@@ -114,6 +116,7 @@ func DefaultConfig() Config {
 		OffsetsRetention:       7 * 24 * time.Hour,
 		Clock:                  RealClock(),
 
+		ConsumerProtocol:          true,
 		ConsumerSessionTimeout:    45 * time.Second,
 		ConsumerHeartbeatInterval: 5 * time.Second,
 	}

@@ -115,3 +115,24 @@ func (g *group) validateConsumerCommit(epoch int32, memberID string) int16 {
 	}
 	return 0
 }
+
+// validateConsumerFetch is Kafka's ConsumerGroup.validateOffsetFetch: no member and a
+// negative epoch (an admin client) may read; a named member must exist and give its
+// current epoch exactly (not the previous one, which a commit may still use).
+func (g *group) validateConsumerFetch(m fetchMember) int16 {
+	if m.id == nil && m.epoch < 0 {
+		return 0
+	}
+	id := ""
+	if m.id != nil {
+		id = *m.id
+	}
+	cm := g.cg.members[id]
+	if cm == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	if m.epoch != cm.epoch {
+		return kerr.StaleMemberEpoch.Code
+	}
+	return 0
+}

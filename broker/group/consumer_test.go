@@ -389,7 +389,7 @@ func TestConsumerClassicConversion(t *testing.T) {
 	if code := c.beat(); code != 0 || c.count() != 8 {
 		t.Fatalf("consumer heartbeat to the emptied classic group: %v, owns %d", kerr.ErrorForCode(code), c.count())
 	}
-	off := newHarness(t)
+	off := newHarness(t, func(c *Config) { c.ConsumerProtocol = false })
 	if resp := off.do(h.cmember("g", "a").req()).(*kmsg.ConsumerGroupHeartbeatResponse); resp.ErrorCode != kerr.UnsupportedVersion.Code {
 		t.Fatalf("protocol off: %v", kerr.ErrorForCode(resp.ErrorCode))
 	}

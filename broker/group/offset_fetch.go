@@ -19,8 +19,14 @@ package group
 //     With RequireStable (v7+), a partition with a pending offset gets
 //     UNSTABLE_OFFSET_COMMIT (offset -1), also in a fetch of all topics
 //     (Kafka's fetchOffsets / fetchAllOffsets); the client retries until the
-//     transaction ends. The KIP-848 member ID / epoch (v9+) are ignored for
-//     classic groups.
+//     transaction ends.
+//   - v9+ may name a member (ID and epoch). For a KIP-848 consumer group the
+//     member must exist (else UNKNOWN_MEMBER_ID) and the epoch must be its
+//     current member epoch (else STALE_MEMBER_EPOCH), as a group-level error
+//     (Kafka's ConsumerGroup.validateOffsetFetch): a member fenced or behind a
+//     rebalance does not start consuming from offsets it has no right to. No
+//     ID and a negative epoch (admin clients) is always accepted; classic
+//     groups ignore both, as Kafka does.
 // (Kafka v0 read offsets from ZooKeeper; here all versions read the same
 // store.)
 
@@ -55,16 +61,28 @@ type fetchTopic struct {
 	partitions []int32
 }
 
-// fetchOffsets reads a group's offsets; topics == nil means all.
-func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic, requireStable bool) []fetchedTopic {
+// fetchMember is the member an OffsetFetch v9+ names (id nil: none).
+type fetchMember struct {
+	id    *string
+	epoch int32
+}
+
+// fetchOffsets reads a group's offsets; topics == nil means all. A non-zero code is a
+// group-level error (the member check) and comes without offsets.
+func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic, requireStable bool, member fetchMember) ([]fetchedTopic, int16) {
 	var out []fetchedTopic
 	g := c.lockedGroup(name, false)
 	if g != nil {
 		defer g.unlock()
+		if g.cg != nil {
+			if code := g.validateConsumerFetch(member); code != 0 {
+				return nil, code
+			}
+		}
 	}
 	if topics == nil {
 		if g == nil {
-			return nil
+			return nil, 0
 		}
 		names := make([]string, 0, len(g.offsets))
 		for t := range g.offsets {
@@ -88,7 +106,7 @@ func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic, requireStab
 			sort.Slice(ft.partitions, func(i, j int) bool { return ft.partitions[i].partition < ft.partitions[j].partition })
 			out = append(out, ft)
 		}
-		return out
+		return out, 0
 	}
 	for _, t := range topics {
 		ft := fetchedTopic{topic: t.topic}
@@ -105,7 +123,7 @@ func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic, requireStab
 		}
 		out = append(out, ft)
 	}
-	return out
+	return out, 0
 }
 
 func (c *Coordinator) handleOffsetFetch(r *kmsg.OffsetFetchRequest, respond func(kmsg.Response)) {
@@ -122,7 +140,13 @@ func (c *Coordinator) handleOffsetFetch(r *kmsg.OffsetFetchRequest, respond func
 			}
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group = rg.Group
-			for _, ft := range c.fetchOffsets(rg.Group, topics, r.RequireStable) {
+			member := fetchMember{epoch: -1}
+			if v >= 9 {
+				member = fetchMember{rg.MemberID, rg.MemberEpoch}
+			}
+			fetched, code := c.fetchOffsets(rg.Group, topics, r.RequireStable, member)
+			g.ErrorCode = code
+			for _, ft := range fetched {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = ft.topic
 				for _, fp := range ft.partitions {
@@ -146,7 +170,8 @@ func (c *Coordinator) handleOffsetFetch(r *kmsg.OffsetFetchRequest, respond func
 		}
 	}
 	requireStable := v >= 7 && r.RequireStable
-	for _, ft := range c.fetchOffsets(r.Group, topics, requireStable) {
+	fetched, _ := c.fetchOffsets(r.Group, topics, requireStable, fetchMember{epoch: -1})
+	for _, ft := range fetched {
 		rt := kmsg.NewOffsetFetchResponseTopic()
 		rt.Topic = ft.topic
 		for _, fp := range ft.partitions {

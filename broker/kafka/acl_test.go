@@ -290,6 +290,17 @@ func aclMatrix() []aclCase {
 			r.Groups = []string{"g"}
 			return r
 		}, kerr.GroupAuthorizationFailed.Code},
+		{68, "ConsumerGroupHeartbeat", func(e *aclEnv) kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			r.Group, r.MemberID, r.MemberEpoch = "g", "m-acl", 0
+			r.RebalanceTimeoutMillis, r.SubscribedTopicNames = 10000, []string{"t"}
+			return r
+		}, kerr.GroupAuthorizationFailed.Code},
+		{69, "ConsumerGroupDescribe", func(e *aclEnv) kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupDescribeRequest()
+			r.Groups = []string{"g"}
+			return r
+		}, kerr.GroupAuthorizationFailed.Code},
 		{16, "ListGroups (filtered, no error)", func(e *aclEnv) kmsg.Request { return kmsg.NewPtrListGroupsRequest() }, 0},
 		{19, "CreateTopics", func(e *aclEnv) kmsg.Request {
 			r := kmsg.NewPtrCreateTopicsRequest()

@@ -26,12 +26,12 @@ func TestRegistryIsWhatApiVersionsAdvertises(t *testing.T) {
 			}
 		}
 	}
-	on := group.DefaultConfig()
-	on.ConsumerProtocol = true
-	if n := len(apiVersionsResponse(&Server{txn: fakeTxnOff{}, groups: group.New(on, nil, nil), share: &Share{}}, 4).ApiKeys); n != public {
-		t.Fatalf("with transactions, consumer groups and share groups on, ApiVersions lists %d keys, the registry has %d public ones", n, public)
+	if n := len(apiVersionsResponse(&Server{txn: fakeTxnOff{}, groups: group.New(group.DefaultConfig(), nil, nil), share: &Share{}}, 4).ApiKeys); n != public {
+		t.Fatalf("with transactions, consumer groups (the default) and share groups on, ApiVersions lists %d keys, the registry has %d public ones", n, public)
 	}
-	if n := len(apiVersionsResponse(&Server{txn: fakeTxnOff{}, groups: group.New(group.DefaultConfig(), nil, nil)}, 4).ApiKeys); n != public-2-5 {
+	off := group.DefaultConfig()
+	off.ConsumerProtocol = false
+	if n := len(apiVersionsResponse(&Server{txn: fakeTxnOff{}, groups: group.New(off, nil, nil)}, 4).ApiKeys); n != public-2-5 {
 		t.Fatalf("with consumer and share groups off, ApiVersions lists %d keys, want %d (without keys 68, 69, 76-79, 90)", n, public-2-5)
 	}
 	resp := apiVersionsResponse(nil, 4)
