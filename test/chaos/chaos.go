@@ -25,6 +25,15 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (*Rep
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The modes' broker settings come first: the caller's (a test's) override them.
+	var modeArgs []string
+	if cfg.Compacted {
+		modeArgs = append(modeArgs, compactedBrokerArgs...)
+	}
+	if cfg.Share {
+		modeArgs = append(modeArgs, shareBrokerArgs...)
+	}
+	cfg.brokerArgs = append(modeArgs, cfg.brokerArgs...)
 	t, cleanup, err := openTarget(ctx, &cfg, out)
 	if err != nil {
 		return nil, err
@@ -41,9 +50,17 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (*Rep
 	if cfg.Txn {
 		topics = append(topics, cfg.txnTopic(), cfg.ctpIn(), cfg.ctpOut())
 	}
+	if cfg.Share {
+		topics = append(topics, cfg.shareTopic())
+	}
 	for _, topic := range topics {
 		if _, err := ka.CreateTopic(ctx, int32(cfg.Partitions), 1, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return nil, fmt.Errorf("chaos: creating %s: %w", topic, err)
+		}
+	}
+	if cfg.Compacted {
+		if _, err := ka.CreateTopic(ctx, int32(cfg.Partitions), 1, compactedTopicConfig, cfg.compactedTopic()); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return nil, fmt.Errorf("chaos: creating %s: %w", cfg.compactedTopic(), err)
 		}
 	}
 	md, err := ka.Metadata(ctx)
@@ -86,6 +103,26 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (*Rep
 		fmt.Fprintf(out, "transactions: %d writers of %d records per transaction to %s, one in five aborted; consume-transform-produce from %s to %s\n",
 			cfg.TxnWriters, cfg.TxnRecords, cfg.txnTopic(), cfg.ctpIn(), cfg.ctpOut())
 	}
+	var cl *compactedLoad
+	if cfg.Compacted {
+		if cl, err = startCompacted(ctx, cfg, boot, t); err != nil {
+			return nil, err
+		}
+		defer cl.close()
+		defer cl.finish(0)
+		fmt.Fprintf(out, "compacted: %d keys, %.0f versions/s of 1 KB to %s\n", cfg.CompactedKeys, cfg.CompactedRate, cfg.compactedTopic())
+	}
+	var sl *shareLoad
+	if cfg.Share {
+		if sl, err = startShare(ctx, cfg, boot); err != nil {
+			return nil, err
+		}
+		defer sl.close()
+		fmt.Fprintf(out, "share group: %d share consumers of %s (group %s), %.0f records/s\n", cfg.ShareMembers, cfg.shareTopic(), cfg.shareGroup(), cfg.ShareRate)
+	}
+	if cfg.Members > 0 {
+		fmt.Fprintf(out, "consumer group protocol: %s\n", cfg.groupProtocol())
+	}
 	fmt.Fprintf(out, "load: %.0f records/s of %d B over %d partitions, %d producers, a group of %d, rack readers in %v; faults: %v\n",
 		cfg.Rate, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Members, zones, cfg.Faults)
 
@@ -125,6 +162,12 @@ loop:
 	}
 	end := time.Now()
 	fmt.Fprintln(out, "load stopped; waiting for every produce, then reading everything back")
+	if cl != nil {
+		cl.finish(time.Minute) // its error is the check's, below
+	}
+	if sl != nil {
+		sl.stopProd()
+	}
 	if tl != nil {
 		tl.finish()
 		ctp.finish(ctx, 2*time.Minute)
@@ -141,6 +184,30 @@ loop:
 	r.Check = l.chk.Verify()
 	r.Read = r.Check.Read
 	r.OK = r.Check.OK()
+	if cfg.Members > 0 && cfg.consumerProtocol() {
+		if r.Group, err = describeConsumerGroup(rctx, boot, cfg.group()); err != nil {
+			return nil, err
+		}
+		l.mu.Lock()
+		r.Group.EpochChanges = epochChanges(l.groupEvents, l.start, end)
+		l.mu.Unlock()
+	}
+	if cl != nil {
+		if err := cl.finish(time.Minute); err != nil {
+			return nil, err
+		}
+		_, own := t.(procTarget)
+		if r.Compacted, err = cl.check(rctx, own); err != nil {
+			return nil, err
+		}
+		r.OK = r.OK && r.Compacted.Violations == 0
+	}
+	if sl != nil {
+		if r.Share, err = sl.finish(rctx); err != nil {
+			return nil, err
+		}
+		r.OK = r.OK && r.Share.Violations == 0
+	}
 	if tl != nil {
 		reads, err := tl.readBack(rctx)
 		if err != nil {

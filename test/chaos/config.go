@@ -50,6 +50,23 @@ type Config struct {
 	Txn        bool
 	TxnWriters int
 	TxnRecords int
+	// GroupProtocol is the consumer group's protocol: "classic" (JoinGroup/SyncGroup,
+	// the client's balancer) or "consumer" (KIP-848: ConsumerGroupHeartbeat, the
+	// server's assignor; groupproto.go).
+	GroupProtocol string
+	// Compacted adds a keyed writer of CompactedKeys keys with increasing versions to
+	// the compacted topic Topic-compacted at CompactedRate records/s, checked at the
+	// end from the topic's start (compacted.go).
+	Compacted     bool
+	CompactedKeys int
+	CompactedRate float64
+	// Share adds ShareMembers share consumers (KIP-932, one share group) reading the
+	// topic Topic-share as a queue, which a producer feeds at ShareRate records/s; at
+	// the end every acked record must have been delivered and the group's start offset
+	// be at each partition's end (share.go).
+	Share        bool
+	ShareMembers int
+	ShareRate    float64
 
 	// Faults.
 	Faults       []Fault
@@ -80,7 +97,8 @@ func DefaultConfig() Config {
 	self, _ := os.Executable()
 	return Config{
 		Bin: self, Topic: "chaos", Partitions: 60, Rate: 2000, Producers: 4, RecordSize: 100, Members: 3,
-		RackReaders: true, TxnWriters: 2, TxnRecords: 5, Duration: time.Minute, RestartAfter: 5 * time.Second, PauseFor: 6 * time.Second,
+		RackReaders: true, TxnWriters: 2, TxnRecords: 5, GroupProtocol: "classic",
+		CompactedKeys: 100, CompactedRate: 200, ShareMembers: 2, ShareRate: 200, Duration: time.Minute, RestartAfter: 5 * time.Second, PauseFor: 6 * time.Second,
 		CutFor: 6 * time.Second, Settle: 5 * time.Second, StorageFor: 10 * time.Second, SlowBy: 200 * time.Millisecond, Every: 20 * time.Second, Seed: 1,
 		Kinds:            "kill,pause,controller-leader-kill,rolling-restart,isolate",
 		Interval:         5 * time.Second,
@@ -267,6 +285,13 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Txn, "txn", c.Txn, "add transactional writers (--txn-writers, each its own transactional id) to the topic TOPIC-txn: begin, --txn-records records, commit, or abort one in five; a read_committed reader checks at the end that committed transactions are all there once, aborted ones absent, unknown ones all or nothing")
 	fs.IntVar(&c.TxnWriters, "txn-writers", c.TxnWriters, "with --txn: transactional writers")
 	fs.IntVar(&c.TxnRecords, "txn-records", c.TxnRecords, "with --txn: records per transaction")
+	fs.StringVar(&c.GroupProtocol, "group-protocol", c.GroupProtocol, "the consumer group's protocol: classic, or consumer (KIP-848: the server assigns, members heartbeat with epochs); the report names it and counts rebalances and member epoch changes per fault")
+	fs.BoolVar(&c.Compacted, "compacted", c.Compacted, "add a keyed writer (--compacted-keys keys, increasing versions) to the compacted topic TOPIC-compacted (min.cleanable.dirty.ratio 0.01); at the end the topic is read from its start: each key's last record must be its latest acked version (or a later one sent), at its acked offset, versions increasing, nothing unsent. An own cluster's brokers clean every second")
+	fs.IntVar(&c.CompactedKeys, "compacted-keys", c.CompactedKeys, "with --compacted: keys")
+	fs.Float64Var(&c.CompactedRate, "compacted-rate", c.CompactedRate, "with --compacted: records per second (1 KB each)")
+	fs.BoolVar(&c.Share, "share", c.Share, "add --share-members share consumers (KIP-932, group chaos-TOPIC-share) reading TOPIC-share as a queue; at the end every acked record must have been delivered and accepted, redeliveries counted. An own cluster's brokers run with --share-groups and --share-auto-offset-reset=earliest; attached, the cluster needs both")
+	fs.IntVar(&c.ShareMembers, "share-members", c.ShareMembers, "with --share: share consumers")
+	fs.Float64Var(&c.ShareRate, "share-rate", c.ShareRate, "with --share: records per second to TOPIC-share")
 	fs.Func("fault", "a fault: KIND[:ARG]@OFFSET, e.g. kill:2@10s, pause@30s, kill-many:2@50s, controller-leader-kill@70s, rolling-restart@90s, isolate:1@110s, coordinator-move@130s, coordinator-kill@150s (repeatable); kinds: "+faultKinds, func(s string) error {
 		f, err := ParseFault(s)
 		if err == nil {
@@ -303,6 +328,12 @@ func (c *Config) Validate() error {
 		return errors.New("chaos: --duration and --interval must be > 0")
 	case c.Txn && (c.TxnWriters < 1 || c.TxnRecords < 1):
 		return errors.New("chaos: --txn needs --txn-writers and --txn-records >= 1")
+	case c.GroupProtocol != "" && c.GroupProtocol != "classic" && c.GroupProtocol != "consumer":
+		return fmt.Errorf("chaos: --group-protocol %q: want classic or consumer", c.GroupProtocol)
+	case c.Compacted && (c.CompactedKeys < 1 || c.CompactedRate <= 0):
+		return errors.New("chaos: --compacted needs --compacted-keys >= 1 and --compacted-rate > 0")
+	case c.Share && (c.ShareMembers < 1 || c.ShareRate <= 0):
+		return errors.New("chaos: --share needs --share-members >= 1 and --share-rate > 0")
 	}
 	if _, ok := nfsfs.ProfileByName(c.FSx); !ok {
 		return fmt.Errorf("chaos: --fsx %q: want fsx or local", c.FSx)

@@ -19,7 +19,10 @@
 // (coordinator-move, coordinator-kill), txn.go (--txn: transactional writers and their
 // read_committed check; txn-coordinator-kill), txnfaults.go (txn-leader-kill,
 // txn-producer-pause: writers of their own at a chosen step), txnctp.go (the
-// consume-transform-produce writer and its offsets-against-output check), report.go (per-fault figures, text, JSON, PNG),
+// consume-transform-produce writer and its offsets-against-output check), groupproto.go
+// (--group-protocol consumer: KIP-848 members), compacted.go (--compacted: a keyed
+// writer to a compacted topic, its latest-version check), share.go (--share: share
+// consumers of a queue, every acked record delivered and acknowledged), report.go (per-fault figures, text, JSON, PNG),
 // targets.go (issue 22's figures beside their targets, the time to leaders spread again
 // after a return), chaos.go (Run).
 //

@@ -58,9 +58,11 @@ type second struct {
 // assigned (OnPartitionsAssigned, which franz-go calls at the end of every join and sync,
 // even with nothing new), revoked or lost, and the generation the member had then.
 type groupEvent struct {
-	At         time.Time
-	Member     int
-	Kind       string // "assigned", "revoked", "lost", "error" (the group's management failed: Err)
+	At     time.Time
+	Member int
+	// "assigned", "revoked", "lost", "error" (the group's management failed: Err),
+	// "epoch" (KIP-848: the member's epoch changed, seen after a poll; groupproto.go)
+	Kind       string
 	Partitions int
 	Generation int32 // kgo.Client.GroupMetadata; -1 unknown
 	First      bool  // the member's first assignment (joining, not a rebalance)
@@ -184,13 +186,51 @@ func startLoad(ctx context.Context, cfg Config, boot []string, zones []string, l
 
 func (l *load) produce(ctx context.Context, cl *kgo.Client, w int, rate float64) {
 	defer l.wg.Done()
-	const tick = 10 * time.Millisecond
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	credit := 0.0
-	seq := 0
-	last := time.Now()
 	tp := ackcheck.TP{Topic: l.cfg.Topic}
+	paced(ctx, rate, func(seq int) {
+		p := int32((seq*l.cfg.Producers + w) % l.cfg.Partitions)
+		sent := time.Now()
+		v := value(w, seq, sent, l.cfg.RecordSize)
+		key := id(v)
+		l.pending.Add(1)
+		l.inFlight.Add(1)
+		cl.Produce(context.Background(), &kgo.Record{Topic: l.cfg.Topic, Partition: p, Value: v}, func(r *kgo.Record, err error) {
+			defer l.pending.Done()
+			l.inFlight.Add(-1)
+			now := time.Now()
+			l.mu.Lock()
+			s := l.sec(now)
+			if err != nil {
+				s.failed++
+				if l.failures == nil {
+					l.failures = map[string]int{}
+				}
+				if _, ok := l.failures[err.Error()]; ok || len(l.failures) < 10 {
+					l.failures[err.Error()]++
+				}
+				l.mu.Unlock()
+				l.chk.Failed()
+				return
+			}
+			s.acked++
+			s.ackLat = append(s.ackLat, now.Sub(sent))
+			l.acks[r.Partition] = append(l.acks[r.Partition], now)
+			l.ackWaits[r.Partition] = append(l.ackWaits[r.Partition], now.Sub(sent))
+			l.mu.Unlock()
+			tp := tp
+			tp.Partition = r.Partition
+			l.chk.Acked(tp, r.Offset, key)
+		})
+	})
+}
+
+// paced calls send(0), send(1), ... at rate per second until ctx is done (checked
+// every 10 ms; ticks a loaded machine drops still count).
+func paced(ctx context.Context, rate float64, send func(n int)) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	credit, n := 0.0, 0
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -198,43 +238,11 @@ func (l *load) produce(ctx context.Context, cl *kgo.Client, w int, rate float64)
 		case <-t.C:
 		}
 		now := time.Now()
-		credit += rate * now.Sub(last).Seconds() // ticks a loaded machine drops still count
+		credit += rate * now.Sub(last).Seconds()
 		last = now
 		for ; credit >= 1; credit-- {
-			p := int32((seq*l.cfg.Producers + w) % l.cfg.Partitions)
-			sent := time.Now()
-			v := value(w, seq, sent, l.cfg.RecordSize)
-			key := id(v)
-			seq++
-			l.pending.Add(1)
-			l.inFlight.Add(1)
-			cl.Produce(context.Background(), &kgo.Record{Topic: l.cfg.Topic, Partition: p, Value: v}, func(r *kgo.Record, err error) {
-				defer l.pending.Done()
-				l.inFlight.Add(-1)
-				now := time.Now()
-				l.mu.Lock()
-				s := l.sec(now)
-				if err != nil {
-					s.failed++
-					if l.failures == nil {
-						l.failures = map[string]int{}
-					}
-					if _, ok := l.failures[err.Error()]; ok || len(l.failures) < 10 {
-						l.failures[err.Error()]++
-					}
-					l.mu.Unlock()
-					l.chk.Failed()
-					return
-				}
-				s.acked++
-				s.ackLat = append(s.ackLat, now.Sub(sent))
-				l.acks[r.Partition] = append(l.acks[r.Partition], now)
-				l.ackWaits[r.Partition] = append(l.ackWaits[r.Partition], now.Sub(sent))
-				l.mu.Unlock()
-				tp := tp
-				tp.Partition = r.Partition
-				l.chk.Acked(tp, r.Offset, key)
-			})
+			send(n)
+			n++
 		}
 	}
 }
@@ -283,7 +291,11 @@ func (l *load) groupMember(ctx context.Context, group string, m int) error {
 		})
 	}
 	var err error
-	cl, err = kgo.NewClient(append(clientOpts(l.boot), kgo.ConsumerGroup(group), kgo.ConsumeTopics(l.cfg.Topic),
+	opts := clientOpts(l.boot)
+	if l.cfg.consumerProtocol() {
+		opts = append(opts, kgo.ServerSideBalancer())
+	}
+	cl, err = kgo.NewClient(append(opts, kgo.ConsumerGroup(group), kgo.ConsumeTopics(l.cfg.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(func(_ context.Context, c *kgo.Client, as map[string][]int32) {
 			mu.Lock()
@@ -316,9 +328,13 @@ func (l *load) groupMember(ctx context.Context, group string, m int) error {
 	go func() {
 		defer l.wg.Done()
 		lastCommit := time.Now()
+		epoch := int32(-1)
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			now := time.Now()
+			if l.cfg.consumerProtocol() {
+				epoch = l.noteEpoch(cl, m, epoch, now)
+			}
 			if fs.NumRecords() > 0 {
 				l.mu.Lock()
 				l.groupReads = append(l.groupReads, now)

@@ -24,9 +24,17 @@ type Report struct {
 	Timeline []Sample        `json:"timeline"`
 	Check    ackcheck.Report `json:"check"`
 	// Txn is the transactional mode's check (--txn; txn.go).
-	Txn      *TxnReport     `json:"txn,omitempty"`
-	OK       bool           `json:"ok"`
-	Baseline LatencyFigures `json:"baseline"`
+	Txn *TxnReport `json:"txn,omitempty"`
+	// GroupProtocol is the consumer group's protocol (classic or consumer, KIP-848;
+	// empty without a group); Group the KIP-848 group at the end (groupproto.go).
+	GroupProtocol string       `json:"group_protocol,omitempty"`
+	Group         *GroupReport `json:"group,omitempty"`
+	// Compacted is the compacted topic's check (--compacted; compacted.go), Share the
+	// share group's (--share; share.go).
+	Compacted *CompactedReport `json:"compacted,omitempty"`
+	Share     *ShareReport     `json:"share,omitempty"`
+	OK        bool             `json:"ok"`
+	Baseline  LatencyFigures   `json:"baseline"`
 	// Targets are issue 22's figures, each beside its target with pass or fail
 	// (targets.go).
 	Targets []TargetResult `json:"targets"`
@@ -78,7 +86,11 @@ type FaultReport struct {
 	GroupGenerationBefore int32              `json:"group_generation_before"`
 	GroupGenerationAfter  int32              `json:"group_generation_after"`
 	GroupEvents           []GroupEventReport `json:"group_events,omitempty"`
-	Note                  string             `json:"note,omitempty"`
+	// GroupEpochChanges (--group-protocol consumer) counts the members' epoch changes
+	// in the window: with KIP-848 an epoch moves without a callback when another
+	// member's assignment changes (groupproto.go).
+	GroupEpochChanges int    `json:"group_epoch_changes,omitempty"`
+	Note              string `json:"note,omitempty"`
 
 	// FirstAck: per affected partition, the time from the step that hit its leader (or
 	// the controller) to the first ack of a write of it sent at or after the step
@@ -176,6 +188,9 @@ func analyze(cfg Config, l *load, w *watcher, events []Event, end time.Time) *Re
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r := &Report{Duration: Dur(end.Sub(l.start)), Partitions: cfg.Partitions, Rate: cfg.Rate}
+	if cfg.Members > 0 {
+		r.GroupProtocol = cfg.groupProtocol()
+	}
 	// A partition counts as unavailable in a second when its last ack is older than four
 	// times the usual interval between its records (at least one second).
 	gapLimit := max(time.Second, 4*time.Duration(float64(time.Second)*float64(cfg.Partitions)/cfg.Rate))
@@ -244,6 +259,7 @@ func analyze(cfg Config, l *load, w *watcher, events []Event, end time.Time) *Re
 			fr.GroupPause = Dur(longestQuiet(reads, ev.Start, until))
 			fr.GroupRebalances = rebalances(gevs, ev.Start, until)
 			fr.GroupGenerationBefore, fr.GroupGenerationAfter = generation(gevs, ev.Start), generation(gevs, until)
+			fr.GroupEpochChanges = epochChanges(gevs, ev.Start, until)
 			for _, e := range gevs {
 				if !e.At.Before(ev.Start) && !e.At.After(until) && len(fr.GroupEvents) < maxGroupEvents {
 					fr.GroupEvents = append(fr.GroupEvents, GroupEventReport{At: Dur(e.At.Sub(l.start)), Member: e.Member,
@@ -359,14 +375,15 @@ func rebalances(evs []groupEvent, from, to time.Time) int {
 	return n
 }
 
-// generation is the generation last assigned to a member at or before t (-1: none yet).
+// generation is the generation last assigned to a member at or before t (-1: none yet);
+// with KIP-848, the member epoch last seen (assigned, or an "epoch" event).
 func generation(evs []groupEvent, t time.Time) int32 {
 	g := int32(-1)
 	for _, e := range evs {
 		if e.At.After(t) {
 			break
 		}
-		if e.Kind == "assigned" {
+		if e.Kind == "assigned" || e.Kind == "epoch" {
 			g = e.Generation
 		}
 	}
@@ -490,12 +507,26 @@ func (r *Report) WriteText(w io.Writer) {
 				f.RespreadNote, f.BalancerMoved, orNone(f.BalancerWait))
 		}
 		fmt.Fprintf(w, "  after the fault: ack p99 %v, end-to-end p99 %v\n", f.Latency.AckP99, f.Latency.E2EP99)
-		fmt.Fprintf(w, "  consumer group paused %v, %d rebalances (generation %d → %d)\n", f.GroupPause, f.GroupRebalances, f.GroupGenerationBefore, f.GroupGenerationAfter)
+		if r.GroupProtocol == "consumer" {
+			fmt.Fprintf(w, "  consumer group (KIP-848) paused %v, %d rebalances (member epoch %d → %d), %d member epoch changes\n",
+				f.GroupPause, f.GroupRebalances, f.GroupGenerationBefore, f.GroupGenerationAfter, f.GroupEpochChanges)
+		} else {
+			fmt.Fprintf(w, "  consumer group paused %v, %d rebalances (generation %d → %d)\n", f.GroupPause, f.GroupRebalances, f.GroupGenerationBefore, f.GroupGenerationAfter)
+		}
 	}
 	writeTargets(w, r.Targets)
 	fmt.Fprintf(w, "\ncheck: %s\n", r.Check.String())
 	if r.Txn != nil {
 		fmt.Fprintf(w, "check: %s\n", r.Txn)
+	}
+	if r.Group != nil {
+		fmt.Fprintf(w, "%s\n", r.Group)
+	}
+	if r.Compacted != nil {
+		fmt.Fprintf(w, "check: %s\n", r.Compacted)
+	}
+	if r.Share != nil {
+		fmt.Fprintf(w, "check: %s\n", r.Share)
 	}
 	if r.OK {
 		fmt.Fprintln(w, "verdict: OK — nothing acked was lost, duplicated or changed; the group resumed at its commits")

@@ -1,16 +1,10 @@
 package chaos
 
 import (
-	"context"
 	"encoding/json"
-	"log/slog"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/weir-io/weir/internal/testutil"
 )
 
 // The read_committed checker: committed transactions all there once, aborted ones and
@@ -106,57 +100,20 @@ func TestCheckCTP(t *testing.T) {
 // the input all processed, every fault run without an error.
 func runTxnScenario(t *testing.T, d time.Duration, faults ...string) (*Report, string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs a 6-process cluster")
-	}
-	bin := filepath.Join(t.TempDir(), "weir")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/weir").CombinedOutput(); err != nil {
-		t.Fatalf("building weir: %v\n%s", err, out)
-	}
-	cfg := DefaultConfig()
-	cfg.Bin, cfg.Duration, cfg.Settle, cfg.Partitions, cfg.Rate = bin, d, 3*time.Second, 12, 300
-	cfg.RestartAfter, cfg.RackReaders, cfg.Members = 2*time.Second, false, 0
-	cfg.Txn = true
-	cfg.Dir = t.TempDir()
-	for _, spec := range faults {
-		f, err := ParseFault(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Faults = append(cfg.Faults, f)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	var out testutil.Buffer
-	r, err := Run(ctx, cfg, &out, slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	t.Logf("progress:\n%s", out.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text strings.Builder
-	r.WriteText(&text)
-	t.Logf("report:\n%s", text.String())
+	r, text := runModeScenario(t, d, func(c *Config) { c.Txn = true }, faults...)
 	if r.Txn == nil || r.Txn.CTP == nil {
 		t.Fatal("no transaction report")
 	}
 	if !r.OK || !r.Txn.OK() {
 		t.Fatalf("violations: %s, check %s", r.Txn, r.Check.String())
 	}
-	if r.Txn.Committed < 1 || r.Txn.Aborted < 1 || r.Txn.Read < r.Txn.Committed*cfg.TxnRecords {
+	if r.Txn.Committed < 1 || r.Txn.Aborted < 1 || r.Txn.Read < r.Txn.Committed*DefaultConfig().TxnRecords {
 		t.Fatalf("transactions: %+v", r.Txn)
 	}
 	if c := r.Txn.CTP; c.Input < 100 || c.Output != c.Input || c.Committed != int64(c.Input) || c.Commits < 1 {
 		t.Fatalf("consume-transform-produce: %s", c)
 	}
-	if len(r.Faults) != len(faults) {
-		t.Fatalf("faults: %+v", r.Faults)
-	}
-	for _, f := range r.Faults {
-		if f.Error != "" {
-			t.Fatalf("fault %s: %s", f.Fault, f.Error)
-		}
-	}
-	return r, text.String()
+	return r, text
 }
 
 // TestChaosTxnScenario: one broker kill while writers commit and abort on purpose and
