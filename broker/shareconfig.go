@@ -56,7 +56,7 @@ func (b *Broker) newShare() *kafka.Share {
 	lim := share.Limits{LockDuration: c.LockDuration, DeliveryLimit: int16(c.DeliveryLimit), MaxInFlight: c.MaxInFlight}
 	b.shareStates = shareStates{served: map[int32]*partlog.Partition{}, values: map[int32]map[string][]byte{}, fence: map[string]int32{}}
 	return &kafka.Share{
-		Groups:                  share.NewGroups(share.GroupConfig{SessionTimeout: c.SessionTimeout, HeartbeatInterval: c.HeartbeatInterval}),
+		Groups:                  share.NewGroups(share.GroupConfig{SessionTimeout: c.SessionTimeout, HeartbeatInterval: c.HeartbeatInterval}, sharePersister{b}),
 		Sessions:                share.NewSessions(c.MaxSessions),
 		Parts:                   share.NewManager(lim, sharePersister{b}),
 		HeartbeatInterval:       c.HeartbeatInterval,

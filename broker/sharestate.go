@@ -56,6 +56,14 @@ func shareStateKey(k share.Key) []byte {
 	return binary.BigEndian.AppendUint32(b, uint32(k.Partition))
 }
 
+// shareGroupKey encodes a share group's membership key: group length uint16 | group |
+// 'G' (never the length of a share partition's key for the same group).
+func shareGroupKey(group string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(len(group)))
+	b = append(b, group...)
+	return append(b, 'G')
+}
+
 func shareStateIndex(key []byte, n int) int32 {
 	h := fnv.New32a()
 	h.Write(key)
@@ -123,8 +131,8 @@ func (b *Broker) syncShareLoads() error {
 		if b.parts.Get(p.ID(), idx) == p && p.State() == partlog.Ready {
 			ss.served[idx], ss.values[idx] = p, vals
 			for k, v := range vals {
-				if s, err := share.DecodeSnapshot(v); err == nil && s.LeaderEpoch > ss.fence[k] {
-					ss.fence[k] = s.LeaderEpoch
+				if e, ok := share.RecordEpoch(v); ok && e > ss.fence[k] {
+					ss.fence[k] = e
 				}
 			}
 		}
@@ -203,8 +211,7 @@ func (b *Broker) shareAppend(ctx context.Context, p *partlog.Partition, idx int3
 
 // shareState reads (value nil) or writes a key: here when its state partition is led
 // here, else on its leader over the peer connection.
-func (b *Broker) shareState(ctx context.Context, k share.Key, epoch int32, value []byte) ([]byte, bool, error) {
-	key := shareStateKey(k)
+func (b *Broker) shareState(ctx context.Context, key []byte, epoch int32, value []byte) ([]byte, bool, error) {
 	t, err := b.internalTopic(ctx, shareStateTopic, int32(b.cfg.Share.StatePartitions), true)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
@@ -264,7 +271,7 @@ func (b *Broker) serveShareState(body []byte, respond func([]byte)) {
 type sharePersister struct{ b *Broker }
 
 func (s sharePersister) Read(ctx context.Context, k share.Key, epoch int32) (share.Snapshot, bool, error) {
-	v, ok, err := s.b.shareState(ctx, k, epoch, nil)
+	v, ok, err := s.b.shareState(ctx, shareStateKey(k), epoch, nil)
 	if err != nil || !ok {
 		return share.Snapshot{}, false, err
 	}
@@ -273,8 +280,26 @@ func (s sharePersister) Read(ctx context.Context, k share.Key, epoch int32) (sha
 }
 
 func (s sharePersister) Write(ctx context.Context, k share.Key, snap share.Snapshot) error {
-	_, _, err := s.b.shareState(ctx, k, snap.LeaderEpoch, snap.Encode(nil))
+	_, _, err := s.b.shareState(ctx, shareStateKey(k), snap.LeaderEpoch, snap.Encode(nil))
 	return err
+}
+
+// LoadGroup reads a share group's membership, fencing coordinators older than
+// coordEpoch (share.GroupStore).
+func (s sharePersister) LoadGroup(ctx context.Context, group string, coordEpoch int32) ([]byte, bool, error) {
+	v, ok, err := s.b.shareState(ctx, shareGroupKey(group), coordEpoch, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: loading %s: %w", share.ErrGroupStore, group, err)
+	}
+	return v, ok, nil
+}
+
+// SaveGroup writes a share group's membership (share.GroupStore).
+func (s sharePersister) SaveGroup(ctx context.Context, group string, coordEpoch int32, rec []byte) error {
+	if _, _, err := s.b.shareState(ctx, shareGroupKey(group), coordEpoch, rec); err != nil {
+		return fmt.Errorf("%w: saving %s: %w", share.ErrGroupStore, group, err)
+	}
+	return nil
 }
 
 // readOnly reads a state without fencing anyone (DescribeShareGroupOffsets).

@@ -33,7 +33,7 @@ func (s *Server) describeShareOffsets(ctx context.Context, req *kmsg.DescribeSha
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
-		if err := s.shareCoordinator(ctx, g.GroupID); err != nil {
+		if _, err := s.shareCoordinator(ctx, g.GroupID); err != nil {
 			rg.ErrorCode = shareCode(err)
 			resp.Groups = append(resp.Groups, rg)
 			continue

@@ -58,6 +58,8 @@ func shareCode(err error) int16 {
 		return kerr.ShareSessionLimitReached.Code
 	case errors.Is(err, share.ErrStaleLeader):
 		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, kerr.FencedStateEpoch) && errors.Is(err, share.ErrGroupStore):
+		return kerr.NotCoordinator.Code // a newer coordinator has the group
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return kerr.RequestTimedOut.Code
 	}
@@ -65,16 +67,17 @@ func shareCode(err error) int16 {
 }
 
 // shareCoordinator says whether this broker coordinates group g (leads its
-// __consumer_offsets partition, loaded): nil, or the error to answer.
-func (s *Server) shareCoordinator(ctx context.Context, g string) error {
+// __consumer_offsets partition, loaded): the coordinator epoch (that partition's leader
+// epoch, which fences the group's membership records), or the error to answer.
+func (s *Server) shareCoordinator(ctx context.Context, g string) (int32, error) {
 	t, idx, err := s.be.CoordinatorPartition(ctx, g, true)
 	if err != nil {
-		return kerr.CoordinatorNotAvailable
+		return 0, kerr.CoordinatorNotAvailable
 	}
 	if _, err := s.be.Writer(t, idx, ""); err != nil {
-		return kerr.NotCoordinator
+		return 0, kerr.NotCoordinator
 	}
-	return nil
+	return t.Partitions[idx].LeaderEpoch, nil
 }
 
 // shareTopicInfo resolves a subscribed topic for the assignor.

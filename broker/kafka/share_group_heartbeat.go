@@ -39,12 +39,13 @@ func (s *Server) shareHeartbeat(ctx context.Context, clientID, host string, req 
 			return fail(kerr.TopicAuthorizationFailed.Code)
 		}
 	}
-	if err := s.shareCoordinator(ctx, req.GroupID); err != nil {
+	coordEpoch, err := s.shareCoordinator(ctx, req.GroupID)
+	if err != nil {
 		return fail(shareCode(err))
 	}
 	view := s.meta.View()
-	res, err := s.share.Groups.Heartbeat(share.HeartbeatRequest{Group: req.GroupID, Member: req.MemberID, ClientID: clientID, ClientHost: host,
-		Epoch: req.MemberEpoch, Rack: req.RackID, Subscribed: req.SubscribedTopicNames}, s.now(), shareTopicInfo(view))
+	res, err := s.share.Groups.Heartbeat(ctx, share.HeartbeatRequest{Group: req.GroupID, Member: req.MemberID, ClientID: clientID, ClientHost: host,
+		Epoch: req.MemberEpoch, Rack: req.RackID, Subscribed: req.SubscribedTopicNames, CoordEpoch: coordEpoch}, s.now(), shareTopicInfo(view))
 	if err != nil {
 		return fail(shareCode(err))
 	}
