@@ -62,5 +62,6 @@ func (b *Broker) newShare() *kafka.Share {
 		HeartbeatInterval:       c.HeartbeatInterval,
 		AutoOffsetResetEarliest: c.AutoOffsetReset == "earliest",
 		ReadState:               sharePersister{b}.readOnly,
+		ResetState:              sharePersister{b}.reset,
 	}
 }

@@ -45,7 +45,16 @@ type shareStates struct {
 	served map[int32]*partlog.Partition
 	values map[int32]map[string][]byte
 	fence  map[string]int32 // newest leader epoch that read or wrote a key
+	// keyMu orders each key's writes from check to durable append (striped by key
+	// hash): a leader's write and an admin reset of one key never cross.
+	keyMu [64]sync.Mutex
 }
+
+// shareAdminEpoch, as a write's epoch, marks an admin reset of a share partition's state
+// (AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups): the store gives it the
+// next state epoch and the newest leader epoch, so the leader's next write is refused and
+// it loads the reset state. A reset to -1 (delete) of a key never written writes nothing.
+const shareAdminEpoch = -2
 
 // shareStateKey encodes a share partition's key: group length uint16 | group | topic ID
 // | partition int32.
@@ -158,7 +167,8 @@ func (b *Broker) shareLocal(ctx context.Context, idx int32, key []byte, epoch in
 			return nil, false, fmt.Errorf("%w: %w", errShareNotHere, err)
 		}
 		ss.mu.Lock()
-		if ss.served[idx] == p {
+		served := ss.served[idx] == p
+		if served && value == nil {
 			if epoch >= 0 { // -1: a read that fences nobody (DescribeShareGroupOffsets)
 				if epoch < ss.fence[string(key)] {
 					ss.mu.Unlock()
@@ -166,21 +176,62 @@ func (b *Broker) shareLocal(ctx context.Context, idx int32, key []byte, epoch in
 				}
 				ss.fence[string(key)] = epoch
 			}
-			if value == nil {
-				v, ok := ss.values[idx][string(key)]
-				ss.mu.Unlock()
-				return v, ok, nil
-			}
+			v, ok := ss.values[idx][string(key)]
 			ss.mu.Unlock()
-			return nil, false, b.shareAppend(ctx, p, idx, key, value)
+			return v, ok, nil
 		}
 		ss.mu.Unlock()
+		if served {
+			return nil, false, b.shareWrite(ctx, p, idx, key, epoch, value)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, false, errShareLoading
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// shareWrite checks a write against the key's fence and state epoch and makes it
+// durable; an admin reset (epoch shareAdminEpoch) is given the next state epoch.
+func (b *Broker) shareWrite(ctx context.Context, p *partlog.Partition, idx int32, key []byte, epoch int32, value []byte) error {
+	ss := &b.shareStates
+	km := &ss.keyMu[shareStateIndex(key, len(ss.keyMu))]
+	km.Lock()
+	defer km.Unlock()
+	ss.mu.Lock()
+	cur, had := ss.values[idx][string(key)]
+	fence := ss.fence[string(key)]
+	ss.mu.Unlock()
+	var curSnap share.Snapshot
+	if had {
+		curSnap, _ = share.DecodeSnapshot(cur) // a group record: state epoch 0, unchecked below
+	}
+	newSnap, isSnap := share.Snapshot{}, false
+	if s, err := share.DecodeSnapshot(value); err == nil {
+		newSnap, isSnap = s, true
+	}
+	switch {
+	case epoch == shareAdminEpoch:
+		if !isSnap {
+			return fmt.Errorf("broker: admin reset of a non-snapshot: %w", kerr.InvalidRequest)
+		}
+		if !had && newSnap.Start < 0 {
+			return nil // nothing to delete
+		}
+		newSnap.StateEpoch = curSnap.StateEpoch + 1
+		newSnap.LeaderEpoch = max(fence, curSnap.LeaderEpoch)
+		value = newSnap.Encode(nil)
+	case epoch < fence:
+		return fmt.Errorf("broker: leader epoch %d: %w", epoch, kerr.FencedStateEpoch)
+	case isSnap && had && newSnap.StateEpoch != curSnap.StateEpoch:
+		return fmt.Errorf("broker: state epoch %d, the store's is %d: %w", newSnap.StateEpoch, curSnap.StateEpoch, kerr.FencedStateEpoch)
+	default:
+		ss.mu.Lock()
+		ss.fence[string(key)] = max(ss.fence[string(key)], epoch)
+		ss.mu.Unlock()
+	}
+	return b.shareAppend(ctx, p, idx, key, value)
 }
 
 // shareAppend makes one state record durable, then serves it.
@@ -300,6 +351,12 @@ func (s sharePersister) SaveGroup(ctx context.Context, group string, coordEpoch 
 		return fmt.Errorf("%w: saving %s: %w", share.ErrGroupStore, group, err)
 	}
 	return nil
+}
+
+// reset is an admin reset of a share partition's state to start at start (-1: deleted).
+func (s sharePersister) reset(ctx context.Context, k share.Key, start int64) error {
+	_, _, err := s.b.shareState(ctx, shareStateKey(k), shareAdminEpoch, share.Snapshot{Start: start}.Encode(nil))
+	return err
 }
 
 // readOnly reads a state without fencing anyone (DescribeShareGroupOffsets).

@@ -29,6 +29,9 @@ type Share struct {
 	AutoOffsetResetEarliest bool
 	// ReadState returns a share partition's persisted state (DescribeShareGroupOffsets).
 	ReadState func(ctx context.Context, k share.Key) (share.Snapshot, bool, error)
+	// ResetState resets a share partition's persisted state to start at start (-1:
+	// deleted), fencing its leader's older state (share_admin.go).
+	ResetState func(ctx context.Context, k share.Key, start int64) error
 }
 
 func shareOn(s *Server) bool { return s.share != nil }
@@ -50,6 +53,8 @@ func shareCode(err error) int16 {
 		return kerr.GroupMaxSizeReached.Code
 	case errors.Is(err, share.ErrNotShareGroup):
 		return kerr.GroupIDNotFound.Code
+	case errors.Is(err, share.ErrGroupNotEmpty):
+		return kerr.NonEmptyGroup.Code
 	case errors.Is(err, share.ErrSessionNotFound):
 		return kerr.ShareSessionNotFound.Code
 	case errors.Is(err, share.ErrSessionEpoch):

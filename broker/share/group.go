@@ -3,6 +3,7 @@ package share
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"sort"
 	"sync"
@@ -11,11 +12,12 @@ import (
 
 // Errors of ShareGroupHeartbeat.
 var (
-	ErrUnknownMember = errors.New("share: unknown member")         // UNKNOWN_MEMBER_ID
-	ErrFencedEpoch   = errors.New("share: fenced member epoch")    // FENCED_MEMBER_EPOCH
-	ErrBadHeartbeat  = errors.New("share: invalid heartbeat")      // INVALID_REQUEST
-	ErrGroupTooLarge = errors.New("share: group max size reached") // GROUP_MAX_SIZE_REACHED
-	ErrNotShareGroup = errors.New("share: not a share group")      // GROUP_ID_NOT_FOUND
+	ErrUnknownMember = errors.New("share: unknown member")          // UNKNOWN_MEMBER_ID
+	ErrFencedEpoch   = errors.New("share: fenced member epoch")     // FENCED_MEMBER_EPOCH
+	ErrBadHeartbeat  = errors.New("share: invalid heartbeat")       // INVALID_REQUEST
+	ErrGroupTooLarge = errors.New("share: group max size reached")  // GROUP_MAX_SIZE_REACHED
+	ErrNotShareGroup = errors.New("share: not a share group")       // GROUP_ID_NOT_FOUND
+	ErrGroupNotEmpty = errors.New("share: share group has members") // NON_EMPTY_GROUP
 )
 
 // TopicInfo is what the assignor needs of a subscribed topic.
@@ -41,6 +43,9 @@ type Group struct {
 	Members     map[string]*Member
 	topicsPrint string
 	target      map[string]map[[16]byte][]int32
+	// Topics are the topics any member ever subscribed: where the group may have
+	// share-partition state (DeleteGroups deletes it).
+	Topics []string
 }
 
 // GroupConfig is the coordinator's configuration.
@@ -143,7 +148,7 @@ func (gs *Groups) entry(ctx context.Context, id string, coordEpoch int32, create
 	}
 	e = &groupEntry{coordEpoch: coordEpoch}
 	switch {
-	case ok:
+	case ok && rec[0] != groupDeletedVersion:
 		if e.g, err = decodeGroup(id, rec, now); err != nil {
 			return nil, err
 		}
@@ -255,6 +260,12 @@ func (gs *Groups) heartbeat(g *Group, req HeartbeatRequest, now time.Time, topic
 		m.Subscribed = append([]string(nil), req.Subscribed...)
 		sort.Strings(m.Subscribed)
 		g.Epoch++
+		for _, t := range m.Subscribed {
+			if !containsString(g.Topics, t) {
+				g.Topics = append(g.Topics, t)
+				sort.Strings(g.Topics)
+			}
+		}
 	}
 	if p := g.fingerprint(topics); p != g.topicsPrint {
 		g.topicsPrint = p
@@ -369,6 +380,41 @@ func (gs *Groups) Describe(ctx context.Context, id string, coordEpoch int32, now
 	want := gs.changed(e)
 	gs.mu.Unlock()
 	return &c, gs.flush(ctx, e, want) // expired members are gone for good
+}
+
+// Delete deletes share group id, which must have no members (DeleteGroups); it returns
+// the topics whose share-partition states the caller deletes.
+func (gs *Groups) Delete(ctx context.Context, id string, coordEpoch int32, now time.Time) ([]string, error) {
+	e, err := gs.entry(ctx, id, coordEpoch, false, now)
+	switch {
+	case err != nil:
+		return nil, err
+	case e == nil:
+		return nil, ErrNotShareGroup
+	}
+	gs.mu.Lock()
+	gs.expire(e.g, now)
+	n, topics := len(e.g.Members), append([]string(nil), e.g.Topics...)
+	want := gs.changed(e)
+	gs.mu.Unlock()
+	if err := gs.flush(ctx, e, want); err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		return nil, ErrGroupNotEmpty
+	}
+	if gs.store != nil {
+		rec := binary.BigEndian.AppendUint32([]byte{groupDeletedVersion}, uint32(coordEpoch))
+		if err := gs.store.SaveGroup(ctx, id, coordEpoch, rec); err != nil {
+			return nil, err
+		}
+	}
+	gs.mu.Lock()
+	if gs.groups[id] == e {
+		delete(gs.groups, id)
+	}
+	gs.mu.Unlock()
+	return topics, nil
 }
 
 // List returns the share groups' IDs.

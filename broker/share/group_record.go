@@ -7,12 +7,15 @@ package share
 // keeps every member and epoch (no member is told UNKNOWN_MEMBER_ID).
 //
 //	v1: byte(0x81) | coordinator epoch uint32 | varint(group epoch) | varint(assignment
-//	    epoch) | str(topics fingerprint) | uvarint(n) | member*n
+//	    epoch) | str(topics fingerprint) | uvarint(t) str(topic ever subscribed)*t |
+//	    uvarint(n) | member*n
 //	member := str(id) str(client id) str(client host) str(rack) varint(epoch)
 //	          uvarint(n) str(topic)*n uvarint(k) (topic ID [16] uvarint(m) varint(p)*m)*k
 //	str    := uvarint(length) bytes
 //
-// The first byte differs from a snapshot's (snapshot.go, 1), and both carry the
+//	deleted: byte(0x82) | coordinator epoch uint32 (DeleteGroups; loaded as no group)
+//
+// The first byte differs from a snapshot's (snapshot.go, 1 or 2), and both carry the
 // writer's epoch in bytes 1-4 (RecordEpoch), so the store can fence either without
 // knowing which it holds. Members and topics are written in sorted order: the same
 // membership always encodes to the same bytes, which is how a change is detected.
@@ -32,12 +35,15 @@ var ErrBadGroupRecord = errors.New("share: malformed share group record")
 // ErrGroupStore marks the errors of a GroupStore (the broker wraps its own with it).
 var ErrGroupStore = errors.New("share: share group store")
 
-const groupRecordVersion = 0x81
+const (
+	groupRecordVersion  = 0x81
+	groupDeletedVersion = 0x82 // byte(0x82) | coordinator epoch uint32: the group was deleted
+)
 
 // RecordEpoch returns the writer's epoch of a stored share state or group record (the
 // data partition's leader epoch, or the coordinator's __consumer_offsets leader epoch).
 func RecordEpoch(v []byte) (int32, bool) {
-	if len(v) < 5 || (v[0] != snapshotVersion && v[0] != groupRecordVersion) {
+	if len(v) < 5 || (v[0] != snapshotV1 && v[0] != snapshotVersion && v[0] != groupRecordVersion && v[0] != groupDeletedVersion) {
 		return 0, false
 	}
 	return int32(binary.BigEndian.Uint32(v[1:])), true
@@ -54,6 +60,10 @@ func encodeGroup(g *Group, coordEpoch int32) []byte {
 		b = append(b, s...)
 	}
 	str(g.topicsPrint)
+	b = binary.AppendUvarint(b, uint64(len(g.Topics)))
+	for _, t := range g.Topics {
+		str(t)
+	}
 	ids := make([]string, 0, len(g.Members))
 	for id := range g.Members {
 		ids = append(ids, id)
@@ -153,6 +163,10 @@ func decodeGroup(id string, v []byte, now time.Time) (*Group, error) {
 	g := &Group{ID: id, Members: map[string]*Member{}}
 	g.Epoch, g.AssignEpoch = r.int32v("group epoch"), r.int32v("assignment epoch")
 	g.topicsPrint = r.str("fingerprint")
+	nt := r.count("topics", 1)
+	for i := 0; i < nt && r.err == nil; i++ {
+		g.Topics = append(g.Topics, r.str("topic"))
+	}
 	n := r.count("members", 6)
 	for i := 0; i < n && r.err == nil; i++ {
 		m := &Member{ID: r.str("member"), ClientID: r.str("client id"), ClientHost: r.str("client host"), Rack: r.str("rack"), lastSeen: now}

@@ -126,7 +126,7 @@ func TestGroupsDurableAcrossCoordinatorMove(t *testing.T) {
 
 // An encoded group decodes to the same group; a cut or altered record is refused.
 func TestGroupRecordRoundTrip(t *testing.T) {
-	g := &Group{ID: "g", Epoch: 7, AssignEpoch: 6, topicsPrint: "t\x01", Members: map[string]*Member{
+	g := &Group{ID: "g", Epoch: 7, AssignEpoch: 6, topicsPrint: "t\x01", Topics: []string{"t", "u"}, Members: map[string]*Member{
 		"a": {ID: "a", ClientID: "c", ClientHost: "/h", Rack: "r1", Epoch: 6, Subscribed: []string{"t", "u"},
 			Assignment: map[[16]byte][]int32{{1}: {0, 2}, {2}: {1}}},
 		"b": {ID: "b", Epoch: 5},
@@ -149,5 +149,57 @@ func TestGroupRecordRoundTrip(t *testing.T) {
 	}
 	if _, err := decodeGroup("g", append(rec, 0), time.Time{}); err == nil {
 		t.Fatal("trailing bytes accepted")
+	}
+}
+
+// DeleteGroups: a group with members is not deleted; an empty one is, for good (a new
+// coordinator does not load it), and the topics it subscribed are returned.
+func TestGroupsDelete(t *testing.T) {
+	ctx := context.Background()
+	st := &memGroupStore{recs: map[string][]byte{}, fence: map[string]int32{}}
+	now := time.Unix(1000, 0)
+	gs := NewGroups(GroupConfig{SessionTimeout: time.Minute}, st)
+	if _, err := gs.Delete(ctx, "g", 1, now); !errors.Is(err, ErrNotShareGroup) {
+		t.Fatalf("deleting an unknown group: %v", err)
+	}
+	if _, err := gs.Heartbeat(ctx, HeartbeatRequest{Group: "g", Member: "m", Subscribed: []string{"t"}, CoordEpoch: 1}, now, oneTopic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gs.Delete(ctx, "g", 1, now); !errors.Is(err, ErrGroupNotEmpty) {
+		t.Fatalf("deleting a group with a member: %v", err)
+	}
+	if _, err := gs.Heartbeat(ctx, HeartbeatRequest{Group: "g", Member: "m", Epoch: -1, CoordEpoch: 1}, now, oneTopic); err != nil {
+		t.Fatal(err)
+	}
+	topics, err := gs.Delete(ctx, "g", 1, now)
+	if err != nil || !reflect.DeepEqual(topics, []string{"t"}) {
+		t.Fatalf("deleting the empty group: %v %v", topics, err)
+	}
+	if d, err := NewGroups(GroupConfig{}, st).Describe(ctx, "g", 2, now); d != nil || err != nil {
+		t.Fatalf("a deleted group loaded by a new coordinator: %+v %v", d, err)
+	}
+	if d, _ := gs.Describe(ctx, "g", 1, now); d != nil {
+		t.Fatal("a deleted group still described")
+	}
+}
+
+// A v1 snapshot (before state epochs) still decodes, with state epoch 0; v2 keeps the
+// state epoch; both name their writer's epoch where RecordEpoch reads it.
+func TestSnapshotV1AndStateEpoch(t *testing.T) {
+	s := Snapshot{LeaderEpoch: 3, StateEpoch: 4, Start: 9, Batches: []StateBatch{{First: 9, Last: 10, State: Archived, Deliveries: 2}}}
+	v2 := s.Encode(nil)
+	v1 := append([]byte{snapshotV1}, v2[1:5]...)
+	v1 = append(v1, v2[9:]...)
+	for _, c := range []struct {
+		b     []byte
+		state int32
+	}{{v2, 4}, {v1, 0}} {
+		d, err := DecodeSnapshot(c.b)
+		if err != nil || d.StateEpoch != c.state || d.LeaderEpoch != 3 || d.Start != 9 || len(d.Batches) != 1 {
+			t.Fatalf("version %d: %+v %v", c.b[0], d, err)
+		}
+		if e, ok := RecordEpoch(c.b); !ok || e != 3 {
+			t.Fatalf("version %d: record epoch %d", c.b[0], e)
+		}
 	}
 }
