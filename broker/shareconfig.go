@@ -54,7 +54,8 @@ func (c *ShareConfig) bindFlags(fs *flag.FlagSet) {
 func (b *Broker) newShare() *kafka.Share {
 	c := b.cfg.Share
 	lim := share.Limits{LockDuration: c.LockDuration, DeliveryLimit: int16(c.DeliveryLimit), MaxInFlight: c.MaxInFlight}
-	b.shareStates = shareStates{served: map[int32]*partlog.Partition{}, values: map[int32]map[string][]byte{}, fence: map[string]int32{}}
+	b.shareStates = shareStates{served: map[int32]*partlog.Partition{}, values: map[int32]map[string][]byte{}, fence: map[string]int32{},
+		kick: make(chan struct{}, 1), loaded: make(chan struct{})}
 	return &kafka.Share{
 		Groups:                  share.NewGroups(share.GroupConfig{SessionTimeout: c.SessionTimeout, HeartbeatInterval: c.HeartbeatInterval}, sharePersister{b}),
 		Sessions:                share.NewSessions(c.MaxSessions),

@@ -45,6 +45,8 @@ type shareStates struct {
 	served map[int32]*partlog.Partition
 	values map[int32]map[string][]byte
 	fence  map[string]int32 // newest leader epoch that read or wrote a key
+	kick   chan struct{}    // wakes the load loop (wakeShareLoads)
+	loaded chan struct{}    // closed (and replaced) when a load finishes: wakes waiting requests
 	// keyMu orders each key's writes from check to durable append (striped by key
 	// hash): a leader's write and an admin reset of one key never cross.
 	keyMu [64]sync.Mutex
@@ -79,22 +81,53 @@ func shareStateIndex(key []byte, n int) int32 {
 	return int32(h.Sum32() % uint32(n))
 }
 
-// shareLoadLoop loads and unloads __share_group_state partitions until the broker
-// closes; it looks every 100 ms (the partitions move rarely and a look is a map walk).
+// wakeShareLoads asks the load loop to look at the __share_group_state partitions again
+// (a view was applied, or one became Ready here: coordinatorsServe).
+func (b *Broker) wakeShareLoads() {
+	if b.share == nil {
+		return
+	}
+	select {
+	case b.shareStates.kick <- struct{}{}:
+	default:
+	}
+}
+
+// shareSafetyPoll is how often the load loop looks without being woken: only a missed
+// wake-up would need it.
+const shareSafetyPoll = 5 * time.Second
+
+// shareLoadLoop loads and unloads __share_group_state partitions when woken (retrying a
+// failed load with backoff), and releases expired acquisition locks every 100 ms.
 func (b *Broker) shareLoadLoop() {
 	defer b.wg.Done()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
+	expire := time.NewTicker(100 * time.Millisecond)
+	defer expire.Stop()
+	safety := time.NewTicker(shareSafetyPoll)
+	defer safety.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	failures := 0
 	for {
 		select {
 		case <-b.ctx.Done():
 			return
-		case <-tick.C:
+		case <-expire.C:
+			b.share.Parts.Expire(b.ctx, b.now()) // locks run out even when nobody fetches
+			continue
+		case <-b.shareStates.kick:
+		case <-retry.C:
+		case <-safety.C:
 		}
 		if err := b.syncShareLoads(); err != nil {
-			b.log.Warn("loading share-partition states failed; retried", "err", err)
+			failures++
+			delay := min(50*time.Millisecond<<min(failures-1, 6), 2*time.Second)
+			b.log.Warn("loading share-partition states failed; retried", "attempt", failures, "retry_in", delay, "err", err)
+			retry.Reset(delay)
+			continue
 		}
-		b.share.Parts.Expire(b.ctx, b.now()) // locks run out even when nobody fetches
+		failures = 0
 	}
 }
 
@@ -147,6 +180,10 @@ func (b *Broker) syncShareLoads() error {
 		}
 		ss.mu.Unlock()
 		b.log.Info("share-partition states loaded", "partition", idx, "keys", len(vals))
+		ss.mu.Lock()
+		close(ss.loaded)
+		ss.loaded = make(chan struct{})
+		ss.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
@@ -180,14 +217,17 @@ func (b *Broker) shareLocal(ctx context.Context, idx int32, key []byte, epoch in
 			ss.mu.Unlock()
 			return v, ok, nil
 		}
+		loaded := ss.loaded
 		ss.mu.Unlock()
 		if served {
 			return nil, false, b.shareWrite(ctx, p, idx, key, epoch, value)
 		}
+		b.wakeShareLoads()
 		select {
 		case <-ctx.Done():
 			return nil, false, errShareLoading
-		case <-time.After(20 * time.Millisecond):
+		case <-loaded: // a load finished: this one?
+		case <-time.After(time.Second): // why: the partition may have become ours unnoticed; look again
 		}
 	}
 }
