@@ -276,20 +276,8 @@ func (b *Broker) shareWrite(ctx context.Context, p *partlog.Partition, idx int32
 
 // shareAppend makes one state record durable, then serves it.
 func (b *Broker) shareAppend(ctx context.Context, p *partlog.Partition, idx int32, key, value []byte) error {
-	batch := recbatch.EncodeSingle(key, value, b.now().UnixMilli())
-	h, err := recbatch.Parse(batch)
-	if err != nil {
+	if _, err := b.appendRecord(ctx, p, key, value); err != nil {
 		return err
-	}
-	done := make(chan error, 1)
-	b.appendBatch(p, &h, batch, false, func(_, _, _ int64, err error) { done <- err })
-	select {
-	case err := <-done:
-		if err != nil {
-			return err
-		}
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 	ss := &b.shareStates
 	ss.mu.Lock()
