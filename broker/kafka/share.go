@@ -3,7 +3,7 @@ package kafka
 // share.go: what the KIP-932 share group keys (share_*.go, describe_share_group_offsets.go)
 // share: the service the broker gives them (broker/share's membership, sessions and
 // share partitions) and the one place share errors become Kafka codes. The keys are
-// served and advertised only with a Share service (--share-groups).
+// served and advertised only with a Share service (--share-groups, on by default).
 
 import (
 	"context"

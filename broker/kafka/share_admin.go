@@ -1,7 +1,7 @@
 package kafka
 
 // share_admin.go: share groups in the group admin keys, and the share group offsets
-// admin keys (KIP-932), with --share-groups.
+// admin keys (KIP-932), with --share-groups (the default).
 //
 //   - ListGroups (16): the share groups this broker coordinates are listed with type and
 //     protocol type "share" and state Empty or Stable, filtered by the request's state

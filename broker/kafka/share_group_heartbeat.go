@@ -4,7 +4,7 @@ package kafka
 // member joins (epoch 0, its own member ID), heartbeats, and leaves (epoch -1); the
 // coordinator (the leader of the group's __consumer_offsets partition) answers its epoch
 // and, when it changed, its assignment (broker/share group.go). Read on the group,
-// Describe on each subscribed topic. Served only with --share-groups.
+// Describe on each subscribed topic. Not served with --share-groups=false.
 
 import (
 	"context"
