@@ -73,14 +73,11 @@ func TestShareGroupMembersSurviveCoordinatorMove(t *testing.T) {
 	}
 	// A member that joins and leaves first: the group's epoch is then well above what a
 	// group rebuilt by rejoining members would reach.
-	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
-	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = group, "warm", []string{topic}
 	testutil.Eventually(t, 30*time.Second, "the warm-up member joins", func() bool {
-		resp, err := hb.RequestWith(ctxFor(t, 10*time.Second), raw)
+		resp, err := shareHeartbeat(t, raw, group, "warm", topic, 0)
 		return err == nil && resp.ErrorCode == 0
 	})
-	hb.MemberEpoch, hb.SubscribedTopicNames = -1, nil
-	if resp, err := hb.RequestWith(ctxFor(t, 10*time.Second), raw); err != nil || resp.ErrorCode != 0 {
+	if resp, err := shareHeartbeat(t, raw, group, "warm", topic, -1); err != nil || resp.ErrorCode != 0 {
 		t.Fatalf("the warm-up member leaving: %v %+v", err, resp)
 	}
 

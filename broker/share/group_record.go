@@ -10,8 +10,8 @@ package share
 //	    epoch) | str(topics fingerprint) | uvarint(t) str(topic ever subscribed)*t |
 //	    uvarint(n) | member*n
 //	member := str(id) str(client id) str(client host) str(rack) varint(epoch)
-//	          uvarint(n) str(topic)*n uvarint(k) (topic ID [16] uvarint(m) varint(p)*m)*k
-//	str    := uvarint(length) bytes
+//	          uvarint(n) str(topic)*n uvarint(k) (bytes(topic ID) uvarint(m) varint(p)*m)*k
+//	str, bytes as internal/bincodec writes them (a topic ID's bytes are 16)
 //
 //	deleted: byte(0x82) | coordinator epoch uint32 (DeleteGroups; loaded as no group)
 //
@@ -27,6 +27,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/weir-io/weir/internal/bincodec"
 )
 
 // ErrBadGroupRecord: a persisted share group membership that cannot be decoded.
@@ -51,106 +53,47 @@ func RecordEpoch(v []byte) (int32, bool) {
 
 // encodeGroup returns g's durable form, written by the coordinator of epoch coordEpoch.
 func encodeGroup(g *Group, coordEpoch int32) []byte {
-	b := []byte{groupRecordVersion}
-	b = binary.BigEndian.AppendUint32(b, uint32(coordEpoch))
-	b = binary.AppendVarint(b, int64(g.Epoch))
-	b = binary.AppendVarint(b, int64(g.AssignEpoch))
-	str := func(s string) {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	str(g.topicsPrint)
-	b = binary.AppendUvarint(b, uint64(len(g.Topics)))
+	w := &bincodec.Writer{B: binary.BigEndian.AppendUint32([]byte{groupRecordVersion}, uint32(coordEpoch))}
+	w.Varint(int64(g.Epoch))
+	w.Varint(int64(g.AssignEpoch))
+	w.Str(g.topicsPrint)
+	w.Uvarint(uint64(len(g.Topics)))
 	for _, t := range g.Topics {
-		str(t)
+		w.Str(t)
 	}
 	ids := make([]string, 0, len(g.Members))
 	for id := range g.Members {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	b = binary.AppendUvarint(b, uint64(len(ids)))
+	w.Uvarint(uint64(len(ids)))
 	for _, id := range ids {
 		m := g.Members[id]
-		str(m.ID)
-		str(m.ClientID)
-		str(m.ClientHost)
-		str(m.Rack)
-		b = binary.AppendVarint(b, int64(m.Epoch))
-		b = binary.AppendUvarint(b, uint64(len(m.Subscribed)))
+		w.Str(m.ID)
+		w.Str(m.ClientID)
+		w.Str(m.ClientHost)
+		w.Str(m.Rack)
+		w.Varint(int64(m.Epoch))
+		w.Uvarint(uint64(len(m.Subscribed)))
 		for _, t := range m.Subscribed {
-			str(t)
+			w.Str(t)
 		}
 		tids := make([][16]byte, 0, len(m.Assignment))
 		for tid := range m.Assignment {
 			tids = append(tids, tid)
 		}
 		sort.Slice(tids, func(i, j int) bool { return bytes.Compare(tids[i][:], tids[j][:]) < 0 })
-		b = binary.AppendUvarint(b, uint64(len(tids)))
+		w.Uvarint(uint64(len(tids)))
 		for _, tid := range tids {
-			b = append(b, tid[:]...)
+			w.Bytes(tid[:])
 			ps := m.Assignment[tid]
-			b = binary.AppendUvarint(b, uint64(len(ps)))
+			w.Uvarint(uint64(len(ps)))
 			for _, p := range ps {
-				b = binary.AppendVarint(b, int64(p))
+				w.Varint(int64(p))
 			}
 		}
 	}
-	return b
-}
-
-// groupReader reads a group record, remembering the first error.
-type groupReader struct {
-	b   []byte
-	err error
-}
-
-func (r *groupReader) fail(what string) {
-	if r.err == nil {
-		r.err = fmt.Errorf("%w: bad %s", ErrBadGroupRecord, what)
-	}
-	r.b = nil
-}
-
-func (r *groupReader) uvarint(what string) uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *groupReader) int32v(what string) int32 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 || v != int64(int32(v)) {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return int32(v)
-}
-
-// count reads a count of items each at least min bytes long.
-func (r *groupReader) count(what string, min int) int {
-	n := r.uvarint(what)
-	if n > uint64(len(r.b)/min) {
-		r.fail(what)
-		return 0
-	}
-	return int(n)
-}
-
-func (r *groupReader) str(what string) string {
-	n := r.uvarint(what)
-	if n > uint64(len(r.b)) {
-		r.fail(what)
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
+	return w.B
 }
 
 // decodeGroup parses a group record; every member is taken as seen at now (it has a
@@ -159,48 +102,43 @@ func decodeGroup(id string, v []byte, now time.Time) (*Group, error) {
 	if len(v) < 5 || v[0] != groupRecordVersion {
 		return nil, fmt.Errorf("%w: %d bytes", ErrBadGroupRecord, len(v))
 	}
-	r := &groupReader{b: v[5:]}
+	r := bincodec.NewReader(v[5:])
 	g := &Group{ID: id, Members: map[string]*Member{}}
-	g.Epoch, g.AssignEpoch = r.int32v("group epoch"), r.int32v("assignment epoch")
-	g.topicsPrint = r.str("fingerprint")
-	nt := r.count("topics", 1)
-	for i := 0; i < nt && r.err == nil; i++ {
-		g.Topics = append(g.Topics, r.str("topic"))
+	g.Epoch, g.AssignEpoch = r.Int32(), r.Int32()
+	g.topicsPrint = r.Str()
+	nt := r.Count(1)
+	for i := 0; i < nt && r.Err() == nil; i++ {
+		g.Topics = append(g.Topics, r.Str())
 	}
-	n := r.count("members", 6)
-	for i := 0; i < n && r.err == nil; i++ {
-		m := &Member{ID: r.str("member"), ClientID: r.str("client id"), ClientHost: r.str("client host"), Rack: r.str("rack"), lastSeen: now}
-		m.Epoch = r.int32v("member epoch")
-		nt := r.count("topics", 1)
-		for j := 0; j < nt && r.err == nil; j++ {
-			m.Subscribed = append(m.Subscribed, r.str("topic"))
+	n := r.Count(6)
+	for i := 0; i < n && r.Err() == nil; i++ {
+		m := &Member{ID: r.Str(), ClientID: r.Str(), ClientHost: r.Str(), Rack: r.Str(), lastSeen: now}
+		m.Epoch = r.Int32()
+		nt := r.Count(1)
+		for j := 0; j < nt && r.Err() == nil; j++ {
+			m.Subscribed = append(m.Subscribed, r.Str())
 		}
-		na := r.count("assignment", 17)
-		for j := 0; j < na && r.err == nil; j++ {
-			var tid [16]byte
-			if len(r.b) < 16 {
-				r.fail("topic id")
+		na := r.Count(18)
+		for j := 0; j < na && r.Err() == nil; j++ {
+			tid := r.Bytes()
+			if len(tid) != 16 {
+				r.Fail(fmt.Errorf("topic ID of %d bytes", len(tid)))
 				break
 			}
-			copy(tid[:], r.b)
-			r.b = r.b[16:]
-			np := r.count("partitions", 1)
+			np := r.Count(1)
 			ps := make([]int32, 0, np)
-			for k := 0; k < np && r.err == nil; k++ {
-				ps = append(ps, r.int32v("partition"))
+			for k := 0; k < np && r.Err() == nil; k++ {
+				ps = append(ps, r.Int32())
 			}
 			if m.Assignment == nil {
 				m.Assignment = map[[16]byte][]int32{}
 			}
-			m.Assignment[tid] = ps
+			m.Assignment[[16]byte(tid)] = ps
 		}
 		g.Members[m.ID] = m
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("trailing bytes")
-	}
-	if r.err != nil {
-		return nil, r.err
+	if err := r.End(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadGroupRecord, err)
 	}
 	return g, nil
 }
