@@ -212,6 +212,25 @@ func (lp localPartition) readPieces(ctx context.Context, offset int64, pieces []
 	return buf, nil
 }
 
+// appendRecord makes one record (key, value) durable in p, an internal topic's partition
+// (the group, transaction and share-state stores), and returns the batch's size. It
+// gives up waiting when ctx ends (the append may still land).
+func (b *Broker) appendRecord(ctx context.Context, p *partlog.Partition, key, value []byte) (int, error) {
+	batch := recbatch.EncodeSingle(key, value, b.now().UnixMilli())
+	h, err := recbatch.Parse(batch)
+	if err != nil {
+		return 0, err
+	}
+	done := make(chan error, 1)
+	b.appendBatch(p, &h, batch, false, func(_, _, _ int64, err error) { done <- err })
+	select {
+	case err := <-done:
+		return len(batch), err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
 // appendBatch queues batch on the WAL for p; done runs on the WAL committer once the batch
 // is durable (or failed), with the base offset it got. stamped is the LogAppendTime
 // given to the batch, or -1.

@@ -142,7 +142,7 @@ type Config struct {
 	// Txn configures the coordinator (its __transaction_state partition count, timeouts).
 	Transactions bool
 	Txn          txn.Config
-	// Share configures share groups (KIP-932; shareconfig.go), off by default.
+	// Share configures share groups (KIP-932; shareconfig.go), on by default.
 	Share ShareConfig
 	// TxnVerify makes a partition leader ask a producer's transaction coordinator, before
 	// the producer's first transactional batch in the partition, whether the partition

@@ -388,25 +388,14 @@ func (s offsetStore) Write(ctx context.Context, g string, rec group.Record) erro
 	if err != nil {
 		return err
 	}
-	batch := recbatch.EncodeSingle([]byte(g), value, b.now().UnixMilli())
-	h, err := recbatch.Parse(batch)
-	if err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	b.appendBatch(p, &h, batch, false, func(_, _, _ int64, err error) { done <- err })
-	select {
-	case err := <-done:
-		if err == nil {
-			gp.logBytes.Add(int64(len(batch)))
-			if rec.Full && gp.compacting.Load() {
-				gp.fullBytes.Add(int64(len(batch)))
-			}
+	n, err := b.appendRecord(ctx, p, []byte(g), value)
+	if err == nil {
+		gp.logBytes.Add(int64(n))
+		if rec.Full && gp.compacting.Load() {
+			gp.fullBytes.Add(int64(n))
 		}
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	return err
 }
 
 // expireOffsetsLoop removes expired offsets and those of deleted topics every

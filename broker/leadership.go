@@ -208,6 +208,7 @@ func (b *Broker) syncPartitions(v *metadata.View) {
 	}
 	b.syncGroupLoads(v) // groups of offsets partitions gained, moving away or dropped
 	b.wakeTxnLoads()    // likewise transactions of __transaction_state partitions
+	b.wakeShareLoads()  // and share-partition states of __share_group_state partitions
 	// The zone proxy answers the links this view leaves waiting in vain (abandon.go).
 	if b.proxy != nil { // nil in unit tests of the leadership alone
 		b.proxy.startWatch()
@@ -264,6 +265,7 @@ func (b *Broker) resumeMove(p *partlog.Partition) {
 		go b.handoff(*job)
 		b.syncGroupLoads(v)
 		b.wakeTxnLoads()
+		b.wakeShareLoads()
 	}
 }
 
@@ -327,6 +329,8 @@ func (b *Broker) coordinatorsServe(p *partlog.Partition) {
 		b.restoreGroups(p)
 	case txnStateTopic:
 		b.wakeTxnLoads()
+	case shareStateTopic:
+		b.wakeShareLoads()
 	}
 }
 

@@ -45,7 +45,18 @@ type shareStates struct {
 	served map[int32]*partlog.Partition
 	values map[int32]map[string][]byte
 	fence  map[string]int32 // newest leader epoch that read or wrote a key
+	kick   chan struct{}    // wakes the load loop (wakeShareLoads)
+	loaded chan struct{}    // closed (and replaced) when a load finishes: wakes waiting requests
+	// keyMu orders each key's writes from check to durable append (striped by key
+	// hash): a leader's write and an admin reset of one key never cross.
+	keyMu [64]sync.Mutex
 }
+
+// shareAdminEpoch, as a write's epoch, marks an admin reset of a share partition's state
+// (AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups): the store gives it the
+// next state epoch and the newest leader epoch, so the leader's next write is refused and
+// it loads the reset state. A reset to -1 (delete) of a key never written writes nothing.
+const shareAdminEpoch = -2
 
 // shareStateKey encodes a share partition's key: group length uint16 | group | topic ID
 // | partition int32.
@@ -56,28 +67,67 @@ func shareStateKey(k share.Key) []byte {
 	return binary.BigEndian.AppendUint32(b, uint32(k.Partition))
 }
 
+// shareGroupKey encodes a share group's membership key: group length uint16 | group |
+// 'G' (never the length of a share partition's key for the same group).
+func shareGroupKey(group string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(len(group)))
+	b = append(b, group...)
+	return append(b, 'G')
+}
+
 func shareStateIndex(key []byte, n int) int32 {
 	h := fnv.New32a()
 	h.Write(key)
 	return int32(h.Sum32() % uint32(n))
 }
 
-// shareLoadLoop loads and unloads __share_group_state partitions until the broker
-// closes; it looks every 100 ms (the partitions move rarely and a look is a map walk).
+// wakeShareLoads asks the load loop to look at the __share_group_state partitions again
+// (a view was applied, or one became Ready here: coordinatorsServe).
+func (b *Broker) wakeShareLoads() {
+	if b.share == nil {
+		return
+	}
+	select {
+	case b.shareStates.kick <- struct{}{}:
+	default:
+	}
+}
+
+// shareSafetyPoll is how often the load loop looks without being woken: only a missed
+// wake-up would need it.
+const shareSafetyPoll = 5 * time.Second
+
+// shareLoadLoop loads and unloads __share_group_state partitions when woken (retrying a
+// failed load with backoff), and releases expired acquisition locks every 100 ms.
 func (b *Broker) shareLoadLoop() {
 	defer b.wg.Done()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
+	expire := time.NewTicker(100 * time.Millisecond)
+	defer expire.Stop()
+	safety := time.NewTicker(shareSafetyPoll)
+	defer safety.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	failures := 0
 	for {
 		select {
 		case <-b.ctx.Done():
 			return
-		case <-tick.C:
+		case <-expire.C:
+			b.share.Parts.Expire(b.ctx, b.now()) // locks run out even when nobody fetches
+			continue
+		case <-b.shareStates.kick:
+		case <-retry.C:
+		case <-safety.C:
 		}
 		if err := b.syncShareLoads(); err != nil {
-			b.log.Warn("loading share-partition states failed; retried", "err", err)
+			failures++
+			delay := min(50*time.Millisecond<<min(failures-1, 6), 2*time.Second)
+			b.log.Warn("loading share-partition states failed; retried", "attempt", failures, "retry_in", delay, "err", err)
+			retry.Reset(delay)
+			continue
 		}
-		b.share.Parts.Expire(b.ctx, b.now()) // locks run out even when nobody fetches
+		failures = 0
 	}
 }
 
@@ -123,13 +173,17 @@ func (b *Broker) syncShareLoads() error {
 		if b.parts.Get(p.ID(), idx) == p && p.State() == partlog.Ready {
 			ss.served[idx], ss.values[idx] = p, vals
 			for k, v := range vals {
-				if s, err := share.DecodeSnapshot(v); err == nil && s.LeaderEpoch > ss.fence[k] {
-					ss.fence[k] = s.LeaderEpoch
+				if e, ok := share.RecordEpoch(v); ok && e > ss.fence[k] {
+					ss.fence[k] = e
 				}
 			}
 		}
 		ss.mu.Unlock()
 		b.log.Info("share-partition states loaded", "partition", idx, "keys", len(vals))
+		ss.mu.Lock()
+		close(ss.loaded)
+		ss.loaded = make(chan struct{})
+		ss.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
@@ -150,7 +204,8 @@ func (b *Broker) shareLocal(ctx context.Context, idx int32, key []byte, epoch in
 			return nil, false, fmt.Errorf("%w: %w", errShareNotHere, err)
 		}
 		ss.mu.Lock()
-		if ss.served[idx] == p {
+		served := ss.served[idx] == p
+		if served && value == nil {
 			if epoch >= 0 { // -1: a read that fences nobody (DescribeShareGroupOffsets)
 				if epoch < ss.fence[string(key)] {
 					ss.mu.Unlock()
@@ -158,39 +213,71 @@ func (b *Broker) shareLocal(ctx context.Context, idx int32, key []byte, epoch in
 				}
 				ss.fence[string(key)] = epoch
 			}
-			if value == nil {
-				v, ok := ss.values[idx][string(key)]
-				ss.mu.Unlock()
-				return v, ok, nil
-			}
+			v, ok := ss.values[idx][string(key)]
 			ss.mu.Unlock()
-			return nil, false, b.shareAppend(ctx, p, idx, key, value)
+			return v, ok, nil
 		}
+		loaded := ss.loaded
 		ss.mu.Unlock()
+		if served {
+			return nil, false, b.shareWrite(ctx, p, idx, key, epoch, value)
+		}
+		b.wakeShareLoads()
 		select {
 		case <-ctx.Done():
 			return nil, false, errShareLoading
-		case <-time.After(20 * time.Millisecond):
+		case <-loaded: // a load finished: this one?
+		case <-time.After(time.Second): // why: the partition may have become ours unnoticed; look again
 		}
 	}
 }
 
+// shareWrite checks a write against the key's fence and state epoch and makes it
+// durable; an admin reset (epoch shareAdminEpoch) is given the next state epoch.
+func (b *Broker) shareWrite(ctx context.Context, p *partlog.Partition, idx int32, key []byte, epoch int32, value []byte) error {
+	ss := &b.shareStates
+	km := &ss.keyMu[shareStateIndex(key, len(ss.keyMu))]
+	km.Lock()
+	defer km.Unlock()
+	ss.mu.Lock()
+	cur, had := ss.values[idx][string(key)]
+	fence := ss.fence[string(key)]
+	ss.mu.Unlock()
+	var curSnap share.Snapshot
+	if had {
+		curSnap, _ = share.DecodeSnapshot(cur) // a group record: state epoch 0, unchecked below
+	}
+	newSnap, isSnap := share.Snapshot{}, false
+	if s, err := share.DecodeSnapshot(value); err == nil {
+		newSnap, isSnap = s, true
+	}
+	switch {
+	case epoch == shareAdminEpoch:
+		if !isSnap {
+			return fmt.Errorf("broker: admin reset of a non-snapshot: %w", kerr.InvalidRequest)
+		}
+		if !had && newSnap.Start < 0 {
+			return nil // nothing to delete
+		}
+		newSnap.StateEpoch = curSnap.StateEpoch + 1
+		newSnap.LeaderEpoch = max(fence, curSnap.LeaderEpoch)
+		value = newSnap.Encode(nil)
+	case epoch < fence:
+		return fmt.Errorf("broker: leader epoch %d: %w", epoch, kerr.FencedStateEpoch)
+	case isSnap && had && newSnap.StateEpoch != curSnap.StateEpoch:
+		return fmt.Errorf("broker: state epoch %d, the store's is %d: %w", newSnap.StateEpoch, curSnap.StateEpoch, kerr.FencedStateEpoch)
+	default:
+		ss.mu.Lock()
+		ss.fence[string(key)] = max(ss.fence[string(key)], epoch)
+		ss.mu.Unlock()
+	}
+	return b.shareAppend(ctx, p, idx, key, value)
+}
+
 // shareAppend makes one state record durable, then serves it.
 func (b *Broker) shareAppend(ctx context.Context, p *partlog.Partition, idx int32, key, value []byte) error {
-	batch := recbatch.EncodeSingle(key, value, b.now().UnixMilli())
-	h, err := recbatch.Parse(batch)
-	if err != nil {
+	if _, err := b.appendRecord(ctx, p, key, value); err != nil {
 		return err
-	}
-	done := make(chan error, 1)
-	b.appendBatch(p, &h, batch, false, func(_, _, _ int64, err error) { done <- err })
-	select {
-	case err := <-done:
-		if err != nil {
-			return err
-		}
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 	ss := &b.shareStates
 	ss.mu.Lock()
@@ -203,8 +290,7 @@ func (b *Broker) shareAppend(ctx context.Context, p *partlog.Partition, idx int3
 
 // shareState reads (value nil) or writes a key: here when its state partition is led
 // here, else on its leader over the peer connection.
-func (b *Broker) shareState(ctx context.Context, k share.Key, epoch int32, value []byte) ([]byte, bool, error) {
-	key := shareStateKey(k)
+func (b *Broker) shareState(ctx context.Context, key []byte, epoch int32, value []byte) ([]byte, bool, error) {
 	t, err := b.internalTopic(ctx, shareStateTopic, int32(b.cfg.Share.StatePartitions), true)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
@@ -264,7 +350,7 @@ func (b *Broker) serveShareState(body []byte, respond func([]byte)) {
 type sharePersister struct{ b *Broker }
 
 func (s sharePersister) Read(ctx context.Context, k share.Key, epoch int32) (share.Snapshot, bool, error) {
-	v, ok, err := s.b.shareState(ctx, k, epoch, nil)
+	v, ok, err := s.b.shareState(ctx, shareStateKey(k), epoch, nil)
 	if err != nil || !ok {
 		return share.Snapshot{}, false, err
 	}
@@ -273,7 +359,31 @@ func (s sharePersister) Read(ctx context.Context, k share.Key, epoch int32) (sha
 }
 
 func (s sharePersister) Write(ctx context.Context, k share.Key, snap share.Snapshot) error {
-	_, _, err := s.b.shareState(ctx, k, snap.LeaderEpoch, snap.Encode(nil))
+	_, _, err := s.b.shareState(ctx, shareStateKey(k), snap.LeaderEpoch, snap.Encode(nil))
+	return err
+}
+
+// LoadGroup reads a share group's membership, fencing coordinators older than
+// coordEpoch (share.GroupStore).
+func (s sharePersister) LoadGroup(ctx context.Context, group string, coordEpoch int32) ([]byte, bool, error) {
+	v, ok, err := s.b.shareState(ctx, shareGroupKey(group), coordEpoch, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: loading %s: %w", share.ErrGroupStore, group, err)
+	}
+	return v, ok, nil
+}
+
+// SaveGroup writes a share group's membership (share.GroupStore).
+func (s sharePersister) SaveGroup(ctx context.Context, group string, coordEpoch int32, rec []byte) error {
+	if _, _, err := s.b.shareState(ctx, shareGroupKey(group), coordEpoch, rec); err != nil {
+		return fmt.Errorf("%w: saving %s: %w", share.ErrGroupStore, group, err)
+	}
+	return nil
+}
+
+// reset is an admin reset of a share partition's state to start at start (-1: deleted).
+func (s sharePersister) reset(ctx context.Context, k share.Key, start int64) error {
+	_, _, err := s.b.shareState(ctx, shareStateKey(k), shareAdminEpoch, share.Snapshot{Start: start}.Encode(nil))
 	return err
 }
 

@@ -155,17 +155,6 @@ func (s txnStore) Write(ctx context.Context, idx, coordinatorEpoch int32, rec tx
 		return errTxnNotLoaded
 	}
 	key, value := txn.EncodeRecord(rec)
-	batch := recbatch.EncodeSingle(key, value, b.now().UnixMilli())
-	h, err := recbatch.Parse(batch)
-	if err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	b.appendBatch(p, &h, batch, false, func(_, _, _ int64, err error) { done <- err })
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	_, err = b.appendRecord(ctx, p, key, value)
+	return err
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/weir-io/weir/broker"
-	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/internal/testutil"
 )
@@ -139,18 +137,7 @@ func acquiredValues(t *testing.T, rp kmsg.ShareFetchResponseTopicPartition) []of
 // graceful move of a partition's leader, acknowledged records are not delivered again
 // and unacknowledged ones are.
 func TestShareGroupsWithFranzGo(t *testing.T) {
-	c := startCluster(t, func(cfg *Config) {
-		cfg.ControllerConfig = func(cc *controller.Config) { cc.Balance = false }
-		own := cfg.BrokerConfig
-		cfg.BrokerConfig = func(b *broker.Config) {
-			own(b)
-			b.Share.Enabled = true
-			b.Share.AutoOffsetReset = "earliest"
-			b.Share.LockDuration = 3 * time.Second
-			b.Share.HeartbeatInterval = 250 * time.Millisecond
-			b.Share.StatePartitions = 3
-		}
-	})
+	c := startShareCluster(t)
 	raw := newClient(t, c)
 	adm := kadm.NewClient(raw)
 	const topic, group = "queue", "sg"

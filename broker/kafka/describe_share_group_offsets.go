@@ -4,7 +4,8 @@ package kafka
 // start offset (the SPSO: every record below it is acknowledged or archived) from the
 // persisted share-partition state (__share_group_state), answered by the group's
 // coordinator. A partition the group never fetched has start offset -1. Lag (v1) is -1
-// (unknown). Describe on the group, Describe on each topic.
+// (unknown). Describe on the group, Describe on each topic. A group that is not a share
+// group known to its coordinator is GROUP_ID_NOT_FOUND.
 
 import (
 	"context"
@@ -33,8 +34,14 @@ func (s *Server) describeShareOffsets(ctx context.Context, req *kmsg.DescribeSha
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
-		if err := s.shareCoordinator(ctx, g.GroupID); err != nil {
+		sg, _, err := s.shareGroupHere(ctx, g.GroupID)
+		switch {
+		case err != nil:
 			rg.ErrorCode = shareCode(err)
+		case sg == nil:
+			rg.ErrorCode = kerr.GroupIDNotFound.Code
+		}
+		if rg.ErrorCode != 0 {
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}

@@ -69,7 +69,25 @@ func init() {
 
 func handleGroup(s *Server, c *conn, sl *slot, req kmsg.Request) {
 	host, _, _ := net.SplitHostPort(c.nc.RemoteAddr().String())
-	s.groups.Handle(group.WithClientInfo(s.withSession(c.ctx, c), sl.clientID, "/"+host), req, sl.respond)
+	ctx := group.WithClientInfo(s.withSession(c.ctx, c), sl.clientID, "/"+host)
+	switch req.(type) {
+	case *kmsg.ListGroupsRequest, *kmsg.DeleteGroupsRequest:
+		if s.share != nil { // share groups are loaded and deleted through their store: not on the reader
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer func() {
+					if r := recover(); r != nil {
+						s.recovered(c, req.Key(), r)
+					}
+				}()
+				req, respond := s.shareGroupAdmin(ctx, req, sl.respond) // share_admin.go
+				s.groups.Handle(ctx, req, respond)
+			}()
+			return
+		}
+	}
+	s.groups.Handle(ctx, req, sl.respond)
 }
 
 // dispatch runs the handler of a parsed request (parse only lets registered keys and

@@ -31,8 +31,8 @@ func TestRegistryIsWhatApiVersionsAdvertises(t *testing.T) {
 	}
 	off := group.DefaultConfig()
 	off.ConsumerProtocol = false
-	if n := len(apiVersionsResponse(&Server{txn: fakeTxnOff{}, groups: group.New(off, nil, nil)}, 4).ApiKeys); n != public-2-5 {
-		t.Fatalf("with consumer and share groups off, ApiVersions lists %d keys, want %d (without keys 68, 69, 76-79, 90)", n, public-2-5)
+	if n := len(apiVersionsResponse(&Server{txn: fakeTxnOff{}, groups: group.New(off, nil, nil)}, 4).ApiKeys); n != public-2-7 {
+		t.Fatalf("with consumer and share groups off, ApiVersions lists %d keys, want %d (without keys 68, 69, 76-79, 90-92)", n, public-2-7)
 	}
 	resp := apiVersionsResponse(nil, 4)
 	if len(resp.ApiKeys) != always || always >= public {

@@ -3,7 +3,7 @@ package kafka
 // share.go: what the KIP-932 share group keys (share_*.go, describe_share_group_offsets.go)
 // share: the service the broker gives them (broker/share's membership, sessions and
 // share partitions) and the one place share errors become Kafka codes. The keys are
-// served and advertised only with a Share service (--share-groups).
+// served and advertised only with a Share service (--share-groups, on by default).
 
 import (
 	"context"
@@ -29,6 +29,9 @@ type Share struct {
 	AutoOffsetResetEarliest bool
 	// ReadState returns a share partition's persisted state (DescribeShareGroupOffsets).
 	ReadState func(ctx context.Context, k share.Key) (share.Snapshot, bool, error)
+	// ResetState resets a share partition's persisted state to start at start (-1:
+	// deleted), fencing its leader's older state (share_admin.go).
+	ResetState func(ctx context.Context, k share.Key, start int64) error
 }
 
 func shareOn(s *Server) bool { return s.share != nil }
@@ -50,6 +53,8 @@ func shareCode(err error) int16 {
 		return kerr.GroupMaxSizeReached.Code
 	case errors.Is(err, share.ErrNotShareGroup):
 		return kerr.GroupIDNotFound.Code
+	case errors.Is(err, share.ErrGroupNotEmpty):
+		return kerr.NonEmptyGroup.Code
 	case errors.Is(err, share.ErrSessionNotFound):
 		return kerr.ShareSessionNotFound.Code
 	case errors.Is(err, share.ErrSessionEpoch):
@@ -58,6 +63,8 @@ func shareCode(err error) int16 {
 		return kerr.ShareSessionLimitReached.Code
 	case errors.Is(err, share.ErrStaleLeader):
 		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, kerr.FencedStateEpoch) && errors.Is(err, share.ErrGroupStore):
+		return kerr.NotCoordinator.Code // a newer coordinator has the group
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return kerr.RequestTimedOut.Code
 	}
@@ -65,16 +72,17 @@ func shareCode(err error) int16 {
 }
 
 // shareCoordinator says whether this broker coordinates group g (leads its
-// __consumer_offsets partition, loaded): nil, or the error to answer.
-func (s *Server) shareCoordinator(ctx context.Context, g string) error {
+// __consumer_offsets partition, loaded): the coordinator epoch (that partition's leader
+// epoch, which fences the group's membership records), or the error to answer.
+func (s *Server) shareCoordinator(ctx context.Context, g string) (int32, error) {
 	t, idx, err := s.be.CoordinatorPartition(ctx, g, true)
 	if err != nil {
-		return kerr.CoordinatorNotAvailable
+		return 0, kerr.CoordinatorNotAvailable
 	}
 	if _, err := s.be.Writer(t, idx, ""); err != nil {
-		return kerr.NotCoordinator
+		return 0, kerr.NotCoordinator
 	}
-	return nil
+	return t.Partitions[idx].LeaderEpoch, nil
 }
 
 // shareTopicInfo resolves a subscribed topic for the assignor.

@@ -65,6 +65,11 @@ func (s *Server) shareFetch(ctx context.Context, req *kmsg.ShareFetchRequest) *k
 		resp.ErrorCode = shareCode(err)
 		return resp
 	}
+	if req.ShareSessionEpoch == 0 { // a new session: see any admin reset (share_admin.go)
+		for _, tp := range adds {
+			s.share.Parts.Check(ctx, share.Key{Group: group, Topic: tp.Topic, Partition: tp.Partition})
+		}
+	}
 	view := s.meta.View()
 	outs := map[share.TP]*shareOut{}
 	var order []share.TP

@@ -31,13 +31,19 @@ func (s *Server) shareDescribe(ctx context.Context, req *kmsg.ShareGroupDescribe
 		case !acl.Allowed(ctx, acl.OpDescribe, acl.ResourceGroup, id):
 			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		default:
-			if err := s.shareCoordinator(ctx, id); err != nil {
+			coordEpoch, err := s.shareCoordinator(ctx, id)
+			if err != nil {
 				g.ErrorCode = shareCode(err)
 				break
 			}
-			d := s.share.Groups.Describe(id, s.now())
-			if d == nil {
+			d, err := s.share.Groups.Describe(ctx, id, coordEpoch, s.now())
+			switch {
+			case err != nil:
+				g.ErrorCode = shareCode(err)
+			case d == nil:
 				g.ErrorCode = kerr.GroupIDNotFound.Code
+			}
+			if g.ErrorCode != 0 {
 				break
 			}
 			g.GroupState, g.GroupEpoch, g.AssignmentEpoch, g.Assignor = "Stable", d.Epoch, d.AssignEpoch, "simple"

@@ -4,7 +4,7 @@ package kafka
 // member joins (epoch 0, its own member ID), heartbeats, and leaves (epoch -1); the
 // coordinator (the leader of the group's __consumer_offsets partition) answers its epoch
 // and, when it changed, its assignment (broker/share group.go). Read on the group,
-// Describe on each subscribed topic. Served only with --share-groups.
+// Describe on each subscribed topic. Not served with --share-groups=false.
 
 import (
 	"context"
@@ -39,12 +39,13 @@ func (s *Server) shareHeartbeat(ctx context.Context, clientID, host string, req 
 			return fail(kerr.TopicAuthorizationFailed.Code)
 		}
 	}
-	if err := s.shareCoordinator(ctx, req.GroupID); err != nil {
+	coordEpoch, err := s.shareCoordinator(ctx, req.GroupID)
+	if err != nil {
 		return fail(shareCode(err))
 	}
 	view := s.meta.View()
-	res, err := s.share.Groups.Heartbeat(share.HeartbeatRequest{Group: req.GroupID, Member: req.MemberID, ClientID: clientID, ClientHost: host,
-		Epoch: req.MemberEpoch, Rack: req.RackID, Subscribed: req.SubscribedTopicNames}, s.now(), shareTopicInfo(view))
+	res, err := s.share.Groups.Heartbeat(ctx, share.HeartbeatRequest{Group: req.GroupID, Member: req.MemberID, ClientID: clientID, ClientHost: host,
+		Epoch: req.MemberEpoch, Rack: req.RackID, Subscribed: req.SubscribedTopicNames, CoordEpoch: coordEpoch}, s.now(), shareTopicInfo(view))
 	if err != nil {
 		return fail(shareCode(err))
 	}

@@ -1,6 +1,9 @@
 package share
 
 import (
+	"bytes"
+	"context"
+	"encoding/binary"
 	"errors"
 	"sort"
 	"sync"
@@ -9,11 +12,12 @@ import (
 
 // Errors of ShareGroupHeartbeat.
 var (
-	ErrUnknownMember = errors.New("share: unknown member")         // UNKNOWN_MEMBER_ID
-	ErrFencedEpoch   = errors.New("share: fenced member epoch")    // FENCED_MEMBER_EPOCH
-	ErrBadHeartbeat  = errors.New("share: invalid heartbeat")      // INVALID_REQUEST
-	ErrGroupTooLarge = errors.New("share: group max size reached") // GROUP_MAX_SIZE_REACHED
-	ErrNotShareGroup = errors.New("share: not a share group")      // GROUP_ID_NOT_FOUND
+	ErrUnknownMember = errors.New("share: unknown member")          // UNKNOWN_MEMBER_ID
+	ErrFencedEpoch   = errors.New("share: fenced member epoch")     // FENCED_MEMBER_EPOCH
+	ErrBadHeartbeat  = errors.New("share: invalid heartbeat")       // INVALID_REQUEST
+	ErrGroupTooLarge = errors.New("share: group max size reached")  // GROUP_MAX_SIZE_REACHED
+	ErrNotShareGroup = errors.New("share: not a share group")       // GROUP_ID_NOT_FOUND
+	ErrGroupNotEmpty = errors.New("share: share group has members") // NON_EMPTY_GROUP
 )
 
 // TopicInfo is what the assignor needs of a subscribed topic.
@@ -39,6 +43,9 @@ type Group struct {
 	Members     map[string]*Member
 	topicsPrint string
 	target      map[string]map[[16]byte][]int32
+	// Topics are the topics any member ever subscribed: where the group may have
+	// share-partition state (DeleteGroups deletes it).
+	Topics []string
 }
 
 // GroupConfig is the coordinator's configuration.
@@ -48,20 +55,44 @@ type GroupConfig struct {
 	MaxSize           int           // group.share.max.size
 }
 
+// GroupStore keeps share groups' membership durable (group_record.go). Each call
+// carries the coordinator's epoch (its __consumer_offsets partition's leader epoch): the
+// store refuses a write older than the newest epoch that read or wrote the group, so a
+// coordinator that lost the group cannot overwrite its successor's membership.
+type GroupStore interface {
+	LoadGroup(ctx context.Context, group string, coordEpoch int32) (rec []byte, ok bool, err error)
+	SaveGroup(ctx context.Context, group string, coordEpoch int32, rec []byte) error
+}
+
 // Groups is the share group coordinator's membership: every member's epoch and
 // assignment. Each share group's partitions are shared: a partition may go to several
 // members (when there are more members than partitions), and a member to several
 // partitions; no revocation step is needed, since a partition held by two members at
-// once is allowed.
+// once is allowed. With a GroupStore every change is durable before it is answered, and
+// a group is loaded again whenever the coordinator epoch it was loaded at is not the
+// caller's (the group moved away and back).
 type Groups struct {
 	cfg    GroupConfig
+	store  GroupStore // nil: memory only
+	lmu    sync.Mutex // one load at a time (loads happen once per group and move)
 	mu     sync.Mutex
-	groups map[string]*Group
+	groups map[string]*groupEntry
 }
 
-// NewGroups returns an empty coordinator.
-func NewGroups(cfg GroupConfig) *Groups {
-	return &Groups{cfg: cfg, groups: map[string]*Group{}}
+// groupEntry is a group with what makes it durable.
+type groupEntry struct {
+	g          *Group
+	coordEpoch int32
+	rec        []byte // the encoding of the newest version
+	ver        uint64 // bumped when rec changes
+	durable    uint64 // the newest version the store has
+	broken     bool   // a write failed: load again before serving
+	wmu        sync.Mutex
+}
+
+// NewGroups returns an empty coordinator keeping membership in store (nil: memory only).
+func NewGroups(cfg GroupConfig, store GroupStore) *Groups {
+	return &Groups{cfg: cfg, store: store, groups: map[string]*groupEntry{}}
 }
 
 // HeartbeatRequest is a ShareGroupHeartbeat.
@@ -70,6 +101,9 @@ type HeartbeatRequest struct {
 	Epoch                               int32
 	Rack                                *string
 	Subscribed                          []string // nil: unchanged
+	// CoordEpoch is the coordinator's epoch (its __consumer_offsets partition's leader
+	// epoch).
+	CoordEpoch int32
 }
 
 // HeartbeatResult is its answer; Assignment is set when the member must take it.
@@ -79,21 +113,124 @@ type HeartbeatResult struct {
 	Sent       bool
 }
 
+// entry returns group id as coordinator epoch coordEpoch sees it, loading it from the
+// store when it is not here, was loaded at another epoch, or a write failed; nil when
+// there is no such group and create is false.
+func (gs *Groups) entry(ctx context.Context, id string, coordEpoch int32, create bool, now time.Time) (*groupEntry, error) {
+	fresh := func() *groupEntry {
+		e := gs.groups[id]
+		if e != nil && (gs.store == nil || (e.coordEpoch == coordEpoch && !e.broken)) {
+			return e
+		}
+		return nil
+	}
+	gs.mu.Lock()
+	e := fresh()
+	if e == nil && gs.store == nil && create {
+		e = &groupEntry{g: &Group{ID: id, Members: map[string]*Member{}}}
+		gs.groups[id] = e
+	}
+	gs.mu.Unlock()
+	if e != nil || gs.store == nil {
+		return e, nil
+	}
+	gs.lmu.Lock()
+	defer gs.lmu.Unlock()
+	gs.mu.Lock()
+	e = fresh()
+	gs.mu.Unlock()
+	if e != nil {
+		return e, nil
+	}
+	rec, ok, err := gs.store.LoadGroup(ctx, id, coordEpoch)
+	if err != nil {
+		return nil, err
+	}
+	e = &groupEntry{coordEpoch: coordEpoch}
+	switch {
+	case ok && rec[0] != groupDeletedVersion:
+		if e.g, err = decodeGroup(id, rec, now); err != nil {
+			return nil, err
+		}
+		e.rec = rec
+	case create:
+		e.g = &Group{ID: id, Members: map[string]*Member{}}
+	default:
+		e = nil
+	}
+	gs.mu.Lock()
+	if e == nil {
+		delete(gs.groups, id)
+	} else {
+		gs.groups[id] = e
+	}
+	gs.mu.Unlock()
+	return e, nil
+}
+
+// changed notes a change of e's durable form. Called with gs.mu held; it returns the
+// version to make durable.
+func (gs *Groups) changed(e *groupEntry) uint64 {
+	if gs.store == nil {
+		return 0
+	}
+	if rec := encodeGroup(e.g, e.coordEpoch); !bytes.Equal(rec, e.rec) {
+		e.rec = rec
+		e.ver++
+	}
+	return e.ver
+}
+
+// flush makes version want of e durable (one write covers every caller waiting).
+func (gs *Groups) flush(ctx context.Context, e *groupEntry, want uint64) error {
+	if gs.store == nil {
+		return nil
+	}
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	gs.mu.Lock()
+	if e.durable >= want {
+		gs.mu.Unlock()
+		return nil
+	}
+	v, rec, epoch := e.ver, e.rec, e.coordEpoch
+	gs.mu.Unlock()
+	err := gs.store.SaveGroup(ctx, e.g.ID, epoch, rec)
+	gs.mu.Lock()
+	if err != nil {
+		e.broken = true // memory may be ahead of the store: load again
+	} else {
+		e.durable = max(e.durable, v)
+	}
+	gs.mu.Unlock()
+	return err
+}
+
 // Heartbeat applies one ShareGroupHeartbeat at now; topics resolves subscribed names.
-func (gs *Groups) Heartbeat(req HeartbeatRequest, now time.Time, topics func(string) (TopicInfo, bool)) (HeartbeatResult, error) {
+// The change is durable before it returns.
+func (gs *Groups) Heartbeat(ctx context.Context, req HeartbeatRequest, now time.Time, topics func(string) (TopicInfo, bool)) (HeartbeatResult, error) {
 	if req.Member == "" || req.Epoch < -1 || (req.Epoch == 0 && len(req.Subscribed) == 0) {
 		return HeartbeatResult{}, ErrBadHeartbeat
 	}
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	g := gs.groups[req.Group]
-	if g == nil {
-		if req.Epoch != 0 {
-			return HeartbeatResult{}, ErrUnknownMember
-		}
-		g = &Group{ID: req.Group, Members: map[string]*Member{}}
-		gs.groups[req.Group] = g
+	e, err := gs.entry(ctx, req.Group, req.CoordEpoch, req.Epoch == 0, now)
+	if err != nil {
+		return HeartbeatResult{}, err
 	}
+	if e == nil {
+		return HeartbeatResult{}, ErrUnknownMember
+	}
+	gs.mu.Lock()
+	res, err := gs.heartbeat(e.g, req, now, topics)
+	want := gs.changed(e)
+	gs.mu.Unlock()
+	if ferr := gs.flush(ctx, e, want); ferr != nil {
+		return HeartbeatResult{}, ferr
+	}
+	return res, err
+}
+
+// heartbeat applies a heartbeat to g. Called with gs.mu held.
+func (gs *Groups) heartbeat(g *Group, req HeartbeatRequest, now time.Time, topics func(string) (TopicInfo, bool)) (HeartbeatResult, error) {
 	gs.expire(g, now)
 	m := g.Members[req.Member]
 	switch {
@@ -123,6 +260,12 @@ func (gs *Groups) Heartbeat(req HeartbeatRequest, now time.Time, topics func(str
 		m.Subscribed = append([]string(nil), req.Subscribed...)
 		sort.Strings(m.Subscribed)
 		g.Epoch++
+		for _, t := range m.Subscribed {
+			if !containsString(g.Topics, t) {
+				g.Topics = append(g.Topics, t)
+				sort.Strings(g.Topics)
+			}
+		}
 	}
 	if p := g.fingerprint(topics); p != g.topicsPrint {
 		g.topicsPrint = p
@@ -218,14 +361,15 @@ func assign(g *Group, topics func(string) (TopicInfo, bool)) map[string]map[[16]
 	return out
 }
 
-// Describe returns a copy of group id (nil: none).
-func (gs *Groups) Describe(id string, now time.Time) *Group {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	g := gs.groups[id]
-	if g == nil {
-		return nil
+// Describe returns a copy of group id (nil: none) as coordinator epoch coordEpoch
+// sees it.
+func (gs *Groups) Describe(ctx context.Context, id string, coordEpoch int32, now time.Time) (*Group, error) {
+	e, err := gs.entry(ctx, id, coordEpoch, false, now)
+	if e == nil || err != nil {
+		return nil, err
 	}
+	gs.mu.Lock()
+	g := e.g
 	gs.expire(g, now)
 	c := *g
 	c.Members = map[string]*Member{}
@@ -233,7 +377,44 @@ func (gs *Groups) Describe(id string, now time.Time) *Group {
 		mc := *m
 		c.Members[k] = &mc
 	}
-	return &c
+	want := gs.changed(e)
+	gs.mu.Unlock()
+	return &c, gs.flush(ctx, e, want) // expired members are gone for good
+}
+
+// Delete deletes share group id, which must have no members (DeleteGroups); it returns
+// the topics whose share-partition states the caller deletes.
+func (gs *Groups) Delete(ctx context.Context, id string, coordEpoch int32, now time.Time) ([]string, error) {
+	e, err := gs.entry(ctx, id, coordEpoch, false, now)
+	switch {
+	case err != nil:
+		return nil, err
+	case e == nil:
+		return nil, ErrNotShareGroup
+	}
+	gs.mu.Lock()
+	gs.expire(e.g, now)
+	n, topics := len(e.g.Members), append([]string(nil), e.g.Topics...)
+	want := gs.changed(e)
+	gs.mu.Unlock()
+	if err := gs.flush(ctx, e, want); err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		return nil, ErrGroupNotEmpty
+	}
+	if gs.store != nil {
+		rec := binary.BigEndian.AppendUint32([]byte{groupDeletedVersion}, uint32(coordEpoch))
+		if err := gs.store.SaveGroup(ctx, id, coordEpoch, rec); err != nil {
+			return nil, err
+		}
+	}
+	gs.mu.Lock()
+	if gs.groups[id] == e {
+		delete(gs.groups, id)
+	}
+	gs.mu.Unlock()
+	return topics, nil
 }
 
 // List returns the share groups' IDs.

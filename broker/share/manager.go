@@ -33,6 +33,7 @@ type Entry struct {
 	mu          sync.Mutex
 	p           *Partition
 	leaderEpoch int32
+	stateEpoch  int32      // the state epoch loaded (Snapshot.StateEpoch)
 	wmu         sync.Mutex // one write at a time; waiting writers find theirs done
 	durable     uint64     // version of the last durable snapshot
 	broken      bool       // a write failed: reload before serving again
@@ -101,12 +102,12 @@ func (m *Manager) load(ctx context.Context, k Key, leaderEpoch int32, initStart 
 		return nil, err
 	}
 	var p *Partition
-	if ok {
-		if s.LeaderEpoch > leaderEpoch {
-			return nil, fmt.Errorf("%w: %d > %d", ErrStaleLeader, s.LeaderEpoch, leaderEpoch)
-		}
+	if ok && s.LeaderEpoch > leaderEpoch {
+		return nil, fmt.Errorf("%w: %d > %d", ErrStaleLeader, s.LeaderEpoch, leaderEpoch)
+	}
+	if ok && s.Start >= 0 {
 		p = Restore(s, m.lim)
-	} else {
+	} else { // never written, or deleted by an admin request
 		start, err := initStart()
 		if err != nil {
 			return nil, err
@@ -115,10 +116,12 @@ func (m *Manager) load(ctx context.Context, k Key, leaderEpoch int32, initStart 
 	}
 	// Written at once: the snapshot with this leader epoch fences the earlier leader's
 	// late writes even after the store moves.
-	if err := m.persist.Write(ctx, k, p.Snapshot(leaderEpoch)); err != nil {
+	snap := p.Snapshot(leaderEpoch)
+	snap.StateEpoch = s.StateEpoch
+	if err := m.persist.Write(ctx, k, snap); err != nil {
 		return nil, err
 	}
-	return &Entry{p: p, leaderEpoch: leaderEpoch, durable: p.Version()}, nil
+	return &Entry{p: p, leaderEpoch: leaderEpoch, stateEpoch: s.StateEpoch, durable: p.Version()}, nil
 }
 
 // With runs f on the share partition under its lock, after releasing expired locks.
@@ -143,6 +146,7 @@ func (e *Entry) Flush(ctx context.Context, persist Persister, k Key) error {
 		return nil
 	}
 	v, snap := e.p.Version(), e.p.Snapshot(e.leaderEpoch)
+	snap.StateEpoch = e.stateEpoch
 	e.mu.Unlock()
 	if err := persist.Write(ctx, k, snap); err != nil {
 		e.mu.Lock()
@@ -196,6 +200,28 @@ func (m *Manager) ReleaseMember(ctx context.Context, member string, keys []Key) 
 		if changed {
 			_ = e.Flush(ctx, m.persist, k)
 		}
+	}
+}
+
+// Check makes k's share partition load again at its next Get when its persisted state
+// epoch moved (an admin reset since it loaded) or it cannot be read at its leader epoch.
+// A share session's opening checks its partitions, so a reset (done while the group has
+// no members) is seen by the next member before it is served the old state.
+func (m *Manager) Check(ctx context.Context, k Key) {
+	m.mu.Lock()
+	e := m.parts[k]
+	m.mu.Unlock()
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	epoch, state := e.leaderEpoch, e.stateEpoch
+	e.mu.Unlock()
+	s, ok, err := m.persist.Read(ctx, k, epoch)
+	if err != nil || (ok && s.StateEpoch != state) {
+		e.mu.Lock()
+		e.broken = true
+		e.mu.Unlock()
 	}
 }
 

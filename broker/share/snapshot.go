@@ -25,8 +25,15 @@ type Snapshot struct {
 	// LeaderEpoch is the data partition's leader epoch of the writer: the store refuses
 	// writes of an older epoch than it has seen (a leader that lost the partition).
 	LeaderEpoch int32
-	Start       int64
-	Batches     []StateBatch
+	// StateEpoch moves when an admin request resets the state (AlterShareGroupOffsets,
+	// DeleteShareGroupOffsets, DeleteGroups; Kafka's state epoch): the store refuses a
+	// leader's write of another state epoch than its own, so a leader that loaded the
+	// state before the reset loads it again rather than overwriting it.
+	StateEpoch int32
+	// Start is the share-partition start offset; -1: not initialized (deleted), a leader
+	// starts it as if no state had been written.
+	Start   int64
+	Batches []StateBatch
 }
 
 // Snapshot returns p's durable state.
@@ -70,12 +77,20 @@ func Restore(s Snapshot, lim Limits) *Partition {
 //
 //	v1: version 1 | leader epoch int32 | start int64 | batches uint32 |
 //	    batches × (first int64 | last int64 | state int8 | deliveries int16)
-const snapshotVersion = 1
+//	v2: version 2 | leader epoch int32 | state epoch int32 | start int64 | batches uint32 |
+//	    batches as v1
+//
+// v2 is written; v1 is read with state epoch 0.
+const (
+	snapshotV1      = 1
+	snapshotVersion = 2
+)
 
 // Encode appends the snapshot's binary form to b.
 func (s Snapshot) Encode(b []byte) []byte {
 	b = append(b, snapshotVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(s.LeaderEpoch))
+	b = binary.BigEndian.AppendUint32(b, uint32(s.StateEpoch))
 	b = binary.BigEndian.AppendUint64(b, uint64(s.Start))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Batches)))
 	for _, x := range s.Batches {
@@ -90,14 +105,22 @@ func (s Snapshot) Encode(b []byte) []byte {
 // DecodeSnapshot parses an encoded snapshot.
 func DecodeSnapshot(b []byte) (Snapshot, error) {
 	var s Snapshot
-	if len(b) < 17 || b[0] != snapshotVersion {
+	head := 17
+	if len(b) > 0 && b[0] == snapshotVersion {
+		head = 21
+	}
+	if len(b) < head || (b[0] != snapshotVersion && b[0] != snapshotV1) {
 		return s, fmt.Errorf("%w: %d bytes", ErrBadSnapshot, len(b))
 	}
 	s.LeaderEpoch = int32(binary.BigEndian.Uint32(b[1:]))
+	if b[0] == snapshotVersion {
+		s.StateEpoch = int32(binary.BigEndian.Uint32(b[5:]))
+		b = b[4:]
+	}
 	s.Start = int64(binary.BigEndian.Uint64(b[5:]))
 	n := int(binary.BigEndian.Uint32(b[13:]))
 	b = b[17:]
-	if n < 0 || len(b) != n*19 {
+	if n < 0 || len(b) != n*19 || s.Start < -1 {
 		return Snapshot{}, fmt.Errorf("%w: %d batches in %d bytes", ErrBadSnapshot, n, len(b))
 	}
 	s.Batches = make([]StateBatch, n)
