@@ -149,13 +149,35 @@ func runTxnLeaderKill(ctx context.Context, cfg Config, t target, tl *txnLoad, ev
 		tl.setOutcome(st, txnUnknown, false, err)
 		return fmt.Errorf("chaos: txn-leader-kill: writer %d could not open its transaction: %w", w, err)
 	}
-	victim, err := partitionLeader(tctx, t.Bootstrap(), cfg.txnTopic(), parts[0])
+	// The victim leads one of the transaction's partitions but is not the writer's
+	// coordinator: killing the coordinator is txn-coordinator-kill's fault, and an
+	// EndTxn sent to a dead coordinator ends unknown to the client, which is not what
+	// this fault checks (the coordinator writing a marker through a leader's failover).
+	coord, err := findCoordinator(tctx, t.Bootstrap(), cfg.txnID(w), 1)
 	if err != nil {
 		cl.Close()
 		tl.setOutcome(st, txnUnknown, false, err)
 		return err
 	}
-	log.Info("fault", "fault", ev.Fault, "broker", victim, "partition", parts[0], "writer", w)
+	victim, part := int32(-1), parts[0]
+	for _, p := range parts {
+		leader, err := partitionLeader(tctx, t.Bootstrap(), cfg.txnTopic(), p)
+		if err != nil {
+			cl.Close()
+			tl.setOutcome(st, txnUnknown, false, err)
+			return err
+		}
+		if leader != coord {
+			victim, part = leader, p
+			break
+		}
+	}
+	if victim < 0 {
+		cl.Close()
+		tl.setOutcome(st, txnUnknown, false, nil)
+		return fmt.Errorf("chaos: txn-leader-kill: writer %d's coordinator %d leads every partition of its transaction %v", w, coord, parts)
+	}
+	log.Info("fault", "fault", ev.Fault, "broker", victim, "partition", part, "coordinator", coord, "writer", w)
 	ev.Brokers = []int32{victim}
 	ev.Steps = []EventStep{{victim, time.Now()}}
 	if err := t.Kill(victim); err != nil {
@@ -181,8 +203,8 @@ func runTxnLeaderKill(ctx context.Context, cfg Config, t target, tl *txnLoad, ev
 		return err
 	}
 	n := tl.after(cl, w, 1)
-	ev.Note = fmt.Sprintf("writer %d: transaction over partitions %v; broker %d (leader of %s/%d) killed after AddPartitionsToTxn and the produce; commit asked at once: %s in %v (err: %v); then %d of %d transactions ended as asked",
-		w, parts, victim, cfg.txnTopic(), parts[0], outcome, took.Round(time.Millisecond), cerr, n, txnAfterFault)
+	ev.Note = fmt.Sprintf("writer %d: transaction over partitions %v, coordinator broker %d; broker %d (leader of %s/%d) killed after AddPartitionsToTxn and the produce; commit asked at once: %s in %v (err: %v); then %d of %d transactions ended as asked",
+		w, parts, coord, victim, cfg.txnTopic(), part, outcome, took.Round(time.Millisecond), cerr, n, txnAfterFault)
 	if n != txnAfterFault {
 		return fmt.Errorf("chaos: txn-leader-kill: writer %d: %d of the %d transactions after the fault ended as asked", w, n, txnAfterFault)
 	}
