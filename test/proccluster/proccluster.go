@@ -356,7 +356,8 @@ func (p *Proc) WaitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("proccluster: %s exited while starting (see %s.log)", p.Name, p.Name)
+			// The directory goes with the test: the error carries the log's end.
+			return fmt.Errorf("proccluster: %s exited while starting (see %s.log); its log ends:\n%s", p.Name, p.Name, logEnd(p.Log(), 20))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -426,4 +427,10 @@ func (p *Proc) Stop(grace time.Duration) {
 func (p *Proc) Log() string {
 	b, _ := os.ReadFile(filepath.Join(p.dir, p.Name+".log"))
 	return string(b)
+}
+
+// logEnd returns the last n lines of log.
+func logEnd(log string, n int) string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
