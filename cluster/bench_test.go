@@ -56,10 +56,7 @@ func TestBenchAgainstCluster(t *testing.T) {
 	}
 	// Independently of the bench's own counting: the fresh topic holds exactly that many.
 	adm := kadm.NewClient(newClient(t, c))
-	ends, err := adm.ListEndOffsets(ctxFor(t, 30*time.Second), "bench-produce")
-	if err != nil || ends.Error() != nil {
-		t.Fatalf("end offsets: %v %v", err, ends.Error())
-	}
+	ends := endOffsets(t, adm, "bench-produce")
 	var end int64
 	ends.Each(func(o kadm.ListedOffset) { end += o.Offset })
 	if end != p.RecordsAcked {

@@ -79,6 +79,24 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// endOffsets lists topic's end offsets, retrying while a partition answers a
+// retriable error (a balancer or a test's own move can leave the client's metadata one
+// leader behind: NOT_LEADER_FOR_PARTITION, which a client is meant to retry after a
+// metadata refresh, as kadm does not).
+func endOffsets(t *testing.T, adm *kadm.Client, topic string) kadm.ListedOffsets {
+	t.Helper()
+	var ends kadm.ListedOffsets
+	testutil.EventuallyNoError(t, time.Minute, "the end offsets of "+topic, func() error {
+		var err error
+		ends, err = adm.ListEndOffsets(ctxFor(t, 30*time.Second), topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		return err
+	})
+	return ends
+}
+
 // createTopic creates topic with partitions. TOPIC_ALREADY_EXISTS for a topic of that
 // many partitions counts as created: on this busy machine a broker may be fenced and
 // restarted while the request is in flight (closing its connections), and the client's

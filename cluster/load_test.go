@@ -119,10 +119,7 @@ func (l *verifiedLoad) verify(c *Cluster) ackcheck.Report {
 	t := l.t
 	t.Helper()
 	adm := kadm.NewClient(newClient(t, c))
-	ends, err := adm.ListEndOffsets(ctxFor(t, time.Minute), l.topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ends := endOffsets(t, adm, l.topic)
 	want := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {

@@ -223,10 +223,7 @@ func txnTransactionsConsumeTransformProduce(t *testing.T, c *Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, "txin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ends := endOffsets(t, adm, "txin")
 	ends.Each(func(e kadm.ListedOffset) {
 		if e.Offset == 0 {
 			return // nothing consumed there, nothing committed (as Kafka)
