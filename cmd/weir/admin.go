@@ -35,6 +35,7 @@ func adminCommands() []adminCommand {
 			"Retires broker ID, stopped for good: it must be fenced (its process stopped, its lease run out) and lead\nnothing. It leaves Kafka's Metadata and every listing; its WAL directories are deleted once object storage\nholds their data.", adminDecommission)},
 		{"acl", "add, list or delete the cluster's ACLs (enforced by brokers run with --authorizer acl)", runAdminACL},
 		{"traffic", "bytes crossing zones per zone pair and kind, from the brokers' /metrics (--metrics); monthly cost beside Kafka's", runAdminTraffic},
+		{"cost", "a monthly bill by line for a workload (or the running cluster's, --metrics) on Weir, beside Apache Kafka and AutoMQ", runAdminCost},
 		{"token", "print a new random cluster token (for --cluster-token-file)", runAdminToken},
 		{"user", "SCRAM users for SASL logins: set, delete, list (weir admin user --help)", runAdminUser},
 	}
@@ -50,7 +51,7 @@ func adminUsage() string {
 	}
 	tw.Flush()
 	b.WriteString(`
-Every command but traffic and token talks to the controllers and takes --controllers
+Every command but traffic, cost and token talks to the controllers and takes --controllers
 (default ` + defaultControllers + `, what weir dev runs), --timeout, and, for a cluster
 with authenticated connections, --cluster-token-file (or a client certificate:
 --controller-tls-cert/--controller-tls-key) and --controller-tls-ca when the controller API

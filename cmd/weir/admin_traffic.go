@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/weir-io/weir/routing"
@@ -141,24 +142,9 @@ type trafficSample struct {
 func scrapeTraffic(ctx context.Context, cl *http.Client, endpoints []string) (map[string]trafficSample, error) {
 	out := map[string]trafficSample{}
 	for _, ep := range endpoints {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep, nil)
+		mfs, err := scrapeFamilies(ctx, cl, ep)
 		if err != nil {
-			return nil, fmt.Errorf("traffic: %s: %w", ep, err)
-		}
-		req.Header.Set("Accept", "text/plain;version=0.0.4")
-		resp, err := cl.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("traffic: scraping %s: %w", ep, err)
-		}
-		if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			return nil, fmt.Errorf("traffic: scraping %s: %s", ep, resp.Status)
-		}
-		p := expfmt.NewTextParser(model.UTF8Validation)
-		mfs, err := p.TextToMetricFamilies(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("traffic: parsing %s: %w", ep, err)
+			return nil, fmt.Errorf("traffic: %w", err)
 		}
 		mf := mfs[routing.MetricName]
 		if mf == nil {
@@ -189,6 +175,29 @@ func scrapeTraffic(ctx context.Context, cl *http.Client, endpoints []string) (ma
 		}
 	}
 	return out, nil
+}
+
+// scrapeFamilies reads one /metrics endpoint's metric families (text format).
+func scrapeFamilies(ctx context.Context, cl *http.Client, ep string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ep, err)
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := cl.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scraping %s: %w", ep, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scraping %s: %s", ep, resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", ep, err)
+	}
+	return mfs, nil
 }
 
 // trafficRow is the bytes one zone sent another, of one kind.
