@@ -293,6 +293,7 @@ func (b *Broker) open() error {
 			home, srcs[n-1].Epoch, b.epoch)
 	}
 	wcfg := b.cfg.WAL
+	wcfg.FS = b.countingFS(fsys)
 	wcfg.Dir = walhome.EpochDir(home, b.epoch)
 	wcfg.Fence = true
 	wcfg.EpochFence, wcfg.Epoch = walhome.TokenPath(home), b.epoch

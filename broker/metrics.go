@@ -17,6 +17,8 @@ import (
 //
 //	produce_bytes_total{topic}               record batch bytes appended (synced)
 //	wal_read_bytes_total{source}             WAL payload bytes scanned to load partitions (own|other)
+//	wal_fs_bytes_total{op,wal}               bytes read and written in files under the WAL root
+//	                                         (read|write; own|other WAL): the shared file system's load
 //	recovered_partitions_total               partitions taken over from a fenced broker and served
 //	recovery_read_bytes_total                bytes scanned of fenced brokers' WALs by recoveries
 //	wal_dirs_deleted_total                   sealed WAL directories deleted (all of them in objects)
@@ -38,6 +40,7 @@ type metrics struct {
 	bytesIn        *prometheus.CounterVec
 	lagFailures    prometheus.Counter
 	walReadBytes   *prometheus.CounterVec
+	walFSBytes     *prometheus.CounterVec
 	recovered      prometheus.Counter
 	recoveryRead   prometheus.Counter
 	recoverySecs   *prometheus.HistogramVec
@@ -67,6 +70,9 @@ func newMetrics(reg prometheus.Registerer, self int32) *metrics {
 	}
 	m.walReadBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_wal_read_bytes_total",
 		Help: "WAL payload bytes scanned to load partitions, by whose WAL (own: this broker's earlier epochs; other: other brokers')."}, []string{"source"})
+	m.walFSBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_broker_wal_fs_bytes_total",
+		Help: "Bytes this broker read and wrote in files under the WAL root, by op (read, write) and whose WAL (own, other): its share of the shared file system's throughput. Own writes include a zone proxy's appends and the zero-fill of preallocated segments; reads include the uploader's, loads and recoveries."},
+		[]string{"op", "wal"})
 	m.recovered = prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_recovered_partitions_total",
 		Help: "Partitions taken over from a fenced broker, recovered from its WAL and served."})
 	m.recoveryRead = prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_recovery_read_bytes_total",
@@ -87,7 +93,7 @@ func newMetrics(reg prometheus.Registerer, self int32) *metrics {
 	m.groupCompactions = prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_group_compactions_total",
 		Help: "Compactions of a __consumer_offsets partition: every group's state written again and the log start raised past the older records."})
 	m.set.MustRegister(m.links, m.linkSeconds, m.proxySeconds, m.groupLoadSecs, m.groupCompactions)
-	m.set.MustRegister(m.bytesIn, m.lagFailures, m.walReadBytes, m.recovered, m.recoveryRead, m.recoverySecs, m.walDirsDeleted)
+	m.set.MustRegister(m.bytesIn, m.lagFailures, m.walReadBytes, m.walFSBytes, m.recovered, m.recoveryRead, m.recoverySecs, m.walDirsDeleted)
 	return m
 }
 

@@ -57,6 +57,7 @@ type trafficOptions struct {
 	endpoints []string
 	interval  time.Duration
 	price     float64
+	fsMBps    float64
 	json      bool
 	timeout   time.Duration
 }
@@ -67,6 +68,7 @@ func runAdminTraffic(ctx context.Context, args []string, out io.Writer) error {
 	o := trafficOptions{}
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "time between the two scrapes; 0 scrapes once and reports the totals since the brokers started (no monthly estimate)")
 	fs.Float64Var(&o.price, "price-per-gb", 0.02, "USD per GB (2^30 bytes) crossing zones; AWS: 0.01 out of one zone + 0.01 into the other")
+	fs.Float64Var(&o.fsMBps, "fs-throughput-mbps", 0, "the WAL file system's provisioned throughput in MB/s (FSx for ONTAP: its throughput capacity): show the brokers' share of it")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of one scrape")
 	fs.Usage = func() {
@@ -87,14 +89,18 @@ func runAdminTraffic(ctx context.Context, args []string, out io.Writer) error {
 	switch {
 	case len(o.endpoints) == 0:
 		return errors.New("traffic: --metrics names no address")
-	case o.interval < 0 || o.price < 0 || math.IsNaN(o.price) || math.IsInf(o.price, 0):
-		return errors.New("traffic: --interval and --price-per-gb must be >= 0")
+	case o.interval < 0 || o.price < 0 || math.IsNaN(o.price) || math.IsInf(o.price, 0) || !(o.fsMBps >= 0) || math.IsInf(o.fsMBps, 0):
+		return errors.New("traffic: --interval, --price-per-gb and --fs-throughput-mbps must be >= 0")
 	}
 	cl := &http.Client{Timeout: o.timeout}
 	var first map[string]trafficSample
+	var firstFS map[string]fsSample
 	if o.interval > 0 {
 		var err error
 		if first, err = scrapeTraffic(ctx, cl, o.endpoints); err != nil {
+			return err
+		}
+		if firstFS, err = scrapeFS(ctx, cl, o.endpoints); err != nil {
 			return err
 		}
 		select {
@@ -107,17 +113,23 @@ func runAdminTraffic(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	secondFS, err := scrapeFS(ctx, cl, o.endpoints)
+	if err != nil {
+		return err
+	}
 	if len(second) == 0 {
 		return fmt.Errorf("traffic: no %s at %s (are these brokers' /metrics, of a build that counts traffic?)", routing.MetricName, strings.Join(o.endpoints, ", "))
 	}
 	rep := computeTraffic(first, second, o.interval, o.price)
 	rep.Endpoints = o.endpoints
+	rep.FileSystem = computeFS(firstFS, secondFS, rep.IntervalSeconds, rep.ProducedBytes, o.fsMBps)
 	if o.json {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
 	printTraffic(out, rep)
+	printFS(out, rep.FileSystem)
 	return nil
 }
 
@@ -246,6 +258,8 @@ type trafficReport struct {
 	KafkaCrossBytes float64       `json:"kafka_cross_zone_bytes"`
 	KafkaModel      string        `json:"kafka_model"`
 	Month           *trafficMonth `json:"month,omitempty"`
+	// FileSystem: the shared WAL file system's reads and writes (nil: no broker counts them).
+	FileSystem *fsReport `json:"file_system,omitempty"`
 }
 
 const kafkaModel = "RF3, one replica per zone of 3, clients not rack-aware: 2 + 2/3 crossings per produced byte, 2/3 per consumed byte"
