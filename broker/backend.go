@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -194,6 +195,7 @@ func (lp localPartition) readPieces(ctx context.Context, offset int64, pieces []
 		n += int(pc.Size)
 	}
 	buf := make([]byte, 0, n)
+	fill := b.cache.Fills(p)
 	for _, pc := range pieces {
 		if pc.Data != nil {
 			buf = append(buf, pc.Data...)
@@ -207,6 +209,10 @@ func (lp localPartition) readPieces(ctx context.Context, offset int64, pieces []
 				return nil, fmt.Errorf("%w: %w", partlog.ErrStorage, err)
 			}
 			return buf[:start], nil
+		}
+		if fill {
+			// A read replica's consumers in this zone read the batch from memory next.
+			b.cache.Fill(p, pc, bytes.Clone(buf[start:]))
 		}
 	}
 	return buf, nil

@@ -41,12 +41,15 @@ var ErrClosed = errors.New("broker: closed")
 
 // Broker serves the Kafka protocol for the partitions it leads.
 type Broker struct {
-	cfg     Config
-	slow    *slowtrace.Recorder // nil: --trace-slow-requests off
-	meta    metadata.Store
-	groups  *group.Coordinator
-	parts   *partlog.Set
-	cache   *partlog.Cache
+	cfg    Config
+	slow   *slowtrace.Recorder // nil: --trace-slow-requests off
+	meta   metadata.Store
+	groups *group.Coordinator
+	parts  *partlog.Set
+	cache  *partlog.Cache
+	// recent: batches written here as a zone proxy, read by this zone's replica from
+	// memory (recentwrites.go).
+	recent  *recentWrites
 	front   *kafka.Server
 	log     *slog.Logger
 	metrics *metrics
@@ -139,6 +142,7 @@ func New(cfg Config, meta metadata.Store) (*Broker, error) {
 		meta:       meta,
 		parts:      partlog.NewSet(),
 		cache:      partlog.NewCache(cfg.TailCacheBytes),
+		recent:     newRecentWrites(cfg.TailCacheBytes / 8),
 		log:        log.With("broker", cfg.NodeID),
 		metrics:    newMetrics(cfg.Registerer, cfg.NodeID),
 		recovering: map[partlog.Key]int32{},
@@ -298,6 +302,9 @@ func (b *Broker) open() error {
 	wcfg.Fence = true
 	wcfg.EpochFence, wcfg.Epoch = walhome.TokenPath(home), b.epoch
 	wcfg.AcceptCorruption = b.cfg.AcceptWALLoss
+	var why string
+	wcfg.NoZeroFill, why = b.cfg.noZeroFill(wcfg.Dir)
+	b.log.Info("WAL segments", "zero_fill", !wcfg.NoZeroFill, "why", why)
 	wcfg.Owner = fmt.Sprintf("broker-%d epoch %d", b.cfg.NodeID, b.epoch)
 	if wcfg.Registerer == nil {
 		wcfg.Registerer = b.cfg.Registerer

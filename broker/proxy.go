@@ -387,6 +387,7 @@ func (pw proxyWriter) Append(h *recbatch.Header, batch []byte, logAppendTime boo
 			return
 		}
 		data := payload[partlog.BatchRecHdr:]
+		b.recent.add(pos+partlog.BatchRecHdr, data) // for this zone's read replica
 		link, err := partlog.LinkOf(pw.t.ID, pw.index, b.cfg.NodeID, b.epoch, pos+partlog.BatchRecHdr, h, data)
 		if err != nil {
 			fail(err) // a control batch: refused above already

@@ -64,14 +64,18 @@ func (b *Broker) loaderSources(id int32) ([]partlog.Source, error) {
 	own := false
 	for i := range srcs {
 		if srcs[i].Epoch == b.epoch {
-			srcs[i].Reader, own = b.wal, true
+			srcs[i].Reader, own = b.ownReader(), true
 		}
 	}
 	if !own && b.wal != nil { // this process's directory, whatever a listing shows
-		srcs = append(srcs, partlog.Source{Broker: id, Epoch: b.epoch, Dir: b.walDir, Reader: b.wal})
+		srcs = append(srcs, partlog.Source{Broker: id, Epoch: b.epoch, Dir: b.walDir, Reader: b.ownReader()})
 	}
 	return srcs, nil
 }
+
+// ownReader reads this process's WAL; batches it wrote as a zone proxy lately come from
+// memory.
+func (b *Broker) ownReader() partlog.Reader { return recentReader{Reader: b.wal, recent: b.recent} }
 
 // sealUpTo fences and seals every WAL directory of broker id of an epoch <= epoch, by
 // name (walhome.SealUpTo): after it, none of their owners can ack anything, and every

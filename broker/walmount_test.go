@@ -60,3 +60,46 @@ func TestValidateRefusesUnsafeWALMount(t *testing.T) {
 		t.Fatalf("no --wal-root: %v", err)
 	}
 }
+
+// --wal-zero-fill auto skips the zeros on NFS and FUSE mounts (they would double the
+// bytes sent to the file server) and keeps them on a local file system; on and off
+// decide alone; anything else is refused.
+func TestWALZeroFillFollowsTheMount(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := filepath.Join(root, "mountinfo")
+	lines := "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n" +
+		"412 27 0:52 / " + filepath.Join(root, "fsx") + " rw,relatime - nfs4 svm.fsx.example:/vol1 rw,vers=4.1,hard\n" +
+		"413 27 0:53 / " + filepath.Join(root, "lab") + " rw,relatime - fuse.nfsfs lab rw\n"
+	if err := os.WriteFile(info, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flag, dir string
+		skip      bool
+	}{
+		{"auto", "fsx/weir-wal/broker-1/epoch-3", true},
+		{"auto", "lab/wal", true},
+		{"auto", "data/wal", false},
+		{"on", "fsx/weir-wal", false},
+		{"off", "data/wal", true},
+	} {
+		cfg := DefaultConfig()
+		cfg.MountInfo = info
+		fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+		cfg.BindFlags(fs)
+		if err := fs.Parse([]string{"--wal-zero-fill", c.flag}); err != nil {
+			t.Fatal(err)
+		}
+		if skip, why := cfg.noZeroFill(filepath.Join(root, c.dir)); skip != c.skip {
+			t.Errorf("--wal-zero-fill %s, WAL in %s: skip %v (%s), want %v", c.flag, c.dir, skip, why, c.skip)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.WALZeroFill = "sometimes"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "wal-zero-fill") {
+		t.Fatalf("--wal-zero-fill sometimes: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/internal/kafkatest"
 	"github.com/weir-io/weir/internal/testutil"
 )
@@ -73,5 +74,130 @@ func TestWALFileSystemBytesCounted(t *testing.T) {
 	})
 	if got := walFSBytes(t, reg, bystander, "read", "other") + walFSBytes(t, reg, bystander, "write", "own") - bystanderOther; got >= sent {
 		t.Fatalf("broker %d, neither proxy nor leader, counted %v bytes", bystander, got)
+	}
+}
+
+// fetchAll fetches partition 0 of topic from offset 0 at broker id as a client of its
+// zone, up to 16 MiB, and returns the record batches' bytes.
+func fetchAll(t *testing.T, c *Cluster, id int32, topic string, topicID [16]byte) int {
+	t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.ReplicaID = 500, 1, 16<<20, -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic, ft.TopicID = topic, topicID
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = 16<<20, -1
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	resp, err := req.RequestWith(ctxFor(t, 30*time.Second), zoneClient(t, c, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := resp.Topics[0].Partitions[0]
+	if rp.ErrorCode != 0 {
+		t.Fatalf("fetch at broker %d: %v", id, kerr.ErrorForCode(rp.ErrorCode))
+	}
+	return len(rp.RecordBatches)
+}
+
+// A read replica reads each batch from the leader's WAL once, however many consumers of
+// its zone fetch it: the bytes it read are kept for the next ones (issue 27: three
+// consumers per zone made the replicas read about 6× the produced bytes).
+func TestReadReplicaReadsWALOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := startCluster(t, func(cfg *Config) {
+		noBalancer(cfg)
+		cfg.Registerer = reg
+	})
+	if err := createTopic(t, kadm.NewClient(newClient(t, c)), 1, "once"); err != nil {
+		t.Fatal(err)
+	}
+	tp := waitTopic(t, c, "once")
+	leader := tp.Partitions[0].Leader
+	replica := leader%3 + 1
+	const batches, size = 20, 64 << 10
+	var sent int
+	for i := 0; i < batches; i++ {
+		v := make([]byte, size)
+		rand.Read(v)
+		b := kafkatest.Batch(-1, 0, 0, v)
+		var r kmsg.ProduceResponseTopicPartition
+		testutil.EventuallyNoError(t, 30*time.Second, "a produce at the leader", func() error {
+			r = proxyProduce(t, c, leader, "once", 0, b)
+			if err := kerr.ErrorForCode(r.ErrorCode); kerr.IsRetriable(err) {
+				return err
+			}
+			return nil
+		})
+		if r.ErrorCode != 0 {
+			t.Fatal(kerr.ErrorForCode(r.ErrorCode))
+		}
+		sent += len(b)
+	}
+	// The replica has followed the whole index (its end offset is the leader's).
+	radm := kadm.NewClient(zoneClient(t, c, replica))
+	testutil.Eventually(t, 30*time.Second, "the replica's end offset", func() bool {
+		lo, err := radm.ListEndOffsets(ctxFor(t, 10*time.Second), "once")
+		o, _ := lo.Lookup("once", 0)
+		return err == nil && o.Err == nil && o.Offset == batches
+	})
+	before := walFSBytes(t, reg, replica, "read", "other")
+	for consumer := 0; consumer < 3; consumer++ {
+		if n := fetchAll(t, c, replica, "once", tp.ID); n < sent {
+			t.Fatalf("consumer %d read %d bytes at the replica, %d were produced", consumer, n, sent)
+		}
+	}
+	read := walFSBytes(t, reg, replica, "read", "other") - before
+	t.Logf("3 consumers read %d bytes each at the replica; it read %.0f bytes of the leader's WAL (%.2f× the produced)", sent, read, read/float64(sent))
+	if read < float64(sent) || read > 1.5*float64(sent) {
+		t.Fatalf("the replica read %.0f bytes of the leader's WAL for 3 consumers of %d bytes: want about one read of each batch", read, sent)
+	}
+}
+
+// A zone proxy's read replica of the partition (the proxy itself: one broker a zone)
+// serves the batches it wrote as a proxy from memory, not by reading them back from its
+// own WAL on the shared file system.
+func TestProxiedBatchesServedFromMemoryInTheirZone(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := startCluster(t, func(cfg *Config) {
+		noBalancer(cfg)
+		cfg.Registerer = reg
+	})
+	if err := createTopic(t, kadm.NewClient(newClient(t, c)), 1, "mem"); err != nil {
+		t.Fatal(err)
+	}
+	tp := waitTopic(t, c, "mem")
+	leader := tp.Partitions[0].Leader
+	proxy := leader%3 + 1
+	testutil.EventuallyNoError(t, 30*time.Second, "the partition served", func() error {
+		return kerr.ErrorForCode(proxyProduce(t, c, leader, "mem", 0, kafkatest.Batch(-1, 0, 0, []byte("first"))).ErrorCode)
+	})
+	before := walFSBytes(t, reg, proxy, "read", "own")
+	const batches, size = 20, 64 << 10
+	sent := 0
+	for i := 0; i < batches; i++ {
+		v := make([]byte, size)
+		rand.Read(v)
+		b := kafkatest.Batch(-1, 0, 0, v)
+		if r := proxyProduce(t, c, proxy, "mem", 0, b); r.ErrorCode != 0 {
+			t.Fatal(kerr.ErrorForCode(r.ErrorCode))
+		}
+		sent += len(b)
+	}
+	radm := kadm.NewClient(zoneClient(t, c, proxy))
+	testutil.Eventually(t, 30*time.Second, "the replica's end offset", func() bool {
+		lo, err := radm.ListEndOffsets(ctxFor(t, 10*time.Second), "mem")
+		o, _ := lo.Lookup("mem", 0)
+		return err == nil && o.Err == nil && o.Offset == batches+1
+	})
+	for consumer := 0; consumer < 2; consumer++ {
+		if n := fetchAll(t, c, proxy, "mem", tp.ID); n < sent {
+			t.Fatalf("consumer %d read %d bytes at the proxy's replica, %d were produced through it", consumer, n, sent)
+		}
+	}
+	read := walFSBytes(t, reg, proxy, "read", "own") - before
+	t.Logf("the proxy's replica served %d proxied bytes twice, reading %.0f bytes of its own WAL", sent, read)
+	if read > 0.1*float64(sent) {
+		t.Fatalf("the proxy read %.0f bytes of its own WAL back to serve %d bytes it wrote", read, sent)
 	}
 }

@@ -36,6 +36,35 @@ func (c *Cache) Add(p *Partition, pr Prepared) {
 		p.mu.Unlock()
 		return
 	}
+	c.track(p, loc)
+}
+
+// Fill keeps the bytes a fetch read from a WAL for a read replica's batch (pc, located
+// by Read), so the next consumers of the batch in the replica's zone read memory, not
+// the shared file system: a replica's file-system reads stay near one per produced byte
+// however many consumers it serves. Only a replica's batches: a leader's are kept when
+// written (Add) and read back only once evicted, by catch-up readers whose old batches
+// would push the tail out. data must be the batch's bytes, not shared with the caller.
+func (c *Cache) Fill(p *Partition, pc Piece, data []byte) {
+	loc := pc.loc
+	if c.limit <= 0 || loc == nil || len(data) != int(loc.size) {
+		return
+	}
+	p.mu.Lock()
+	if p.state != Following || loc.data != nil {
+		p.mu.Unlock()
+		return
+	}
+	loc.data = data
+	p.mu.Unlock()
+	c.track(p, loc)
+}
+
+// Fills reports whether Fill would keep bytes of p: a replica's, with a cache.
+func (c *Cache) Fills(p *Partition) bool { return c.limit > 0 && p.State() == Following }
+
+// track queues loc (its data set) and evicts the oldest past the limit.
+func (c *Cache) track(p *Partition, loc *batchLoc) {
 	var victims []cached
 	c.mu.Lock()
 	c.queue = append(c.queue, cached{p, loc})

@@ -599,6 +599,7 @@ type Piece struct {
 	Pos  wal.Pos
 	Size int32
 	Objs []objread.ObjectRef
+	loc  *batchLoc // for Cache.Fill
 }
 
 // Read locates the synced batches from offset on (the batch that contains it first), up
@@ -650,7 +651,7 @@ func (p *Partition) readLocked(offset int64, maxBytes int, minOne bool, current 
 		if total+int(b.size) > maxBytes && !(minOne && total == 0) {
 			break
 		}
-		pieces = append(pieces, Piece{Data: b.data, Src: b.src, Pos: b.pos, Size: b.size})
+		pieces = append(pieces, Piece{Data: b.data, Src: b.src, Pos: b.pos, Size: b.size, loc: b})
 		total += int(b.size)
 	}
 	return pieces, nil

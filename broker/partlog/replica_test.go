@@ -113,3 +113,68 @@ func batchOf(t *testing.T, vals [][]byte) []byte {
 	t.Helper()
 	return kafkatest.Batch(-1, -1, -1, vals...)
 }
+
+// A read replica's batch read once from the WAL is kept (Cache.Fill) for the zone's next
+// consumers, within the cache's bound; a leader's evicted batches and a cache of no
+// bytes are never filled.
+func TestReplicaReadsFilledIntoCache(t *testing.T) {
+	leader, log := ready(t), &memLog{}
+	leader.UseOwn(log, SourceID{Broker: 1, Epoch: 4})
+	for i := 0; i < 3; i++ {
+		if _, err := appendSynced(t, leader, log, -1, -1, -1, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es, st, err := leader.Entries(0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := New("t", metadata.TopicID{1}, 0, 0, 0)
+	rep.Follow(es, st, func(SourceID) Reader { return log })
+	read := func(p *Partition) []Piece {
+		pieces, _, _, err := p.Read(0, 1<<20, true, -1)
+		if err != nil || len(pieces) != 3 {
+			t.Fatalf("read: %d pieces, %v", len(pieces), err)
+		}
+		return pieces
+	}
+	size := int64(es[0].Size)
+	c := NewCache(2 * size) // room for two batches
+	if !c.Fills(rep) || c.Fills(leader) || NewCache(0).Fills(rep) {
+		t.Fatal("Fills: want the replica's only, with a cache of some bytes")
+	}
+	for _, pc := range read(rep) {
+		if pc.Data != nil {
+			t.Fatal("a replica's batch in memory before any read")
+		}
+		buf := make([]byte, pc.Size)
+		if err := pc.Src.ReadAt(buf, pc.Pos); err != nil {
+			t.Fatal(err)
+		}
+		c.Fill(rep, pc, buf)
+		c.Fill(rep, pc, buf) // a second fill of the same batch is not queued twice
+	}
+	pieces := read(rep)
+	if pieces[0].Data != nil || pieces[1].Data == nil || pieces[2].Data == nil {
+		t.Fatalf("after filling 3 batches into room for 2: in memory %v %v %v, want the last two",
+			pieces[0].Data != nil, pieces[1].Data != nil, pieces[2].Data != nil)
+	}
+	if h, _ := recbatch.Parse(pieces[2].Data); h.BaseOffset != 4 {
+		t.Fatalf("the cached third batch has base %d", h.BaseOffset)
+	}
+	if c.bytes != 2*size {
+		t.Fatalf("cache holds %d bytes, want %d (each batch once)", c.bytes, 2*size)
+	}
+	// Wrong sizes and the leader's batches are not kept.
+	lp := read(leader)
+	leader.mu.Lock()
+	for _, b := range leader.batches {
+		b.data = nil // evicted from the leader's tail cache
+	}
+	leader.mu.Unlock()
+	c.Fill(leader, lp[0], make([]byte, lp[0].Size))
+	c.Fill(rep, pieces[0], make([]byte, 3))
+	if read(leader)[0].Data != nil || read(rep)[0].Data != nil {
+		t.Fatal("a leader's batch or bytes of the wrong size were kept")
+	}
+}

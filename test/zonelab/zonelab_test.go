@@ -3,6 +3,7 @@ package zonelab
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -331,6 +332,30 @@ func TestTaggedClientsStayInZone(t *testing.T) {
 		t.Fatalf("weir admin traffic: %v\n%s", err, out)
 	}
 	t.Logf("weir admin traffic --interval 0:\n%s", out)
+
+	// The shared file system's reads: three consumers in every zone, and each zone's
+	// replicas read a produced byte about once (the tail cache keeps what a replica read,
+	// a proxy's replica serves what it wrote from memory). Each byte is read by the
+	// replicas of the zones other than its leader's, and a proxied one by its leader
+	// too: 2 to 2.7 reads a produced byte in 3 zones (before the cache: about 6.7).
+	js, err := l.RunInZone(ctx, Control, bin, "admin", "traffic", "--interval", "0", "--json", "--metrics", l.MetricsAddrs())
+	if err != nil {
+		t.Fatalf("weir admin traffic --json: %v\n%s", err, js)
+	}
+	var fsRep struct {
+		FileSystem *struct {
+			ReadPerProduced  float64 `json:"read_per_produced"`
+			WritePerProduced float64 `json:"write_per_produced"`
+		} `json:"file_system"`
+	}
+	if err := json.Unmarshal([]byte(js), &fsRep); err != nil || fsRep.FileSystem == nil {
+		t.Fatalf("weir admin traffic --json: %v, no file system in\n%s", err, js)
+	}
+	t.Logf("WAL file system: %.2f× the produced bytes read, %.2f× written", fsRep.FileSystem.ReadPerProduced, fsRep.FileSystem.WritePerProduced)
+	if fsRep.FileSystem.ReadPerProduced > 3.5 || fsRep.FileSystem.WritePerProduced < 1 {
+		t.Errorf("the brokers read %.2f× and wrote %.2f× the produced bytes on the WAL file system: want at most 3.5 reads (about one a zone) and at least one write",
+			fsRep.FileSystem.ReadPerProduced, fsRep.FileSystem.WritePerProduced)
+	}
 }
 
 // The same load while partitions move between brokers every 200 ms (weir admin move):
