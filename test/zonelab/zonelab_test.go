@@ -337,7 +337,8 @@ func TestTaggedClientsStayInZone(t *testing.T) {
 	// replicas read a produced byte about once (the tail cache keeps what a replica read,
 	// a proxy's replica serves what it wrote from memory). Each byte is read by the
 	// replicas of the zones other than its leader's, and a proxied one by its leader
-	// too: 2 to 2.7 reads a produced byte in 3 zones (before the cache: about 6.7).
+	// too: 2 to 2.7 reads a produced byte in 3 zones (8.3 with neither the cache nor the
+	// proxy's memory).
 	js, err := l.RunInZone(ctx, Control, bin, "admin", "traffic", "--interval", "0", "--json", "--metrics", l.MetricsAddrs())
 	if err != nil {
 		t.Fatalf("weir admin traffic --json: %v\n%s", err, js)
