@@ -16,7 +16,10 @@ import (
 // broker shares it: writes (appends, a zone proxy's included, and segment zero-fill)
 // and reads (uploads, read replicas, loads, recoveries) alike.
 
-const fsMetric = "weir_broker_wal_fs_bytes_total"
+const (
+	fsMetric   = "weir_broker_wal_fs_bytes_total"
+	heldMetric = "weir_tier_wal_held_bytes" // a gauge: the WAL's bytes on disk
+)
 
 type fsSample struct {
 	broker, op, wal string
@@ -44,6 +47,10 @@ type fsReport struct {
 	MBps            float64 `json:"mbps,omitempty"`
 	ProvisionedMBps float64 `json:"provisioned_mbps,omitempty"`
 	Share           float64 `json:"share_of_provisioned,omitempty"`
+	// WALHeldBytes: the brokers' WAL bytes on disk at the second scrape; WALHeldSeconds:
+	// as seconds of the interval's produce rate (the file system's capacity need).
+	WALHeldBytes   float64 `json:"wal_held_bytes"`
+	WALHeldSeconds float64 `json:"wal_held_seconds,omitempty"`
 }
 
 // scrapeFS reads weir_broker_wal_fs_bytes_total from every endpoint, keyed by endpoint
@@ -55,6 +62,15 @@ func scrapeFS(ctx context.Context, cl *http.Client, endpoints []string) (map[str
 		mfs, err := scrapeFamilies(ctx, cl, ep)
 		if err != nil {
 			return nil, fmt.Errorf("traffic: %w", err)
+		}
+		for _, m := range mfs[heldMetric].GetMetric() {
+			s := fsSample{broker: ep, op: "held", value: m.GetGauge().GetValue()}
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "node" {
+					s.broker = lp.GetValue()
+				}
+			}
+			out[ep+"|"+s.broker+"|held"] = s
 		}
 		for _, m := range mfs[fsMetric].GetMetric() {
 			s := fsSample{broker: ep, value: m.GetCounter().GetValue()}
@@ -84,6 +100,10 @@ func computeFS(first, second map[string]fsSample, intervalSecs, produced, provis
 	rep := &fsReport{ProvisionedMBps: provisionedMBps}
 	for id, s := range second {
 		v := s.value
+		if s.op == "held" {
+			rep.WALHeldBytes += v // a gauge: its value now
+			continue
+		}
 		if f, ok := first[id]; ok && f.value <= v {
 			v -= f.value // a series that went down (a restart) counts its second value
 		}
@@ -112,6 +132,9 @@ func computeFS(first, second map[string]fsSample, intervalSecs, produced, provis
 		rep.WritePerProduced, rep.ReadPerProduced = rep.WriteBytes/produced, rep.ReadBytes/produced
 	}
 	if intervalSecs > 0 {
+		if produced > 0 {
+			rep.WALHeldSeconds = rep.WALHeldBytes / (produced / intervalSecs)
+		}
 		rep.MBps = (rep.WriteBytes + rep.ReadBytes) / intervalSecs / 1e6
 		if provisionedMBps > 0 {
 			rep.Share = rep.MBps / provisionedMBps
@@ -143,4 +166,9 @@ func printFS(out io.Writer, fs *fsReport) {
 		}
 		fmt.Fprintln(out)
 	}
+	fmt.Fprintf(out, "WAL held: %s on disk", humanBytes(fs.WALHeldBytes))
+	if fs.WALHeldSeconds > 0 {
+		fmt.Fprintf(out, ", %.1f s of the produce rate", fs.WALHeldSeconds)
+	}
+	fmt.Fprintln(out)
 }
