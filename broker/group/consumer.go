@@ -157,6 +157,11 @@ func (c *Coordinator) handleConsumerHeartbeat(ctx context.Context, r *kmsg.Consu
 		}
 	}
 	code, msg, resp := g.consumerHeartbeat(r)
+	if cg := g.cg; code != 0 && cg != nil && cg.fromClassic != nil && cg.durable == nil && cg.pending == 0 {
+		// The heartbeat that upgraded the group failed: nothing of the upgrade is
+		// written, so the group stays what the log says (Kafka appends nothing).
+		g.revertToClassic(cg.fromClassic)
+	}
 	if m := g.consumerMember(r.MemberID); m != nil && code == 0 {
 		m.clientID, m.clientHost = clientFrom(ctx)
 	}
@@ -242,6 +247,9 @@ func (g *group) consumerHeartbeat(r *kmsg.ConsumerGroupHeartbeatRequest) (int16,
 	resp.MemberID = &r.MemberID
 	resp.HeartbeatIntervalMillis = int32(g.c.cfg.ConsumerHeartbeatInterval.Milliseconds())
 	m := cg.members[r.MemberID]
+	if m != nil && m.classic != nil {
+		return kerr.UnknownMemberID.Code, "member " + m.id + " uses the classic protocol", nil
+	}
 	bump := false // the group epoch moves at most once per heartbeat
 	switch r.MemberEpoch {
 	case -1, -2:
@@ -269,7 +277,7 @@ func (g *group) consumerHeartbeat(r *kmsg.ConsumerGroupHeartbeatRequest) (int16,
 			return kerr.UnreleasedInstanceID.Code, "instance " + *r.InstanceID + " is still in use", nil
 		}
 	default:
-		if m == nil || m.classic != nil {
+		if m == nil {
 			return kerr.UnknownMemberID.Code, "", nil
 		}
 		if code := m.checkEpoch(r.MemberEpoch, g.ownedOf(r.Topics, r.Topics != nil)); code != 0 {

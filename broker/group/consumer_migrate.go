@@ -47,8 +47,8 @@ func (g *group) convertToConsumer() error {
 		return fmt.Errorf("%w %s: it is being deleted", errNoUpgrade, g.name)
 	case g.protocolType != "consumer":
 		return fmt.Errorf("%w %s: protocol type %q is not consumer", errNoUpgrade, g.name, g.protocolType)
-	case g.protocol == "":
-		// Its first generation is not complete: there is no assignment to keep.
+	case g.protocol == "" || g.meta == nil:
+		// Its first generation is not complete (durable): no assignment to keep.
 		return fmt.Errorf("%w %s: its first rebalance is in progress", errNoUpgrade, g.name)
 	}
 	cg := newConsumerGroup()

@@ -412,4 +412,20 @@ func TestConsumerUpgradeWriteFailureKeepsClassic(t *testing.T) {
 	if ca, cb := a.heartbeat(), b.heartbeat(); ca != 0 || cb != 0 {
 		t.Fatalf("classic heartbeats after the failed upgrade: %v %v", kerr.ErrorForCode(ca), kerr.ErrorForCode(cb))
 	}
+	// A heartbeat refused after the conversion (its instance is a classic member's that
+	// did not leave) upgrades nothing either.
+	s := h.classicMember("s")
+	s.static("inst")
+	h.stableGroupWith(map[*tmember][]byte{s.tmember: encodeAssignment(parts{"t1": {0}}, consumerMeta("t1"))})
+	x := h.cmember("s", "x")
+	x.inst = kmsg.StringPtr("inst")
+	if code := x.beat(); code != kerr.UnreleasedInstanceID.Code {
+		t.Fatalf("KIP-848 member taking a classic static member's instance: %v, want UNRELEASED_INSTANCE_ID", kerr.ErrorForCode(code))
+	}
+	if d := h.describe(5, "s").Groups[0]; d.ErrorCode != 0 || d.State != "Stable" || len(d.Members) != 1 {
+		t.Fatalf("classic group after the refused upgrade: %+v", d)
+	}
+	if code := s.heartbeat(); code != 0 {
+		t.Fatalf("classic static member's heartbeat after the refused upgrade: %v", kerr.ErrorForCode(code))
+	}
 }
