@@ -27,23 +27,7 @@ import (
 // epoch -1), committing what it read first.
 func startMigrant(t *testing.T, c *Cluster, name, group, topic string, classic bool, o *owners) (stop func()) {
 	t.Helper()
-	opts := []kgo.Opt{
-		kgo.ClientID(name),
-		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(200 * time.Millisecond),
-		kgo.AutoCommitInterval(500 * time.Millisecond),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { o.assigned(name, ps) }),
-		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
-			if err := cl.CommitUncommittedOffsets(ctx); err != nil {
-				o.mu.Lock()
-				o.errs = append(o.errs, name+": commit on revoke: "+err.Error())
-				o.mu.Unlock()
-			}
-			o.released(name, ps)
-		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { o.released(name, ps) }),
-	}
+	opts := append(trackedGroupOpts(name, group, topic, o), kgo.AutoCommitInterval(500*time.Millisecond))
 	if classic {
 		opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()),
 			kgo.HeartbeatInterval(300*time.Millisecond), kgo.SessionTimeout(10*time.Second))
@@ -54,25 +38,11 @@ func startMigrant(t *testing.T, c *Cluster, name, group, topic string, classic b
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			fs := cl.PollFetches(ctx)
-			if fs.IsClientClosed() {
-				return
-			}
-			o.mu.Lock()
-			fs.EachRecord(func(r *kgo.Record) { o.seen[int64(r.Partition)*1_000_000+r.Offset]++ })
-			o.mu.Unlock()
-		}
-	}()
+	stopPolling := pollInto(cl, o)
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			cancel()
-			<-done
+			stopPolling()
 			cl.Close() // commits (revoke callback) and leaves the group
 		})
 	}

@@ -28,6 +28,7 @@ package group
 // cooperative client revokes and rejoins at once; an eager one rejoins owning nothing).
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -126,7 +127,7 @@ func (g *group) classicJoinToConsumer(j *joinRequest, w *waiter) {
 	m.clientID, m.clientHost, m.rebalanceTimeout = j.clientID, j.clientHost, j.rebalanceTimeout
 	topics := append([]string(nil), sub.Topics...)
 	sort.Strings(topics)
-	if !sameStrings(topics, m.topics) || m.regex != "" {
+	if !slices.Equal(topics, m.topics) || m.regex != "" {
 		m.topics, m.regex, bump = topics, "", true
 	}
 	if sub.Rack != nil && (m.rack == nil || *m.rack != *sub.Rack) {
@@ -154,18 +155,6 @@ func (g *group) classicJoinToConsumer(j *joinRequest, w *waiter) {
 		}
 		g.send(w.respond, resp)
 	})
-}
-
-func sameStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // classicMember is the classic member of the consumer group a classic request names
