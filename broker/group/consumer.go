@@ -4,7 +4,9 @@ package group
 // half of GroupMetadataManager): ConsumerGroupHeartbeat (key 68). A group is classic or
 // consumer: group.cg is set for a consumer group, whose members live there (the classic
 // members map stays empty), while offsets, the write queue, loads and compaction are the
-// group's as for a classic group.
+// group's as for a classic group. Members of a consumer group that use the classic
+// protocol (cMember.classic) are served by consumer_classic.go; a group converts between
+// the two with members in it by consumer_migrate.go.
 //
 // Epochs. The group epoch is bumped by every change of what the assignor sees (a member
 // joins, leaves or expires, a subscription changes, a subscribed topic changes its

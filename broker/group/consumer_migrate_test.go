@@ -3,6 +3,7 @@ package group
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -427,5 +428,39 @@ func TestConsumerUpgradeWriteFailureKeepsClassic(t *testing.T) {
 	}
 	if code := s.heartbeat(); code != 0 {
 		t.Fatalf("classic static member's heartbeat after the refused upgrade: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// A classic member told to rejoin that keeps heartbeating but never rejoins is fenced
+// after its rebalance timeout, so its partitions can move.
+func TestConsumerClassicMemberJoinTimeout(t *testing.T) {
+	h := newConsumerHarness(t)
+	a, b := classicPair(t, h, "g")
+	x := h.cmember("g", "x")
+	x.beat()
+	for _, m := range []*clm{a, b} {
+		if code := m.heartbeat(); code != kerr.RebalanceInProgress.Code {
+			t.Fatalf("classic heartbeat after the upgrade: %v", kerr.ErrorForCode(code))
+		}
+	}
+	if code := b.rejoin(); code != 0 {
+		t.Fatalf("b's rejoin: %v", kerr.ErrorForCode(code))
+	}
+	// a heartbeats within its session (10 s) but does not rejoin within its rebalance
+	// timeout (20 s).
+	for i := 0; i < 3; i++ {
+		h.clock.Advance(7 * time.Second)
+		x.beat()
+		b.step()
+		if code := a.heartbeat(); i < 2 && code != kerr.RebalanceInProgress.Code {
+			t.Fatalf("a's heartbeat %d s after it was told to rejoin: %v", 7*(i+1), kerr.ErrorForCode(code))
+		} else if i == 2 && code != kerr.UnknownMemberID.Code {
+			t.Fatalf("a's heartbeat past its rebalance timeout: %v, want UNKNOWN_MEMBER_ID", kerr.ErrorForCode(code))
+		}
+	}
+	a.owned = parts{}
+	convergeMixed(t, []*cmember{x}, []*clm{b})
+	if x.count()+b.count() != 8 {
+		t.Fatalf("after a was fenced: x %d, b %d", x.count(), b.count())
 	}
 }
