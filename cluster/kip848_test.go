@@ -141,8 +141,8 @@ func trackedGroupOpts(name, group, topic string, o *owners) []kgo.Opt {
 }
 
 // pollInto polls cl until the returned function is called (or cl is closed), counting
-// every record read in o.seen.
-func pollInto(cl *kgo.Client, o *owners) (stop func()) {
+// every record read in o.seen; each (if not nil) sees every record too, under o.mu.
+func pollInto(cl *kgo.Client, o *owners, each func(*kgo.Record)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -153,7 +153,12 @@ func pollInto(cl *kgo.Client, o *owners) (stop func()) {
 				return
 			}
 			o.mu.Lock()
-			fs.EachRecord(func(r *kgo.Record) { o.seen[int64(r.Partition)*1_000_000+r.Offset]++ })
+			fs.EachRecord(func(r *kgo.Record) {
+				o.seen[int64(r.Partition)*1_000_000+r.Offset]++
+				if each != nil {
+					each(r)
+				}
+			})
 			o.mu.Unlock()
 		}
 	}()
@@ -163,7 +168,7 @@ func pollInto(cl *kgo.Client, o *owners) (stop func()) {
 func startKIP848Consumer(t *testing.T, c *Cluster, name, group, topic string, o *owners) *kgo.Client {
 	t.Helper()
 	cl := newClient(t, c, append(trackedGroupOpts(name, group, topic, o), kgo.ServerSideBalancer())...)
-	t.Cleanup(pollInto(cl, o))
+	t.Cleanup(pollInto(cl, o, nil))
 	return cl
 }
 

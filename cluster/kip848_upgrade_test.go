@@ -8,6 +8,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -20,12 +21,18 @@ import (
 	"github.com/weir-io/weir/internal/testutil"
 )
 
+// migrant is one incarnation of a consumer: stop closes it (a classic member leaves with
+// LeaveGroup, a KIP-848 one with a heartbeat of epoch -1), committing what it read
+// first; first is the offset of the first record it read of each partition (under o.mu).
+type migrant struct {
+	stop  func()
+	first map[int32]int64
+}
+
 // startMigrant starts a consumer of group that reads topic with the classic protocol
 // (franz-go's cooperative-sticky balancer) or the consumer protocol
-// (kgo.ServerSideBalancer), recording what it reads and owns in o. The returned function
-// closes it (a classic member leaves with LeaveGroup, a KIP-848 one with a heartbeat of
-// epoch -1), committing what it read first.
-func startMigrant(t *testing.T, c *Cluster, name, group, topic string, classic bool, o *owners) (stop func()) {
+// (kgo.ServerSideBalancer), recording what it reads and owns in o.
+func startMigrant(t *testing.T, c *Cluster, name, group, topic string, classic bool, o *owners) *migrant {
 	t.Helper()
 	opts := append(trackedGroupOpts(name, group, topic, o), kgo.AutoCommitInterval(500*time.Millisecond))
 	if classic {
@@ -38,16 +45,21 @@ func startMigrant(t *testing.T, c *Cluster, name, group, topic string, classic b
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopPolling := pollInto(cl, o)
+	m := &migrant{first: map[int32]int64{}}
+	stopPolling := pollInto(cl, o, func(r *kgo.Record) {
+		if _, ok := m.first[r.Partition]; !ok {
+			m.first[r.Partition] = r.Offset
+		}
+	})
 	var once sync.Once
-	stop = func() {
+	m.stop = func() {
 		once.Do(func() {
 			stopPolling()
 			cl.Close() // commits (revoke callback) and leaves the group
 		})
 	}
-	t.Cleanup(stop)
-	return stop
+	t.Cleanup(m.stop)
+	return m
 }
 
 // groupKind is what the coordinator says the group is: "consumer" with its numbers of
@@ -138,7 +150,7 @@ func TestKIP848OnlineUpgradeAndDowngrade(t *testing.T) {
 
 	o := &owners{owner: map[int32]string{}, seen: map[int64]int{}}
 	names := []string{"c1", "c2", "c3"}
-	stops := map[string]func(){}
+	ms := map[string]*migrant{}
 	settled := func(what, want string) {
 		t.Helper()
 		var kind string
@@ -169,31 +181,80 @@ func TestKIP848OnlineUpgradeAndDowngrade(t *testing.T) {
 		})
 	}
 
+	// The group's committed offsets never go back across the conversions (they are the
+	// group's, not its members').
+	adm := kadm.NewClient(raw)
+	last := map[int32]int64{}
+	commitsKept := func(what string) {
+		t.Helper()
+		var offs kadm.OffsetResponses
+		testutil.EventuallyNoError(t, 30*time.Second, "the committed offsets "+what, func() error {
+			var err error
+			offs, err = adm.FetchOffsets(ctxFor(t, 10*time.Second), group)
+			if err == nil {
+				err = offs.Error()
+			}
+			return err
+		})
+		offs.Each(func(r kadm.OffsetResponse) {
+			if r.At < last[r.Partition] {
+				t.Errorf("%s: partition %d committed at %d, before at %d", what, r.Partition, r.At, last[r.Partition])
+			}
+			last[r.Partition] = r.At
+		})
+	}
+
 	for _, name := range names {
-		stops[name] = startMigrant(t, c, name, group, topic, true, o)
+		ms[name] = startMigrant(t, c, name, group, topic, true, o)
 	}
 	settled("three classic consumers", "classic Stable members=3")
 	readAll("the classic group reads what was produced")
+	testutil.Eventually(t, 30*time.Second, "the classic group has committed offsets for every partition", func() bool {
+		offs, err := adm.FetchOffsets(ctxFor(t, 10*time.Second), group)
+		n := 0
+		if err == nil {
+			offs.Each(func(r kadm.OffsetResponse) {
+				if r.Err == nil && r.At > 0 {
+					n++
+				}
+			})
+		}
+		return n == 6
+	})
+	commitsKept("of the classic group")
 
+	// restart replaces name's consumer by one of the other protocol, which must resume
+	// every partition it reads at or after the group's commit when it started (not
+	// from the start of the log: the conversions keep the group's offsets).
+	restart := func(name string, classic bool, what, want string) {
+		t.Helper()
+		ms[name].stop()
+		commitsKept("before " + what)
+		floor := maps.Clone(last)
+		ms[name] = startMigrant(t, c, name, group, topic, classic, o)
+		settled(what, want)
+		readAll(what + ": everything produced is read")
+		o.mu.Lock()
+		for p, off := range ms[name].first {
+			if off < floor[p] {
+				t.Errorf("%s: partition %d read from offset %d, below the group's commit %d", what, p, off, floor[p])
+			}
+		}
+		o.mu.Unlock()
+		commitsKept("after " + what)
+	}
 	// Upgrade, one consumer at a time.
 	for i, name := range names {
-		stops[name]()
-		stops[name] = startMigrant(t, c, name, group, topic, false, o)
-		settled(fmt.Sprintf("%s restarted on the consumer protocol", name),
+		restart(name, false, name+" restarted on the consumer protocol",
 			fmt.Sprintf("consumer Stable classic=%d consumer=%d", 2-i, i+1))
-		readAll(name + " on the consumer protocol: everything produced is read")
 	}
-
 	// Roll back, one consumer at a time: the last KIP-848 member's leave downgrades.
 	for i, name := range names {
-		stops[name]()
-		stops[name] = startMigrant(t, c, name, group, topic, true, o)
 		want := fmt.Sprintf("consumer Stable classic=%d consumer=%d", i+1, 2-i)
 		if i == len(names)-1 {
 			want = "classic Stable members=3"
 		}
-		settled(fmt.Sprintf("%s restarted on the classic protocol", name), want)
-		readAll(name + " back on the classic protocol: everything produced is read")
+		restart(name, true, name+" restarted on the classic protocol", want)
 	}
 
 	stopProducer()
