@@ -466,6 +466,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Group.ConsumerProtocol, "group-consumer-protocol", c.Group.ConsumerProtocol, "serve the KIP-848 consumer group protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe; clients' group.protocol=consumer) besides the classic one; =false to refuse it")
 	fs.DurationVar(&c.Group.ConsumerSessionTimeout, "group-consumer-session-timeout", c.Group.ConsumerSessionTimeout, "a KIP-848 consumer group member silent this long is removed (group.consumer.session.timeout.ms)")
 	fs.DurationVar(&c.Group.ConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", c.Group.ConsumerHeartbeatInterval, "how often KIP-848 consumer group members are told to heartbeat (group.consumer.heartbeat.interval.ms)")
+	fs.Var(&c.Group.MigrationPolicy, "group-consumer-migration-policy", "convert a classic group with members to a consumer group when a KIP-848 member joins (upgrade), and back when its last KIP-848 member leaves (downgrade): disabled, upgrade, downgrade or bidirectional (group.consumer.migration.policy)")
 	fs.DurationVar(&c.Group.OffsetsRetention, "offsets-retention", c.Group.OffsetsRetention, "keep an empty group's committed offsets this long after it became empty (a group that never had members: after the commit); offsets.retention.minutes. 0 = for ever")
 	fs.DurationVar(&c.OffsetsRetentionCheck, "offsets-retention-check-interval", c.OffsetsRetentionCheck, "how often expired offsets, and offsets of deleted topics, are removed")
 	fs.BoolVar(&c.Transactions, "transactions", c.Transactions, "run the transaction coordinator: transactional producers (exactly-once), read_committed consumers; off: transactional producers are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
@@ -503,6 +504,7 @@ func (c *Config) staticConfigs() map[string]string {
 		"offsets.topic.num.partitions":              strconv.Itoa(int(c.OffsetsTopicPartitions)),
 		"group.consumer.session.timeout.ms":         strconv.FormatInt(c.Group.ConsumerSessionTimeout.Milliseconds(), 10),
 		"group.consumer.heartbeat.interval.ms":      strconv.FormatInt(c.Group.ConsumerHeartbeatInterval.Milliseconds(), 10),
+		"group.consumer.migration.policy":           c.Group.MigrationPolicy.String(),
 	}
 }
 

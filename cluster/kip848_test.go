@@ -118,14 +118,14 @@ func sameEpochs(t *testing.T, what string, before, after kmsg.ConsumerGroupDescr
 	}
 }
 
-func startKIP848Consumer(t *testing.T, c *Cluster, name, group, topic string, o *owners) *kgo.Client {
-	t.Helper()
-	cl := newClient(t, c,
+// trackedGroupOpts are a group consumer's options that record in o what name reads from
+// topic and owns.
+func trackedGroupOpts(name, group, topic string, o *owners) []kgo.Opt {
+	return []kgo.Opt{
 		kgo.ClientID(name),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.ServerSideBalancer(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.FetchMaxWait(200 * time.Millisecond),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { o.assigned(name, ps) }),
 		// A revoked callback replaces franz-go's commit on revoke: commit first, as it does.
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
@@ -137,7 +137,12 @@ func startKIP848Consumer(t *testing.T, c *Cluster, name, group, topic string, o 
 			o.released(name, ps)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { o.released(name, ps) }),
-	)
+	}
+}
+
+// pollInto polls cl until the returned function is called (or cl is closed), counting
+// every record read in o.seen; each (if not nil) sees every record too, under o.mu.
+func pollInto(cl *kgo.Client, o *owners, each func(*kgo.Record)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -148,11 +153,22 @@ func startKIP848Consumer(t *testing.T, c *Cluster, name, group, topic string, o 
 				return
 			}
 			o.mu.Lock()
-			fs.EachRecord(func(r *kgo.Record) { o.seen[int64(r.Partition)*1_000_000+r.Offset]++ })
+			fs.EachRecord(func(r *kgo.Record) {
+				o.seen[int64(r.Partition)*1_000_000+r.Offset]++
+				if each != nil {
+					each(r)
+				}
+			})
 			o.mu.Unlock()
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	return func() { cancel(); <-done }
+}
+
+func startKIP848Consumer(t *testing.T, c *Cluster, name, group, topic string, o *owners) *kgo.Client {
+	t.Helper()
+	cl := newClient(t, c, append(trackedGroupOpts(name, group, topic, o), kgo.ServerSideBalancer())...)
+	t.Cleanup(pollInto(cl, o, nil))
 	return cl
 }
 

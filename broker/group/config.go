@@ -19,6 +19,7 @@ package group
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/weir-io/weir/internal/clock"
@@ -78,6 +79,65 @@ type Config struct {
 	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms, told to
 	// members in every heartbeat answer. Default 5s.
 	ConsumerHeartbeatInterval time.Duration
+	// MigrationPolicy is group.consumer.migration.policy: whether a classic group with
+	// members converts to a consumer group when a consumer-protocol member joins it
+	// (upgrade), and a consumer group back to classic when its last consumer-protocol
+	// member leaves (downgrade); consumer_migrate.go. Default bidirectional. The zero
+	// value is disabled.
+	MigrationPolicy MigrationPolicy
+}
+
+// MigrationPolicy is Kafka's ConsumerGroupMigrationPolicy.
+type MigrationPolicy string
+
+// The policies Kafka names.
+const (
+	MigrationDisabled      MigrationPolicy = "disabled"
+	MigrationUpgrade       MigrationPolicy = "upgrade"
+	MigrationDowngrade     MigrationPolicy = "downgrade"
+	MigrationBidirectional MigrationPolicy = "bidirectional"
+)
+
+// ErrMigrationPolicy: a migration policy Kafka does not name.
+var ErrMigrationPolicy = errors.New("group: unknown consumer migration policy (disabled, upgrade, downgrade, bidirectional)")
+
+// ParseMigrationPolicy reads a policy as Kafka's config does (case-insensitive); the
+// empty string is disabled.
+func ParseMigrationPolicy(s string) (MigrationPolicy, error) {
+	p := MigrationPolicy(strings.ToLower(strings.TrimSpace(s)))
+	switch p {
+	case "":
+		return MigrationDisabled, nil
+	case MigrationDisabled, MigrationUpgrade, MigrationDowngrade, MigrationBidirectional:
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: %q", ErrMigrationPolicy, s)
+}
+
+// String is the policy's name (the zero value: disabled).
+func (p MigrationPolicy) String() string {
+	if p == "" {
+		return string(MigrationDisabled)
+	}
+	return string(p)
+}
+
+// Set makes *MigrationPolicy a flag.Value.
+func (p *MigrationPolicy) Set(s string) error {
+	v, err := ParseMigrationPolicy(s)
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
+func (p MigrationPolicy) upgrade() bool {
+	return p == MigrationUpgrade || p == MigrationBidirectional
+}
+
+func (p MigrationPolicy) downgrade() bool {
+	return p == MigrationDowngrade || p == MigrationBidirectional
 }
 
 // OwnStatus is a coordinator's relation to a group (Config.Status).
@@ -119,6 +179,7 @@ func DefaultConfig() Config {
 		ConsumerProtocol:          true,
 		ConsumerSessionTimeout:    45 * time.Second,
 		ConsumerHeartbeatInterval: 5 * time.Second,
+		MigrationPolicy:           MigrationBidirectional,
 	}
 }
 
@@ -145,6 +206,9 @@ func (c Config) Validate() error {
 	}
 	if c.Clock == nil {
 		errs = append(errs, errors.New("group: Clock must not be nil"))
+	}
+	if _, err := ParseMigrationPolicy(string(c.MigrationPolicy)); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -4,7 +4,9 @@ package group
 // half of GroupMetadataManager): ConsumerGroupHeartbeat (key 68). A group is classic or
 // consumer: group.cg is set for a consumer group, whose members live there (the classic
 // members map stays empty), while offsets, the write queue, loads and compaction are the
-// group's as for a classic group.
+// group's as for a classic group. Members of a consumer group that use the classic
+// protocol (cMember.classic) are served by consumer_classic.go; a group converts between
+// the two with members in it by consumer_migrate.go.
 //
 // Epochs. The group epoch is bumped by every change of what the assignor sees (a member
 // joins, leaves or expires, a subscription changes, a subscribed topic changes its
@@ -74,9 +76,28 @@ type cMember struct {
 	regex                string
 	assignor             string
 	assigned, revoking   parts
+	// classic is set for a member that uses the classic protocol (JoinGroup, SyncGroup,
+	// Heartbeat) in this consumer group (consumer_classic.go), nil for a KIP-848 member.
+	classic *classicInfo
 
-	sessTimer, rebTimer Timer
-	sessTok, rebTok     uint64
+	sessTimer, rebTimer, joinTimer Timer
+	sessTok, rebTok, joinTok       uint64
+}
+
+// classicInfo is what a classic member of a consumer group keeps besides (Kafka's
+// ClassicMemberMetadata): its session timeout and the protocols of its last JoinGroup.
+type classicInfo struct {
+	sessionTimeout time.Duration
+	protocols      []protocol
+}
+
+// sessionTimeout is how long m may stay silent: a classic member's own, else the
+// coordinator's.
+func (m *cMember) sessionTimeout(def time.Duration) time.Duration {
+	if m.classic != nil && m.classic.sessionTimeout > 0 {
+		return m.classic.sessionTimeout
+	}
+	return def
 }
 
 type consumerGroup struct {
@@ -87,6 +108,10 @@ type consumerGroup struct {
 	subMeta            string            // fingerprint of the subscribed topics at epoch
 	durable            *ConsumerMeta     // what the log holds
 	pending            int               // consumer writes queued or in flight
+	// fromClassic is the classic membership the log held when this group was converted
+	// from a classic group with members (consumer_migrate.go), until the first consumer
+	// write is durable: a failed conversion write puts the classic group back.
+	fromClassic *Meta
 }
 
 func newConsumerGroup() *consumerGroup {
@@ -117,30 +142,51 @@ func (c *Coordinator) handleConsumerHeartbeat(ctx context.Context, r *kmsg.Consu
 	}
 	defer g.unlock()
 	if g.cg == nil {
-		if r.MemberEpoch != 0 || g.state != stateEmpty || len(g.members) > 0 {
-			// A classic group with members: Kafka converts it only by its upgrade
-			// policy's rules, which are not implemented here.
+		switch {
+		case r.MemberEpoch != 0:
 			g.send(respond, consumerError(r, kerr.GroupIDNotFound.Code, "group "+r.Group+" is not a consumer group"))
 			return
+		case g.state == stateEmpty && len(g.members) == 0:
+			g.cg = newConsumerGroup() // an empty classic group becomes a consumer group
+			g.protocolType = "consumer"
+		default:
+			// A classic group with members: upgraded online if the policy and the
+			// group allow it (consumer_migrate.go), as Kafka's convertToConsumerGroup.
+			if err := g.convertToConsumer(); err != nil {
+				g.send(respond, consumerError(r, kerr.GroupIDNotFound.Code, err.Error()))
+				return
+			}
 		}
-		g.cg = newConsumerGroup() // an empty classic group becomes a consumer group
-		g.protocolType = "consumer"
 	}
 	code, msg, resp := g.consumerHeartbeat(r)
-	if m := g.cg.members[r.MemberID]; m != nil && code == 0 {
+	if cg := g.cg; code != 0 && cg != nil && cg.fromClassic != nil && cg.durable == nil && cg.pending == 0 {
+		// The heartbeat that upgraded the group failed: nothing of the upgrade is
+		// written, so the group stays what the log says (Kafka appends nothing).
+		g.revertToClassic(cg.fromClassic)
+	}
+	if m := g.consumerMember(r.MemberID); m != nil && code == 0 {
 		m.clientID, m.clientHost = clientFrom(ctx)
 	}
 	if code != 0 {
 		g.send(respond, consumerError(r, code, msg))
 		return
 	}
-	g.persistConsumer(func(err error) {
+	g.persistGroup(func(err error) {
 		if err != nil {
 			g.send(respond, consumerError(r, storeErrorCode(err, kerr.UnknownServerError.Code), ""))
 			return
 		}
 		g.send(respond, resp)
 	})
+}
+
+// consumerMember is the consumer group's member id, nil if there is none (or the group
+// is classic again after a downgrade).
+func (g *group) consumerMember(id string) *cMember {
+	if g.cg == nil {
+		return nil
+	}
+	return g.cg.members[id]
 }
 
 func consumerError(r *kmsg.ConsumerGroupHeartbeatRequest, code int16, msg string) *kmsg.ConsumerGroupHeartbeatResponse {
@@ -203,6 +249,9 @@ func (g *group) consumerHeartbeat(r *kmsg.ConsumerGroupHeartbeatRequest) (int16,
 	resp.MemberID = &r.MemberID
 	resp.HeartbeatIntervalMillis = int32(g.c.cfg.ConsumerHeartbeatInterval.Milliseconds())
 	m := cg.members[r.MemberID]
+	if m != nil && m.classic != nil {
+		return kerr.UnknownMemberID.Code, "member " + m.id + " uses the classic protocol", nil
+	}
 	bump := false // the group epoch moves at most once per heartbeat
 	switch r.MemberEpoch {
 	case -1, -2:
@@ -220,7 +269,7 @@ func (g *group) consumerHeartbeat(r *kmsg.ConsumerGroupHeartbeatRequest) (int16,
 			g.scheduleConsumerSession(m)
 			return 0, "", resp
 		}
-		g.removeConsumerMember(m)
+		g.fenceConsumerMember(m)
 		return 0, "", resp
 	case 0:
 		isNew := m == nil
@@ -526,7 +575,10 @@ func (g *group) reconcile(m *cMember, owned parts) bool {
 	}
 	keep := intersect(m.assigned, target)
 	revoke := minus(m.assigned, target)
-	if len(revoke) > 0 {
+	// A member that says it no longer owns what it must give up (a classic member's
+	// JoinGroup after an eager revocation) skips the revocation, as Kafka's
+	// CurrentAssignmentBuilder.
+	if len(revoke) > 0 && (owned == nil || intersects(owned, revoke)) {
 		m.assigned, m.revoking, m.state = keep, revoke, cUnrevoked
 		return true
 	}
@@ -584,8 +636,31 @@ func (g *group) stopConsumerTimers(m *cMember) {
 		m.rebTimer.Stop()
 		m.rebTimer = nil
 	}
+	g.stopJoinTimer(m)
 	m.sessTok++
 	m.rebTok++
+}
+
+// fenceConsumerMember removes m (a leave, an expiry, a fence) or, when the members left
+// all use the classic protocol, converts the group back to a classic one without it
+// (consumer_migrate.go; Kafka's consumerGroupFenceMember).
+func (g *group) fenceConsumerMember(m *cMember) {
+	if g.canDowngradeWithout(m) {
+		g.convertToClassic(m)
+		return
+	}
+	g.removeConsumerMember(m)
+}
+
+// persistGroup makes the group's membership durable: the consumer state, or the classic
+// Meta when a downgrade just made the group classic again.
+func (g *group) persistGroup(done func(err error)) {
+	if g.cg != nil {
+		g.consumerStateChanged()
+		g.persistConsumer(done)
+		return
+	}
+	g.storeMeta(g.metaOf(nil, g.c.cfg.Clock.Now()), done)
 }
 
 // scheduleConsumerSession (re)starts m's session timer: a member silent for the session
@@ -597,13 +672,12 @@ func (g *group) scheduleConsumerSession(m *cMember) {
 	m.sessTok++
 	tok := m.sessTok
 	cg := g.cg
-	m.sessTimer = g.after(g.c.cfg.ConsumerSessionTimeout, func() {
+	m.sessTimer = g.after(m.sessionTimeout(g.c.cfg.ConsumerSessionTimeout), func() {
 		if g.cg != cg || cg.members[m.id] != m || m.sessTok != tok {
 			return
 		}
-		g.removeConsumerMember(m)
-		g.consumerStateChanged()
-		g.persistConsumer(nil)
+		g.fenceConsumerMember(m)
+		g.persistGroup(nil)
 	})
 }
 
@@ -633,9 +707,8 @@ func (g *group) scheduleConsumerRebalance(m *cMember) {
 		if g.cg != cg || cg.members[m.id] != m || m.rebTok != tok || m.state != cUnrevoked {
 			return
 		}
-		g.removeConsumerMember(m)
-		g.consumerStateChanged()
-		g.persistConsumer(nil)
+		g.fenceConsumerMember(m)
+		g.persistGroup(nil)
 	})
 }
 
@@ -665,9 +738,12 @@ func (g *group) persistConsumer(done func(err error)) {
 	cg.pending++
 	g.enqueueWrite(&write{ctx: g.c.baseCtx, consumer: meta, apply: func(err error) {
 		cg.pending--
-		if err == nil {
-			cg.durable = meta
-		} else if cg.pending == 0 && g.cg == cg && !g.removed {
+		switch {
+		case err == nil:
+			cg.durable, cg.fromClassic = meta, nil
+		case cg.pending == 0 && g.cg == cg && !g.removed && cg.durable == nil && cg.fromClassic != nil:
+			g.revertToClassic(cg.fromClassic) // the upgrade never became durable
+		case cg.pending == 0 && g.cg == cg && !g.removed:
 			g.restoreConsumer(cg.durable)
 		}
 		if done != nil {

@@ -85,7 +85,10 @@ func (c *Coordinator) handleConsumerDescribe(r *kmsg.ConsumerGroupDescribeReques
 					dm.SubscribedTopicRegex = &m.regex
 				}
 				dm.Assignment, dm.TargetAssignment = assignment(m.assigned), assignment(cg.target[id])
-				dm.MemberType = 1
+				dm.MemberType = 1 // consumer
+				if m.classic != nil {
+					dm.MemberType = 0 // classic (consumer_classic.go)
+				}
 				dg.Members = append(dg.Members, dm)
 			}
 		}
@@ -98,7 +101,8 @@ func (c *Coordinator) handleConsumerDescribe(r *kmsg.ConsumerGroupDescribeReques
 // validateConsumerCommit is Kafka's ConsumerGroup.validateOffsetCommit: a commit without
 // a member (an admin, a consumer not in the group) only to an empty group; a member's
 // commit with its epoch, or the one before it (an answer bumping it may still be on its
-// way), else STALE_MEMBER_EPOCH.
+// way), else STALE_MEMBER_EPOCH; a classic member's with its epoch as the generation,
+// else ILLEGAL_GENERATION.
 func (g *group) validateConsumerCommit(epoch int32, memberID string) int16 {
 	if memberID == "" && epoch < 0 {
 		if len(g.cg.members) > 0 {
@@ -109,6 +113,14 @@ func (g *group) validateConsumerCommit(epoch int32, memberID string) int16 {
 	m := g.cg.members[memberID]
 	if m == nil {
 		return kerr.UnknownMemberID.Code
+	}
+	if m.classic != nil {
+		// A classic member's generation is its member epoch, exactly (Kafka's
+		// validateMemberEpoch for the classic protocol).
+		if epoch != m.epoch {
+			return kerr.IllegalGeneration.Code
+		}
+		return 0
 	}
 	if epoch != m.epoch && epoch != m.prevEpoch {
 		return kerr.StaleMemberEpoch.Code
@@ -130,6 +142,9 @@ func (g *group) validateConsumerFetch(m fetchMember) int16 {
 	cm := g.cg.members[id]
 	if cm == nil {
 		return kerr.UnknownMemberID.Code
+	}
+	if m.epoch != cm.epoch && cm.classic != nil {
+		return kerr.IllegalGeneration.Code
 	}
 	if m.epoch != cm.epoch {
 		return kerr.StaleMemberEpoch.Code

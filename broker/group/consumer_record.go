@@ -5,16 +5,22 @@ package group
 // membership (a Meta, an earlier Consumer). In the binary record (recordbin.go) it is the
 // section after the ends, present with flag 32:
 //
-//	consumer := byte(version = 1) varint(group epoch) varint(assignment epoch)
+//	consumer := byte(version = 1 | 2) varint(group epoch) varint(assignment epoch)
 //	            str(subscription fingerprint) varint(time, unix ms) uvarint(n) cmember*n
 //	cmember  := str(id) optstr(instance_id) optstr(rack) str(client_id) str(client_host)
 //	            varint(epoch) varint(previous epoch) byte(state) uvarint(rebalance ms)
 //	            uvarint(n) str(topic)*n str(regex) str(assignor)
-//	            parts(assigned) parts(revoking) parts(target)
+//	            parts(assigned) parts(revoking) parts(target) [classic]
+//	classic  := byte(0: a KIP-848 member | 1: a classic member) [uvarint(session ms)
+//	            uvarint(n) (str(protocol name) bytes(protocol metadata))*n]   (version 2)
 //	parts    := uvarint(n) (str(topic) uvarint(m) varint(partition)*m)*n
 //
-// A reader that does not know flag 32 refuses the record (unknown flags); a version
-// other than 1 is refused too, never half read.
+// Version 2 adds each member's classic section (a mixed group: classic members kept by
+// an online upgrade or joined with JoinGroup, consumer_classic.go). It is written only
+// when some member is classic, so a group of KIP-848 members is written as version 1,
+// byte for byte what brokers before it wrote and read. A reader that does not know flag
+// 32 refuses the record (unknown flags); a version other than 1 and 2 is refused too,
+// never half read (a broker that reads only version 1 refuses a mixed group's record).
 
 import (
 	"bytes"
@@ -25,7 +31,12 @@ import (
 
 const flagConsumer = 32
 
-const consumerVersion = 1
+// consumerVersion is the version written for a group with classic members; one of
+// KIP-848 members only is written as consumerVersionPlain.
+const (
+	consumerVersionPlain = 1
+	consumerVersion      = 2
+)
 
 // ConsumerMeta is a consumer group's state (consumer.go).
 type ConsumerMeta struct {
@@ -53,6 +64,16 @@ type ConsumerMemberMeta struct {
 	Assigned         []TopicParts  `json:"assigned,omitempty"`
 	Revoking         []TopicParts  `json:"revoking,omitempty"`
 	Target           []TopicParts  `json:"target,omitempty"`
+	// Classic is set for a member that uses the classic protocol (version 2).
+	Classic *ClassicMemberMeta `json:"classic,omitempty"`
+}
+
+// ClassicMemberMeta is what a classic member of a consumer group keeps besides: its
+// session timeout and the protocols (name, ConsumerProtocol subscription) of its last
+// JoinGroup.
+type ClassicMemberMeta struct {
+	SessionTimeout time.Duration  `json:"session_timeout"`
+	Protocols      []ProtocolMeta `json:"protocols,omitempty"`
 }
 
 // TopicParts is a topic's partitions in a ConsumerMemberMeta.
@@ -95,9 +116,32 @@ func (g *group) consumerMeta() *ConsumerMeta {
 			Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: int8(m.state), RebalanceTimeout: m.rebalanceTimeout,
 			Topics: m.topics, Regex: m.regex, Assignor: m.assignor,
 			Assigned: toTopicParts(m.assigned), Revoking: toTopicParts(m.revoking), Target: toTopicParts(cg.target[id]),
+			Classic: classicMetaOf(m.classic),
 		})
 	}
 	return cm
+}
+
+func classicMetaOf(ci *classicInfo) *ClassicMemberMeta {
+	if ci == nil {
+		return nil
+	}
+	cm := &ClassicMemberMeta{SessionTimeout: ci.sessionTimeout}
+	for _, p := range ci.protocols {
+		cm.Protocols = append(cm.Protocols, ProtocolMeta{Name: p.name, Metadata: p.metadata})
+	}
+	return cm
+}
+
+func classicFrom(cm *ClassicMemberMeta) *classicInfo {
+	if cm == nil {
+		return nil
+	}
+	ci := &classicInfo{sessionTimeout: cm.SessionTimeout}
+	for _, p := range cm.Protocols {
+		ci.protocols = append(ci.protocols, protocol{name: p.Name, metadata: p.Metadata})
+	}
+	return ci
 }
 
 func consumerMetaEqual(a, b *ConsumerMeta) bool {
@@ -117,6 +161,7 @@ func consumerFrom(cm *ConsumerMeta) *consumerGroup {
 			epoch: mm.Epoch, prevEpoch: mm.PrevEpoch, state: cState(mm.State), rebalanceTimeout: mm.RebalanceTimeout,
 			topics: mm.Topics, regex: mm.Regex, assignor: mm.Assignor,
 			assigned: fromTopicParts(mm.Assigned), revoking: fromTopicParts(mm.Revoking),
+			classic: classicFrom(mm.Classic),
 		}
 		cg.members[m.id] = m
 		cg.target[m.id] = fromTopicParts(mm.Target)
@@ -151,7 +196,13 @@ func (g *group) startConsumerTimers() {
 }
 
 func encodeConsumer(w *binWriter, cm *ConsumerMeta) {
-	w.byte1(consumerVersion)
+	version := byte(consumerVersionPlain)
+	for _, m := range cm.Members {
+		if m.Classic != nil {
+			version = consumerVersion
+		}
+	}
+	w.byte1(version)
 	w.varint(int64(cm.Epoch))
 	w.varint(int64(cm.AssignmentEpoch))
 	w.str(cm.SubMeta)
@@ -194,12 +245,27 @@ func encodeConsumer(w *binWriter, cm *ConsumerMeta) {
 		ps(m.Assigned)
 		ps(m.Revoking)
 		ps(m.Target)
+		if version < consumerVersion {
+			continue
+		}
+		if m.Classic == nil {
+			w.byte1(0)
+			continue
+		}
+		w.byte1(1)
+		w.uvarint(uint64(max(m.Classic.SessionTimeout.Milliseconds(), 0)))
+		w.uvarint(uint64(len(m.Classic.Protocols)))
+		for _, p := range m.Classic.Protocols {
+			w.str(p.Name)
+			w.bytes(p.Metadata)
+		}
 	}
 }
 
 func decodeConsumer(r *binReader) *ConsumerMeta {
-	if v := r.byte1(); r.err == nil && v != consumerVersion {
-		r.fail(fmt.Errorf("consumer group record version %d (this broker reads %d)", v, consumerVersion))
+	version := r.byte1()
+	if r.err == nil && version != consumerVersionPlain && version != consumerVersion {
+		r.fail(fmt.Errorf("consumer group record version %d (this broker reads %d and %d)", version, consumerVersionPlain, consumerVersion))
 		return nil
 	}
 	cm := &ConsumerMeta{Epoch: r.int32v(), AssignmentEpoch: r.int32v(), SubMeta: r.str(), Time: fromMs(r.varint())}
@@ -240,6 +306,13 @@ func decodeConsumer(r *binReader) *ConsumerMeta {
 		}
 		m.Regex, m.Assignor = r.str(), r.str()
 		m.Assigned, m.Revoking, m.Target = ps(), ps(), ps()
+		if version >= consumerVersion && r.bool1("classic") {
+			m.Classic = &ClassicMemberMeta{SessionTimeout: ms2d(r.uvarint())}
+			np := r.count(2)
+			for j := 0; j < np && r.err == nil; j++ {
+				m.Classic.Protocols = append(m.Classic.Protocols, ProtocolMeta{Name: r.str(), Metadata: r.bytes()})
+			}
+		}
 		cm.Members = append(cm.Members, m)
 	}
 	return cm

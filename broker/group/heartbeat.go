@@ -43,6 +43,10 @@ func (c *Coordinator) handleHeartbeat(r *kmsg.HeartbeatRequest, respond func(kms
 	if r.Version >= 3 {
 		instanceID = r.InstanceID
 	}
+	if g.cg != nil {
+		resp.ErrorCode = g.classicHeartbeatToConsumer(r.MemberID, instanceID, r.Generation) // consumer_classic.go
+		return
+	}
 	if code := g.validateMember(r.MemberID, instanceID); code != 0 {
 		resp.ErrorCode = code
 		return

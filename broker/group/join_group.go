@@ -100,9 +100,8 @@ func (c *Coordinator) handleJoinGroup(ctx context.Context, r *kmsg.JoinGroupRequ
 	defer g.unlock()
 	if g.cg != nil {
 		if len(g.cg.members) > 0 {
-			// Kafka lets classic members join a consumer group (mixed groups); Weir
-			// does not yet.
-			g.send(respond, joinError(v, r.MemberID, kerr.InconsistentGroupProtocol.Code))
+			// A classic member of a consumer group (a mixed group, consumer_classic.go).
+			g.classicJoinToConsumer(j, w)
 			return
 		}
 		g.cg = nil // an empty consumer group becomes classic again, as in Kafka

@@ -70,6 +70,28 @@ func (c *Coordinator) handleLeaveGroup(r *kmsg.LeaveGroupRequest, respond func(k
 		return
 	}
 
+	if g.cg != nil {
+		// Classic members of a consumer group (consumer_classic.go): answered once
+		// their removal is durable.
+		removed := false
+		for _, l := range leaving {
+			code := g.classicLeaveFromConsumer(l)
+			removed = removed || code == 0
+			addMember(l, code)
+		}
+		finish()
+		if !removed {
+			g.send(respond, resp)
+			return
+		}
+		g.persistGroup(func(err error) {
+			if err != nil {
+				resp.ErrorCode = storeErrorCode(err, kerr.UnknownServerError.Code)
+			}
+			g.send(respond, resp)
+		})
+		return
+	}
 	for _, l := range leaving {
 		switch {
 		case l.MemberID == "":

@@ -109,41 +109,51 @@ func (c *Coordinator) groupFrom(name string, s *loadState) *group {
 		g.consumerStateChanged()
 	}
 	if m := s.meta; m != nil {
-		g.generation = m.Generation
-		g.protocolType = m.ProtocolType
-		for _, mm := range m.Members {
-			mem := &member{
-				id:               mm.ID,
-				instanceID:       mm.InstanceID,
-				clientID:         mm.ClientID,
-				clientHost:       mm.ClientHost,
-				protocolType:     m.ProtocolType,
-				sessionTimeout:   mm.SessionTimeout,
-				rebalanceTimeout: mm.RebalanceTimeout,
-				assignment:       mm.Assignment,
-			}
-			for _, p := range mm.Protocols {
-				mem.protocols = append(mem.protocols, protocol{name: p.Name, metadata: p.Metadata})
-			}
-			g.seq++
-			mem.seq = g.seq
-			g.members[mem.id] = mem
-			if mem.instanceID != nil {
-				g.static[*mem.instanceID] = mem.id
-			}
-		}
-		if len(g.members) > 0 {
-			g.protocol = m.Protocol
-			g.leader = m.Leader
-			if g.members[g.leader] == nil {
-				g.leader = g.firstMemberID()
-			}
-			g.state = stateStable
-		} else {
-			g.emptySince = m.Time
-		}
+		g.installMeta(m)
 	}
 	return g
+}
+
+// installMeta makes g the classic group m describes: Stable with its members, or Empty
+// since m's time (no timers started). Called with g locked (or not yet shared).
+func (g *group) installMeta(m *Meta) {
+	g.meta = m
+	g.generation = m.Generation
+	g.protocolType = m.ProtocolType
+	g.members, g.static = map[string]*member{}, map[string]string{}
+	g.leader, g.protocol = "", ""
+	for _, mm := range m.Members {
+		mem := &member{
+			id:               mm.ID,
+			instanceID:       mm.InstanceID,
+			clientID:         mm.ClientID,
+			clientHost:       mm.ClientHost,
+			protocolType:     m.ProtocolType,
+			sessionTimeout:   mm.SessionTimeout,
+			rebalanceTimeout: mm.RebalanceTimeout,
+			assignment:       mm.Assignment,
+		}
+		for _, p := range mm.Protocols {
+			mem.protocols = append(mem.protocols, protocol{name: p.Name, metadata: p.Metadata})
+		}
+		g.seq++
+		mem.seq = g.seq
+		g.members[mem.id] = mem
+		if mem.instanceID != nil {
+			g.static[*mem.instanceID] = mem.id
+		}
+	}
+	if len(g.members) > 0 {
+		g.protocol = m.Protocol
+		g.leader = m.Leader
+		if g.members[g.leader] == nil {
+			g.leader = g.firstMemberID()
+		}
+		g.state = stateStable
+	} else {
+		g.state = stateEmpty
+		g.emptySince = m.Time
+	}
 }
 
 // Unload drops the groups belongs selects, because their partition is no longer served
@@ -211,7 +221,9 @@ func (c *Coordinator) Compact(ctx context.Context, belongs func(group string) bo
 // fullRecord is the group's whole durable state. Called with g locked.
 func (g *group) fullRecord() Record {
 	rec := Record{Full: true, Meta: g.meta}
-	if g.cg != nil {
+	if g.cg != nil && (g.cg.durable != nil || g.cg.fromClassic == nil) {
+		// (A conversion from a classic group not yet durable: the log still holds
+		// the classic Meta.)
 		rec.Meta, rec.Consumer = nil, g.cg.durable
 	}
 	topics := make([]string, 0, len(g.offsets))

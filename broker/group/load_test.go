@@ -419,6 +419,13 @@ func FuzzDecodeRecord(f *testing.F) {
 	b, _ := EncodeRecord(Record{Full: true, Offsets: []Offset{{Topic: "t", Partition: 1, Offset: 2, TopicID: "x", Delete: true}},
 		Meta: &Meta{Generation: 3, Members: []MemberMeta{{ID: "m", InstanceID: &inst, Protocols: []ProtocolMeta{{Name: "r"}}, Assignment: []byte{1}}}}})
 	f.Add(b)
+	// A mixed consumer group (consumer record version 2: a classic member's section).
+	b, _ = EncodeRecord(Record{Consumer: &ConsumerMeta{Epoch: 4, AssignmentEpoch: 4, Members: []ConsumerMemberMeta{
+		{ID: "k", Epoch: 4, Assigned: []TopicParts{{"t", []int32{0}}}},
+		{ID: "c", InstanceID: &inst, Epoch: 3, Target: []TopicParts{{"t", []int32{1}}},
+			Classic: &ClassicMemberMeta{SessionTimeout: 45 * time.Second, Protocols: []ProtocolMeta{{Name: "range", Metadata: []byte{0, 1}}}}},
+	}}})
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rec, err := DecodeRecord(b)
 		if err != nil {

@@ -52,6 +52,10 @@ func (c *Coordinator) handleSyncGroup(r *kmsg.SyncGroupRequest, respond func(kms
 	if v >= 3 {
 		instanceID = r.InstanceID
 	}
+	if g.cg != nil {
+		g.send(respond, g.classicSyncToConsumer(r, instanceID)) // consumer_classic.go
+		return
+	}
 	if code := g.validateMember(r.MemberID, instanceID); code != 0 {
 		fail(code)
 		return
