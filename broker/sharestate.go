@@ -426,6 +426,9 @@ func (s sharePersister) SaveIndex(ctx context.Context, partition, coordEpoch int
 // LoadConfig reads a share group's config record without fencing anyone
 // (share.ConfigStore).
 func (s sharePersister) LoadConfig(ctx context.Context, group string) ([]byte, bool, error) {
+	if s.b.meta.View().Topics[shareStateTopic] == nil {
+		return nil, false, nil // none set yet: describing does not create the topic
+	}
 	return s.b.shareState(ctx, shareConfigKey(group), -1, nil)
 }
 

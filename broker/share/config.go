@@ -218,51 +218,7 @@ func Apply(defaults Settings, b Bounds, set map[string]string) (Settings, error)
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		v := set[k]
-		bad := func(why string) error { return fmt.Errorf("%w: %s=%q: %s", ErrInvalidConfig, k, v, why) }
-		msv := func(min, max, def time.Duration) (time.Duration, error) {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
-			if err != nil {
-				return 0, bad("not an int")
-			}
-			d := time.Duration(n) * time.Millisecond
-			min, max = minD(min, def), max2(max, def)
-			switch {
-			case n < 1:
-				return 0, bad("must be at least 1")
-			case min > 0 && d < min:
-				return 0, bad(fmt.Sprintf("must be at least the broker's minimum %d", min.Milliseconds()))
-			case max > 0 && d > max:
-				return 0, bad(fmt.Sprintf("must be at most the broker's maximum %d", max.Milliseconds()))
-			}
-			return d, nil
-		}
-		var err error
-		switch k {
-		case KeySessionTimeout:
-			s.SessionTimeout, err = msv(b.MinSessionTimeout, b.MaxSessionTimeout, defaults.SessionTimeout)
-		case KeyHeartbeatInterval:
-			s.HeartbeatInterval, err = msv(b.MinHeartbeatInterval, b.MaxHeartbeatInterval, defaults.HeartbeatInterval)
-		case KeyLockDuration:
-			s.LockDuration, err = msv(b.MinLockDuration, b.MaxLockDuration, defaults.LockDuration)
-			if err == nil && s.LockDuration < time.Second && s.LockDuration != defaults.LockDuration {
-				err = bad("must be at least 1000")
-			}
-		case KeyAutoOffsetReset:
-			s.AutoOffsetReset, err = ParseReset(v)
-		case KeyIsolationLevel:
-			switch strings.ToLower(strings.TrimSpace(v)) {
-			case "read_committed":
-				s.Isolation = ReadCommitted
-			case "read_uncommitted":
-				s.Isolation = ReadUncommitted
-			default:
-				err = bad("read_committed or read_uncommitted")
-			}
-		default:
-			err = fmt.Errorf("%w: unknown share group config %q", ErrInvalidConfig, k)
-		}
-		if err != nil {
+		if err := applyKey(&s, defaults, b, k, set[k]); err != nil {
 			return Settings{}, err
 		}
 	}
@@ -271,6 +227,60 @@ func Apply(defaults Settings, b Bounds, set map[string]string) (Settings, error)
 			KeySessionTimeout, s.SessionTimeout.Milliseconds(), KeyHeartbeatInterval, s.HeartbeatInterval.Milliseconds())
 	}
 	return s, nil
+}
+
+// CheckValue validates one key's value on its own (the checks that need no other key).
+func CheckValue(defaults Settings, b Bounds, k, v string) error {
+	s := defaults
+	return applyKey(&s, defaults, b, k, v)
+}
+
+// applyKey parses and checks one value into s.
+func applyKey(s *Settings, defaults Settings, b Bounds, k, v string) error {
+	bad := func(why string) error { return fmt.Errorf("%w: %s=%q: %s", ErrInvalidConfig, k, v, why) }
+	msv := func(min, max, def time.Duration) (time.Duration, error) {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if err != nil {
+			return 0, bad("not an int")
+		}
+		d := time.Duration(n) * time.Millisecond
+		min, max = minD(min, def), max2(max, def)
+		switch {
+		case n < 1:
+			return 0, bad("must be at least 1")
+		case min > 0 && d < min:
+			return 0, bad(fmt.Sprintf("must be at least the broker's minimum %d", min.Milliseconds()))
+		case max > 0 && d > max:
+			return 0, bad(fmt.Sprintf("must be at most the broker's maximum %d", max.Milliseconds()))
+		}
+		return d, nil
+	}
+	var err error
+	switch k {
+	case KeySessionTimeout:
+		s.SessionTimeout, err = msv(b.MinSessionTimeout, b.MaxSessionTimeout, defaults.SessionTimeout)
+	case KeyHeartbeatInterval:
+		s.HeartbeatInterval, err = msv(b.MinHeartbeatInterval, b.MaxHeartbeatInterval, defaults.HeartbeatInterval)
+	case KeyLockDuration:
+		s.LockDuration, err = msv(b.MinLockDuration, b.MaxLockDuration, defaults.LockDuration)
+		if err == nil && s.LockDuration < time.Second && s.LockDuration != defaults.LockDuration {
+			err = bad("must be at least 1000")
+		}
+	case KeyAutoOffsetReset:
+		s.AutoOffsetReset, err = ParseReset(v)
+	case KeyIsolationLevel:
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "read_committed":
+			s.Isolation = ReadCommitted
+		case "read_uncommitted":
+			s.Isolation = ReadUncommitted
+		default:
+			err = bad("read_committed or read_uncommitted")
+		}
+	default:
+		err = fmt.Errorf("%w: unknown share group config %q", ErrInvalidConfig, k)
+	}
+	return err
 }
 
 // minD is the bound min widened down to def (min 0: no bound).

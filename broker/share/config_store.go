@@ -172,6 +172,17 @@ func (c *Configs) Alter(ctx context.Context, group string, ops []ConfigOp, valid
 	if c.store == nil {
 		return fmt.Errorf("%w: group configs are not stored here", ErrInvalidConfig)
 	}
+	// What needs no stored value is refused before the store is asked.
+	if _, err := ApplyOps(nil, ops); err != nil {
+		return err
+	}
+	for _, op := range ops {
+		if op.Op == 0 {
+			if err := CheckValue(c.defaults, c.bounds, op.Key, op.Value); err != nil {
+				return err
+			}
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		set, version, err := c.Overrides(ctx, group)
 		if err != nil {
