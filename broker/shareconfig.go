@@ -58,7 +58,7 @@ func (c *ShareConfig) validate() error {
 	if !c.Enabled {
 		return nil
 	}
-	if _, err := share.ParseReset(c.AutoOffsetReset); err != nil {
+	if _, err := share.ParseReset(c.AutoOffsetReset); c.AutoOffsetReset != "" && err != nil {
 		return fmt.Errorf("broker: --share-auto-offset-reset: %w", err)
 	}
 	for _, b := range []struct {

@@ -403,9 +403,9 @@ func (s sharePersister) SaveGroup(ctx context.Context, group string, coordEpoch 
 
 // LoadIndex reads the share group index of a __consumer_offsets partition, fencing
 // coordinators older than coordEpoch (share.IndexStore).
-func (s sharePersister) LoadIndex(ctx context.Context, partition, coordEpoch int32) ([]byte, bool, error) {
-	if s.b.meta.View().Topics[shareStateTopic] == nil {
-		return nil, false, nil // no share group yet: listing groups does not create the topic
+func (s sharePersister) LoadIndex(ctx context.Context, partition, coordEpoch int32, create bool) ([]byte, bool, error) {
+	if !create && s.b.meta.View().Topics[shareStateTopic] == nil {
+		return nil, false, share.ErrNoState // listing groups does not create the topic
 	}
 	v, ok, err := s.b.shareState(ctx, shareIndexKey(partition), coordEpoch, nil)
 	if err != nil {
@@ -426,9 +426,6 @@ func (s sharePersister) SaveIndex(ctx context.Context, partition, coordEpoch int
 // LoadConfig reads a share group's config record without fencing anyone
 // (share.ConfigStore).
 func (s sharePersister) LoadConfig(ctx context.Context, group string) ([]byte, bool, error) {
-	if s.b.meta.View().Topics[shareStateTopic] == nil {
-		return nil, false, nil // none set yet: describing does not create the topic
-	}
 	return s.b.shareState(ctx, shareConfigKey(group), -1, nil)
 }
 

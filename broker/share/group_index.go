@@ -17,6 +17,7 @@ package share
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -28,9 +29,14 @@ const groupIndexVersion = 0x84
 
 // IndexStore keeps the index records (a GroupStore that also implements it gets them).
 type IndexStore interface {
-	LoadIndex(ctx context.Context, partition, coordEpoch int32) (rec []byte, ok bool, err error)
+	// LoadIndex reads partition's index; without create, a store that holds no share
+	// state at all answers ErrNoState (a listing then creates nothing).
+	LoadIndex(ctx context.Context, partition, coordEpoch int32, create bool) (rec []byte, ok bool, err error)
 	SaveIndex(ctx context.Context, partition, coordEpoch int32, rec []byte) error
 }
+
+// ErrNoState: the store holds no share state yet (no share group ever written).
+var ErrNoState = errors.New("share: no share state stored yet")
 
 // Coord is a coordinator's hold on one __consumer_offsets partition: the partition and
 // its leader epoch.
@@ -72,13 +78,14 @@ func decodeIndex(v []byte) (map[string]bool, error) {
 	return ids, nil
 }
 
-// loadIndex returns c's index, read from the store when not loaded at c's epoch. Called
-// with gs.imu held.
-func (gs *Groups) loadIndex(ctx context.Context, is IndexStore, c Coord) (*groupIndex, error) {
+// loadIndex returns c's index, read from the store when not loaded at c's epoch (an
+// index read without create is never kept when the store has no state: the store's view
+// may be behind). Called with gs.imu held.
+func (gs *Groups) loadIndex(ctx context.Context, is IndexStore, c Coord, create bool) (*groupIndex, error) {
 	if x := gs.index[c.Partition]; x != nil && x.epoch == c.Epoch {
 		return x, nil
 	}
-	rec, ok, err := is.LoadIndex(ctx, c.Partition, c.Epoch)
+	rec, ok, err := is.LoadIndex(ctx, c.Partition, c.Epoch, create)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +107,7 @@ func (gs *Groups) indexed(ctx context.Context, c Coord, group string) error {
 	}
 	gs.imu.Lock()
 	defer gs.imu.Unlock()
-	x, err := gs.loadIndex(ctx, is, c)
+	x, err := gs.loadIndex(ctx, is, c, true)
 	if err != nil || x.ids[group] {
 		return err
 	}
@@ -130,7 +137,7 @@ func (gs *Groups) Coordinated(ctx context.Context, coords []Coord, now time.Time
 	var errs []error
 	for _, c := range coords {
 		gs.imu.Lock()
-		x, err := gs.loadIndex(ctx, is, c)
+		x, err := gs.loadIndex(ctx, is, c, false)
 		var ids []string
 		if err == nil {
 			for id := range x.ids {
@@ -138,6 +145,9 @@ func (gs *Groups) Coordinated(ctx context.Context, coords []Coord, now time.Time
 			}
 		}
 		gs.imu.Unlock()
+		if errors.Is(err, ErrNoState) {
+			continue // no share group anywhere yet
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("partition %d: %w", c.Partition, err))
 			continue
@@ -169,7 +179,7 @@ func (gs *Groups) Coordinated(ctx context.Context, coords []Coord, now time.Time
 func (gs *Groups) unindex(ctx context.Context, is IndexStore, c Coord, gone []string) {
 	gs.imu.Lock()
 	defer gs.imu.Unlock()
-	x, err := gs.loadIndex(ctx, is, c)
+	x, err := gs.loadIndex(ctx, is, c, true)
 	if err != nil {
 		return
 	}

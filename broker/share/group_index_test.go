@@ -12,7 +12,7 @@ import (
 // indexedStore is memGroupStore with the index records, fenced the same way.
 type indexedStore struct{ *memGroupStore }
 
-func (s indexedStore) LoadIndex(ctx context.Context, p, e int32) ([]byte, bool, error) {
+func (s indexedStore) LoadIndex(ctx context.Context, p, e int32, _ bool) ([]byte, bool, error) {
 	return s.LoadGroup(ctx, "index-"+strconv.Itoa(int(p)), e)
 }
 
