@@ -307,6 +307,9 @@ func (c *Config) Validate() error {
 	if err := c.Routing.Validate(); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
+	if err := c.Share.validate(); err != nil {
+		return err
+	}
 	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
 		return fmt.Errorf("broker: listen address %q: %w", c.ListenAddr, err)
 	}

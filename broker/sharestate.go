@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"sync"
 	"time"
 
@@ -73,6 +74,22 @@ func shareGroupKey(group string) []byte {
 	b := binary.BigEndian.AppendUint16(nil, uint16(len(group)))
 	b = append(b, group...)
 	return append(b, 'G')
+}
+
+// shareConfigKey encodes a share group's config key: group length uint16 | group | 'C'.
+func shareConfigKey(group string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(len(group)))
+	b = append(b, group...)
+	return append(b, 'C')
+}
+
+// shareIndexKey encodes the key of the index of the share groups a __consumer_offsets
+// partition coordinates: length uint16 | decimal partition | 'I'.
+func shareIndexKey(partition int32) []byte {
+	p := strconv.Itoa(int(partition))
+	b := binary.BigEndian.AppendUint16(nil, uint16(len(p)))
+	b = append(b, p...)
+	return append(b, 'I')
 }
 
 func shareStateIndex(key []byte, n int) int32 {
@@ -262,6 +279,9 @@ func (b *Broker) shareWrite(ctx context.Context, p *partlog.Partition, idx int32
 		newSnap.StateEpoch = curSnap.StateEpoch + 1
 		newSnap.LeaderEpoch = max(fence, curSnap.LeaderEpoch)
 		value = newSnap.Encode(nil)
+	case share.IsConfigRecord(value) && epoch <= fence:
+		// A group config's compare-and-set: the version read + 1 must be new.
+		return fmt.Errorf("broker: group config version %d, the store has %d: %w", epoch, fence, kerr.FencedStateEpoch)
 	case epoch < fence:
 		return fmt.Errorf("broker: leader epoch %d: %w", epoch, kerr.FencedStateEpoch)
 	case isSnap && had && newSnap.StateEpoch != curSnap.StateEpoch:
@@ -379,6 +399,44 @@ func (s sharePersister) SaveGroup(ctx context.Context, group string, coordEpoch 
 		return fmt.Errorf("%w: saving %s: %w", share.ErrGroupStore, group, err)
 	}
 	return nil
+}
+
+// LoadIndex reads the share group index of a __consumer_offsets partition, fencing
+// coordinators older than coordEpoch (share.IndexStore).
+func (s sharePersister) LoadIndex(ctx context.Context, partition, coordEpoch int32, create bool) ([]byte, bool, error) {
+	if !create && s.b.meta.View().Topics[shareStateTopic] == nil {
+		return nil, false, share.ErrNoState // listing groups does not create the topic
+	}
+	v, ok, err := s.b.shareState(ctx, shareIndexKey(partition), coordEpoch, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: loading the index of partition %d: %w", share.ErrGroupStore, partition, err)
+	}
+	return v, ok, nil
+}
+
+// SaveIndex writes the share group index of a __consumer_offsets partition
+// (share.IndexStore).
+func (s sharePersister) SaveIndex(ctx context.Context, partition, coordEpoch int32, rec []byte) error {
+	if _, _, err := s.b.shareState(ctx, shareIndexKey(partition), coordEpoch, rec); err != nil {
+		return fmt.Errorf("%w: saving the index of partition %d: %w", share.ErrGroupStore, partition, err)
+	}
+	return nil
+}
+
+// LoadConfig reads a share group's config record without fencing anyone
+// (share.ConfigStore).
+func (s sharePersister) LoadConfig(ctx context.Context, group string) ([]byte, bool, error) {
+	return s.b.shareState(ctx, shareConfigKey(group), -1, nil)
+}
+
+// SaveConfig writes a share group's config record as version, refused when that
+// version was written already (share.ConfigStore).
+func (s sharePersister) SaveConfig(ctx context.Context, group string, version int32, rec []byte) error {
+	_, _, err := s.b.shareState(ctx, shareConfigKey(group), version, rec)
+	if errors.Is(err, kerr.FencedStateEpoch) {
+		return fmt.Errorf("%w: %w", share.ErrConfigConflict, err)
+	}
+	return err
 }
 
 // reset is an admin reset of a share partition's state to start at start (-1: deleted).

@@ -6,6 +6,7 @@ package kafka
 // have source DYNAMIC_TOPIC_CONFIG, the rest DEFAULT_CONFIG. Broker resources (type 4)
 // list the broker's static settings (source STATIC_BROKER_CONFIG). config_names selects
 // keys (null: all); v3+ add types and documentation when asked. Synonyms are not kept.
+// Group resources (type 32) show the share groups' configs (share_config.go).
 
 import (
 	"context"
@@ -62,6 +63,8 @@ func (s *Server) handleDescribeConfigs(ctx context.Context, req *kmsg.DescribeCo
 				break
 			}
 			sr.Configs = s.describeBrokerConfigs(rr.ConfigNames)
+		case resourceGroup: // share groups' configs (share_config.go)
+			s.describeGroupConfigs(ctx, rr, req.IncludeDocumentation, &sr)
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
 			msg := "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))

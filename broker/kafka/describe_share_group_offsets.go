@@ -4,7 +4,8 @@ package kafka
 // start offset (the SPSO: every record below it is acknowledged or archived) from the
 // persisted share-partition state (__share_group_state), answered by the group's
 // coordinator. A partition the group never fetched has start offset -1. Lag (v1) is -1
-// (unknown). Describe on the group, Describe on each topic. A group that is not a share
+// (unknown). Topics null (v1) is every partition of every topic the group ever
+// subscribed. Describe on the group, Describe on each topic. A group that is not a share
 // group known to its coordinator is GROUP_ID_NOT_FOUND.
 
 import (
@@ -45,7 +46,20 @@ func (s *Server) describeShareOffsets(ctx context.Context, req *kmsg.DescribeSha
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
-		for _, t := range g.Topics {
+		topics := g.Topics
+		if topics == nil { // null: every partition of every topic the group subscribed
+			for _, name := range sg.Topics {
+				if mt := view.Topics[name]; mt != nil {
+					rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+					rt.Topic = name
+					for p := range mt.Partitions {
+						rt.Partitions = append(rt.Partitions, int32(p))
+					}
+					topics = append(topics, rt)
+				}
+			}
+		}
+		for _, t := range topics {
 			rt := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
 			rt.Topic = t.Topic
 			mt := view.Topics[t.Topic]

@@ -5,7 +5,8 @@ package kafka
 // Topic configs are changed through the metadata store with Kafka's op semantics (set,
 // delete, append and subtract on list values), validated as a whole: one bad key fails
 // the resource and changes nothing. Broker configs are static flags in Weir and are
-// refused with INVALID_REQUEST saying so. validate_only checks without changing.
+// refused with INVALID_REQUEST saying so. Group configs (type 32) are the share groups'
+// (share_config.go). validate_only checks without changing.
 
 import (
 	"context"
@@ -56,6 +57,8 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, req *kmsg.In
 			sr.ErrorCode = kerr.InvalidRequest.Code
 			msg := "broker configs are static in Weir: set them with weir broker flags"
 			sr.ErrorMessage = &msg
+		case resourceGroup: // share groups' configs (share_config.go)
+			s.alterGroupConfigs(ctx, rr, req.ValidateOnly, &sr)
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
 			msg := "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))

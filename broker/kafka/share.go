@@ -9,7 +9,7 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/weir-io/weir/broker/share"
@@ -22,16 +22,18 @@ type Share struct {
 	Groups   *share.Groups
 	Sessions *share.Sessions
 	Parts    *share.Manager
-	// HeartbeatInterval is answered to every ShareGroupHeartbeat.
-	HeartbeatInterval time.Duration
-	// AutoOffsetResetEarliest starts a new share partition at the log start rather than
-	// at the high watermark (share.auto.offset.reset; Kafka's default is latest).
-	AutoOffsetResetEarliest bool
+	// Configs are the groups' settings (share_config.go): the heartbeat interval
+	// answered, the lock duration, where a new share partition starts, the isolation
+	// level.
+	Configs *share.Configs
 	// ReadState returns a share partition's persisted state (DescribeShareGroupOffsets).
 	ReadState func(ctx context.Context, k share.Key) (share.Snapshot, bool, error)
 	// ResetState resets a share partition's persisted state to start at start (-1:
 	// deleted), fencing its leader's older state (share_admin.go).
 	ResetState func(ctx context.Context, k share.Key, start int64) error
+
+	watchMu sync.Mutex
+	watched map[*conn]struct{} // connections whose end releases their sessions (share_conn.go)
 }
 
 func shareOn(s *Server) bool { return s.share != nil }
@@ -55,6 +57,8 @@ func shareCode(err error) int16 {
 		return kerr.GroupIDNotFound.Code
 	case errors.Is(err, share.ErrGroupNotEmpty):
 		return kerr.NonEmptyGroup.Code
+	case errors.Is(err, share.ErrInvalidConfig):
+		return kerr.InvalidConfig.Code
 	case errors.Is(err, share.ErrSessionNotFound):
 		return kerr.ShareSessionNotFound.Code
 	case errors.Is(err, share.ErrSessionEpoch):
@@ -75,14 +79,36 @@ func shareCode(err error) int16 {
 // __consumer_offsets partition, loaded): the coordinator epoch (that partition's leader
 // epoch, which fences the group's membership records), or the error to answer.
 func (s *Server) shareCoordinator(ctx context.Context, g string) (int32, error) {
+	c, err := s.shareCoord(ctx, g)
+	return c.Epoch, err
+}
+
+// shareCoord is shareCoordinator with the __consumer_offsets partition.
+func (s *Server) shareCoord(ctx context.Context, g string) (share.Coord, error) {
 	t, idx, err := s.be.CoordinatorPartition(ctx, g, true)
 	if err != nil {
-		return 0, kerr.CoordinatorNotAvailable
+		return share.Coord{}, kerr.CoordinatorNotAvailable
 	}
 	if _, err := s.be.Writer(t, idx, ""); err != nil {
-		return 0, kerr.NotCoordinator
+		return share.Coord{}, kerr.NotCoordinator
 	}
-	return t.Partitions[idx].LeaderEpoch, nil
+	return share.Coord{Partition: idx, Epoch: t.Partitions[idx].LeaderEpoch}, nil
+}
+
+// shareCoords are the __consumer_offsets partitions this broker coordinates (led and
+// loaded here), with their epochs.
+func (s *Server) shareCoords(ctx context.Context) []share.Coord {
+	t, _, err := s.be.CoordinatorPartition(ctx, "", false)
+	if err != nil || t == nil {
+		return nil
+	}
+	var out []share.Coord
+	for i := range t.Partitions {
+		if _, err := s.be.Writer(t, int32(i), ""); err == nil {
+			out = append(out, share.Coord{Partition: int32(i), Epoch: t.Partitions[i].LeaderEpoch})
+		}
+	}
+	return out
 }
 
 // shareTopicInfo resolves a subscribed topic for the assignor.

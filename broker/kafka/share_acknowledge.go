@@ -42,6 +42,11 @@ func (s *Server) shareAcknowledge(ctx context.Context, req *kmsg.ShareAcknowledg
 		resp.ErrorCode = shareCode(err)
 		return resp
 	}
+	set, err := s.share.Configs.Get(ctx, group, s.now())
+	if err != nil {
+		resp.ErrorCode = shareCode(err)
+		return resp
+	}
 	view := s.meta.View()
 	for _, t := range req.Topics {
 		rt := kmsg.NewShareAcknowledgeResponseTopic()
@@ -54,7 +59,7 @@ func (s *Server) shareAcknowledge(ctx context.Context, req *kmsg.ShareAcknowledg
 				batches[i] = shareAckBatch{first: b.FirstOffset, last: b.LastOffset, types: b.AcknowledgeTypes}
 			}
 			var l kmsg.ShareFetchResponseTopicPartitionCurrentLeader
-			rp.ErrorCode = s.shareAck(ctx, view, group, member, share.TP{Topic: t.TopicID, Partition: p.Partition}, batches, &l)
+			rp.ErrorCode = s.shareAck(ctx, view, set, group, member, share.TP{Topic: t.TopicID, Partition: p.Partition}, batches, &l)
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = l.LeaderID, l.LeaderEpoch
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -69,7 +74,7 @@ func (s *Server) shareAcknowledge(ctx context.Context, req *kmsg.ShareAcknowledg
 // shareAck applies one partition's acknowledgement batches of member and makes them
 // durable; the answer is the partition's code (the first batch refused, else a failed
 // write).
-func (s *Server) shareAck(ctx context.Context, view *metadata.View, group, member string, tp share.TP, batches []shareAckBatch,
+func (s *Server) shareAck(ctx context.Context, view *metadata.View, set share.Settings, group, member string, tp share.TP, batches []shareAckBatch,
 	l *kmsg.ShareFetchResponseTopicPartitionCurrentLeader) int16 {
 	l.LeaderID, l.LeaderEpoch = -1, -1
 	if t := view.TopicByID(tp.Topic); t == nil {
@@ -77,7 +82,7 @@ func (s *Server) shareAck(ctx context.Context, view *metadata.View, group, membe
 	} else if !allowedTopic(ctx, acl.OpRead, t.Name) {
 		return kerr.TopicAuthorizationFailed.Code
 	}
-	_, e, k, err := s.shareEntry(ctx, view, group, tp)
+	_, e, k, err := s.shareEntry(ctx, view, set, group, tp)
 	if err != nil {
 		s.shareLeader(view, tp, l)
 		return shareCode(err)

@@ -6,8 +6,9 @@ package kafka
 //   - ListGroups (16): the share groups this broker coordinates are listed with type and
 //     protocol type "share" and state Empty or Stable, filtered by the request's state
 //     and type filters (v4+, v5+) and, without Describe on the cluster, by Describe on
-//     each group. A share group is known to its coordinator once loaded (at its first
-//     heartbeat or describe since the coordinator took the group over).
+//     each group. The coordinator finds its share groups in the index of each
+//     __consumer_offsets partition it leads (broker/share group_index.go), so a group is
+//     listed by a new coordinator before its members heartbeat.
 //   - DescribeGroups (15): a share group is not a classic group: Dead before v6,
 //     GROUP_ID_NOT_FOUND from v6, as Kafka (the group coordinator's answer for a name it
 //     does not know).
@@ -31,6 +32,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -120,7 +122,21 @@ func (s *Server) listShareGroups(ctx context.Context, r *kmsg.ListGroupsRequest)
 	}
 	all := allowedCluster(ctx, acl.OpDescribe)
 	var out []kmsg.ListGroupsResponseGroup
+	// Every group of the __consumer_offsets partitions led here, loaded if need be
+	// (after a move, before its members heartbeat); groups that fail to load are left
+	// out of this answer.
+	ids, err := s.share.Groups.Coordinated(ctx, s.shareCoords(ctx), s.now())
+	if err != nil {
+		s.log.Warn("listing share groups", "err", err)
+	}
+	// And those loaded here that no index names yet (groups from before the index,
+	// until their next heartbeat).
 	for _, id := range s.share.Groups.List() {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for _, id := range ids {
 		if !all && !acl.Allowed(ctx, acl.OpDescribe, acl.ResourceGroup, id) {
 			continue
 		}

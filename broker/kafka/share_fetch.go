@@ -25,7 +25,8 @@ import (
 func init() {
 	register(api{key: kmsg.ShareFetch.Int16(), min: 1, max: 1, on: shareOn, blocking: true,
 		handle: func(s *Server, c *conn, sl *slot, req kmsg.Request) {
-			sl.respond(s.shareFetch(s.withSession(c.ctx, c), req.(*kmsg.ShareFetchRequest)))
+			s.shareWatch(c)
+			sl.respond(s.shareFetch(s.withSession(c.ctx, c), c, req.(*kmsg.ShareFetchRequest)))
 		}})
 }
 
@@ -41,14 +42,21 @@ type shareOut struct {
 	out kmsg.ShareFetchResponseTopicPartition
 }
 
-func (s *Server) shareFetch(ctx context.Context, req *kmsg.ShareFetchRequest) *kmsg.ShareFetchResponse {
+// shareFetch answers a ShareFetch of connection owner (nil in tests without one).
+func (s *Server) shareFetch(ctx context.Context, owner any, req *kmsg.ShareFetchRequest) *kmsg.ShareFetchResponse {
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
-	resp.AcquisitionLockTimeoutMillis = int32(s.share.Parts.Limits().LockDuration.Milliseconds())
+	resp.AcquisitionLockTimeoutMillis = int32(s.share.Configs.Defaults().LockDuration.Milliseconds())
 	group, member, code := shareMember(ctx, req.GroupID, req.MemberID)
 	if code != 0 {
 		resp.ErrorCode = code
 		return resp
 	}
+	set, err := s.share.Configs.Get(ctx, group, s.now())
+	if err != nil {
+		resp.ErrorCode = shareCode(err)
+		return resp
+	}
+	resp.AcquisitionLockTimeoutMillis = int32(set.LockDuration.Milliseconds())
 	var adds, forget []share.TP
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
@@ -60,7 +68,7 @@ func (s *Server) shareFetch(ctx context.Context, req *kmsg.ShareFetchRequest) *k
 			forget = append(forget, share.TP{Topic: t.TopicID, Partition: p})
 		}
 	}
-	parts, err := s.share.Sessions.Fetch(group, member, req.ShareSessionEpoch, adds, forget)
+	parts, err := s.share.Sessions.Fetch(group, member, req.ShareSessionEpoch, adds, forget, owner)
 	if err != nil {
 		resp.ErrorCode = shareCode(err)
 		return resp
@@ -100,7 +108,7 @@ func (s *Server) shareFetch(ctx context.Context, req *kmsg.ShareFetchRequest) *k
 			for i, b := range p.AcknowledgementBatches {
 				batches[i] = shareAckBatch{first: b.FirstOffset, last: b.LastOffset, types: b.AcknowledgeTypes}
 			}
-			out.AcknowledgeErrorCode = s.shareAck(ctx, view, group, member, tp, batches, &out.CurrentLeader)
+			out.AcknowledgeErrorCode = s.shareAck(ctx, view, set, group, member, tp, batches, &out.CurrentLeader)
 		}
 	}
 	if req.ShareSessionEpoch == share.FinalEpoch {
@@ -129,7 +137,7 @@ func (s *Server) shareFetch(ctx context.Context, req *kmsg.ShareFetchRequest) *k
 			if got >= maxRecords || left <= 0 {
 				break
 			}
-			n, used, r := s.shareAcquire(ctx, view, group, member, tp, maxRecords-got, left, get)
+			n, used, r := s.shareAcquire(ctx, view, set, group, member, tp, maxRecords-got, left, get)
 			got, left = got+n, left-used
 			if first && r != nil {
 				r.Wait(wake)
@@ -148,13 +156,22 @@ func (s *Server) shareFetch(ctx context.Context, req *kmsg.ShareFetchRequest) *k
 		}
 		t.Stop()
 	}
+	if ctx.Err() != nil && s.ctx.Err() == nil {
+		// The connection closed while this fetch acquired: its answer is lost, so what
+		// it acquired is released now (shareWatch released what came before).
+		if o, ok := s.share.Sessions.Owner(group, member); !ok || o == owner {
+			rctx, cancel := context.WithTimeout(s.ctx, shareReleaseTimeout)
+			s.shareRelease(rctx, group, member, parts)
+			cancel()
+		}
+	}
 	return shareFetchAnswer(resp, outs, order)
 }
 
 // shareAcquire reads one partition from its share partition's next fetch offset and
 // acquires what it can for member: the records acquired, the bytes answered, and the
 // partition's reader (nil: an error was answered).
-func (s *Server) shareAcquire(ctx context.Context, view *metadata.View, group, member string, tp share.TP, maxRecords, maxBytes int,
+func (s *Server) shareAcquire(ctx context.Context, view *metadata.View, set share.Settings, group, member string, tp share.TP, maxRecords, maxBytes int,
 	get func(share.TP) *kmsg.ShareFetchResponseTopicPartition) (int, int, Reader) {
 	t := view.TopicByID(tp.Topic)
 	if t == nil {
@@ -165,14 +182,17 @@ func (s *Server) shareAcquire(ctx context.Context, view *metadata.View, group, m
 		get(tp).ErrorCode = kerr.TopicAuthorizationFailed.Code
 		return 0, 0, nil
 	}
-	r, e, k, err := s.shareEntry(ctx, view, group, tp)
+	r, e, k, err := s.shareEntry(ctx, view, set, group, tp)
 	if err != nil {
 		out := get(tp)
 		out.ErrorCode = shareCode(err)
 		s.shareLeader(view, tp, &out.CurrentLeader)
 		return 0, 0, nil
 	}
-	logStart, hw, _ := r.LogInfo()
+	logStart, end, _ := r.LogInfo()
+	if set.Isolation == share.ReadCommitted {
+		end = r.LastStable() // nothing of an open transaction is acquired
+	}
 	now := s.now()
 	var from int64
 	e.With(now, func(p *share.Partition) {
@@ -181,16 +201,24 @@ func (s *Server) shareAcquire(ctx context.Context, view *metadata.View, group, m
 		}
 		from = p.NextFetch()
 	})
-	if from >= hw {
+	if from >= end {
 		return 0, 0, r
 	}
-	data, _, _, err := r.Read(ctx, from, maxBytes, true, -1)
+	var data []byte
+	var aborted []metadata.AbortedTxn
+	if set.Isolation == share.ReadCommitted {
+		var cr CommittedRead
+		cr, err = r.ReadCommitted(ctx, from, maxBytes, true, -1)
+		data, aborted = cr.Data, cr.Aborted
+	} else {
+		data, _, _, err = r.Read(ctx, from, maxBytes, true, -1)
+	}
 	if err != nil {
 		get(tp).ErrorCode = kafkaCode(err)
 		return 0, 0, nil
 	}
 	var spans []share.Span
-	var control []bool
+	var skip []bool // control batches and aborted transactions' batches: archived
 	var ends []int
 	for off := 0; off < len(data); {
 		h, err := recbatch.Parse(data[off:])
@@ -198,12 +226,15 @@ func (s *Server) shareAcquire(ctx context.Context, view *metadata.View, group, m
 			break
 		}
 		spans = append(spans, share.Span{First: h.BaseOffset, Last: h.LastOffset()})
-		control = append(control, h.Control())
+		skip = append(skip, h.Control() || abortedBatch(&h, aborted))
 		off += h.Size()
 		ends = append(ends, off)
 	}
 	var grants []share.Grant
-	e.With(s.now(), func(p *share.Partition) { grants = p.Acquire(member, now, spans, control, maxRecords) })
+	e.With(s.now(), func(p *share.Partition) {
+		p.SetLockDuration(set.LockDuration) // share.record.lock.duration.ms
+		grants = p.Acquire(member, now, spans, skip, maxRecords)
+	})
 	if err := s.share.Parts.Flush(ctx, k, e); err != nil { // control batches archived
 		get(tp).ErrorCode = shareCode(err)
 		return 0, 0, nil
@@ -230,9 +261,25 @@ func (s *Server) shareAcquire(ctx context.Context, view *metadata.View, group, m
 	return count, n, r
 }
 
+// abortedBatch says whether a batch was written by an aborted transaction: transactional,
+// of a producer with an aborted transaction that began at or before it and whose abort
+// marker comes after it (Kafka's read_committed rule, with the marker's offset known).
+func abortedBatch(h *recbatch.Header, aborted []metadata.AbortedTxn) bool {
+	if !h.Transactional() || h.Control() {
+		return false
+	}
+	for _, a := range aborted {
+		if a.ProducerID == h.ProducerID && a.First <= h.BaseOffset && h.LastOffset() < a.Last {
+			return true
+		}
+	}
+	return false
+}
+
 // shareEntry returns the partition's reader and its share partition for group, loaded
-// for the partition's current leader epoch.
-func (s *Server) shareEntry(ctx context.Context, view *metadata.View, group string, tp share.TP) (Reader, *share.Entry, share.Key, error) {
+// for the partition's current leader epoch; a new share partition starts where the
+// group's share.auto.offset.reset says.
+func (s *Server) shareEntry(ctx context.Context, view *metadata.View, set share.Settings, group string, tp share.TP) (Reader, *share.Entry, share.Key, error) {
 	k := share.Key{Group: group, Topic: tp.Topic, Partition: tp.Partition}
 	t := view.TopicByID(tp.Topic)
 	if t == nil {
@@ -244,8 +291,14 @@ func (s *Server) shareEntry(ctx context.Context, view *metadata.View, group stri
 	}
 	logStart, hw, epoch := r.LogInfo()
 	e, err := s.share.Parts.Get(ctx, k, epoch, func() (int64, error) {
-		if s.share.AutoOffsetResetEarliest {
+		switch set.AutoOffsetReset.Kind {
+		case share.ResetEarliest:
 			return logStart, nil
+		case share.ResetByDuration:
+			// The first record written at or after now - duration; none: the end.
+			if off, _, ok := r.OffsetForTime(ctx, s.now().Add(-set.AutoOffsetReset.Duration).UnixMilli()); ok {
+				return max(off, logStart), nil
+			}
 		}
 		return hw, nil
 	})

@@ -39,19 +39,23 @@ func (s *Server) shareHeartbeat(ctx context.Context, clientID, host string, req 
 			return fail(kerr.TopicAuthorizationFailed.Code)
 		}
 	}
-	coordEpoch, err := s.shareCoordinator(ctx, req.GroupID)
+	coord, err := s.shareCoord(ctx, req.GroupID)
 	if err != nil {
 		return fail(shareCode(err))
 	}
 	view := s.meta.View()
 	res, err := s.share.Groups.Heartbeat(ctx, share.HeartbeatRequest{Group: req.GroupID, Member: req.MemberID, ClientID: clientID, ClientHost: host,
-		Epoch: req.MemberEpoch, Rack: req.RackID, Subscribed: req.SubscribedTopicNames, CoordEpoch: coordEpoch}, s.now(), shareTopicInfo(view))
+		Epoch: req.MemberEpoch, Rack: req.RackID, Subscribed: req.SubscribedTopicNames, CoordEpoch: coord.Epoch, CoordPartition: coord.Partition}, s.now(), shareTopicInfo(view))
 	if err != nil {
 		return fail(shareCode(err))
 	}
 	resp.MemberID = &req.MemberID
 	resp.MemberEpoch = res.Epoch
-	resp.HeartbeatIntervalMillis = int32(s.share.HeartbeatInterval.Milliseconds())
+	interval := s.share.Configs.Defaults().HeartbeatInterval
+	if set, err := s.share.Configs.Get(ctx, req.GroupID, s.now()); err == nil {
+		interval = set.HeartbeatInterval // share.heartbeat.interval.ms
+	}
+	resp.HeartbeatIntervalMillis = int32(interval.Milliseconds())
 	if res.Sent {
 		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
 		for id, ps := range res.Assignment {

@@ -53,6 +53,9 @@ type GroupConfig struct {
 	SessionTimeout    time.Duration // group.share.session.timeout.ms
 	HeartbeatInterval time.Duration // group.share.heartbeat.interval.ms
 	MaxSize           int           // group.share.max.size
+	// Configs, when set, gives each group its own session timeout
+	// (share.session.timeout.ms) over SessionTimeout.
+	Configs *Configs
 }
 
 // GroupStore keeps share groups' membership durable (group_record.go). Each call
@@ -77,6 +80,8 @@ type Groups struct {
 	lmu    sync.Mutex // one load at a time (loads happen once per group and move)
 	mu     sync.Mutex
 	groups map[string]*groupEntry
+	imu    sync.Mutex            // the index (group_index.go); taken before mu, never inside it
+	index  map[int32]*groupIndex // per __consumer_offsets partition
 }
 
 // groupEntry is a group with what makes it durable.
@@ -92,7 +97,7 @@ type groupEntry struct {
 
 // NewGroups returns an empty coordinator keeping membership in store (nil: memory only).
 func NewGroups(cfg GroupConfig, store GroupStore) *Groups {
-	return &Groups{cfg: cfg, store: store, groups: map[string]*groupEntry{}}
+	return &Groups{cfg: cfg, store: store, groups: map[string]*groupEntry{}, index: map[int32]*groupIndex{}}
 }
 
 // HeartbeatRequest is a ShareGroupHeartbeat.
@@ -102,8 +107,8 @@ type HeartbeatRequest struct {
 	Rack                                *string
 	Subscribed                          []string // nil: unchanged
 	// CoordEpoch is the coordinator's epoch (its __consumer_offsets partition's leader
-	// epoch).
-	CoordEpoch int32
+	// epoch), CoordPartition that partition (the index the group is listed in).
+	CoordEpoch, CoordPartition int32
 }
 
 // HeartbeatResult is its answer; Assignment is set when the member must take it.
@@ -219,8 +224,12 @@ func (gs *Groups) Heartbeat(ctx context.Context, req HeartbeatRequest, now time.
 	if e == nil {
 		return HeartbeatResult{}, ErrUnknownMember
 	}
+	if err := gs.indexed(ctx, Coord{Partition: req.CoordPartition, Epoch: req.CoordEpoch}, req.Group); err != nil {
+		return HeartbeatResult{}, err
+	}
+	timeout := gs.sessionTimeout(ctx, req.Group, now)
 	gs.mu.Lock()
-	res, err := gs.heartbeat(e.g, req, now, topics)
+	res, err := gs.heartbeat(e.g, req, now, timeout, topics)
 	want := gs.changed(e)
 	gs.mu.Unlock()
 	if ferr := gs.flush(ctx, e, want); ferr != nil {
@@ -230,8 +239,8 @@ func (gs *Groups) Heartbeat(ctx context.Context, req HeartbeatRequest, now time.
 }
 
 // heartbeat applies a heartbeat to g. Called with gs.mu held.
-func (gs *Groups) heartbeat(g *Group, req HeartbeatRequest, now time.Time, topics func(string) (TopicInfo, bool)) (HeartbeatResult, error) {
-	gs.expire(g, now)
+func (gs *Groups) heartbeat(g *Group, req HeartbeatRequest, now time.Time, timeout time.Duration, topics func(string) (TopicInfo, bool)) (HeartbeatResult, error) {
+	gs.expire(g, now, timeout)
 	m := g.Members[req.Member]
 	switch {
 	case req.Epoch == -1:
@@ -284,10 +293,22 @@ func (gs *Groups) heartbeat(g *Group, req HeartbeatRequest, now time.Time, topic
 	return res, nil
 }
 
+// sessionTimeout is group's session timeout: its own share.session.timeout.ms, else
+// the coordinator's (also when its configs cannot be read: expiring a member late is
+// safer than early).
+func (gs *Groups) sessionTimeout(ctx context.Context, group string, now time.Time) time.Duration {
+	if gs.cfg.Configs != nil {
+		if s, err := gs.cfg.Configs.Get(ctx, group, now); err == nil {
+			return s.SessionTimeout
+		}
+	}
+	return gs.cfg.SessionTimeout
+}
+
 // expire removes the members silent for the session timeout.
-func (gs *Groups) expire(g *Group, now time.Time) {
+func (gs *Groups) expire(g *Group, now time.Time, timeout time.Duration) {
 	for id, m := range g.Members {
-		if gs.cfg.SessionTimeout > 0 && now.Sub(m.lastSeen) >= gs.cfg.SessionTimeout {
+		if timeout > 0 && now.Sub(m.lastSeen) >= timeout {
 			delete(g.Members, id)
 			g.Epoch++
 		}
@@ -368,9 +389,10 @@ func (gs *Groups) Describe(ctx context.Context, id string, coordEpoch int32, now
 	if e == nil || err != nil {
 		return nil, err
 	}
+	timeout := gs.sessionTimeout(ctx, id, now)
 	gs.mu.Lock()
 	g := e.g
-	gs.expire(g, now)
+	gs.expire(g, now, timeout)
 	c := *g
 	c.Members = map[string]*Member{}
 	for k, m := range g.Members {
@@ -392,8 +414,9 @@ func (gs *Groups) Delete(ctx context.Context, id string, coordEpoch int32, now t
 	case e == nil:
 		return nil, ErrNotShareGroup
 	}
+	timeout := gs.sessionTimeout(ctx, id, now)
 	gs.mu.Lock()
-	gs.expire(e.g, now)
+	gs.expire(e.g, now, timeout)
 	n, topics := len(e.g.Members), append([]string(nil), e.g.Topics...)
 	want := gs.changed(e)
 	gs.mu.Unlock()

@@ -43,9 +43,10 @@ const (
 )
 
 // RecordEpoch returns the writer's epoch of a stored share state or group record (the
-// data partition's leader epoch, or the coordinator's __consumer_offsets leader epoch).
+// data partition's leader epoch, or the coordinator's __consumer_offsets leader epoch),
+// or a group config record's version (config_store.go).
 func RecordEpoch(v []byte) (int32, bool) {
-	if len(v) < 5 || (v[0] != snapshotV1 && v[0] != snapshotVersion && v[0] != groupRecordVersion && v[0] != groupDeletedVersion) {
+	if len(v) < 5 || (v[0] != snapshotV1 && v[0] != snapshotVersion && v[0] != groupRecordVersion && v[0] != groupDeletedVersion && v[0] != configRecordVersion && v[0] != groupIndexVersion) {
 		return 0, false
 	}
 	return int32(binary.BigEndian.Uint32(v[1:])), true

@@ -76,6 +76,14 @@ func NewPartition(start int64, lim Limits) *Partition {
 	return &Partition{lim: lim, start: start}
 }
 
+// SetLockDuration sets how long the next acquisitions are locked for (the group's
+// share.record.lock.duration.ms, which may change while the partition is loaded).
+func (p *Partition) SetLockDuration(d time.Duration) {
+	if d > 0 {
+		p.lim.LockDuration = d
+	}
+}
+
 // Start is the share-partition start offset (SPSO).
 func (p *Partition) Start() int64 { return p.start }
 

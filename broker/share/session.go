@@ -25,6 +25,13 @@ type TP struct {
 type session struct {
 	next  int32
 	parts map[TP]struct{}
+	owner any // the connection that opened it
+}
+
+// Ended is a share session dropped with its connection: whose it was and its partitions.
+type Ended struct {
+	Group, Member string
+	Parts         []TP
 }
 
 // Sessions are the share sessions of this broker (KIP-932's share fetch sessions, one
@@ -40,9 +47,10 @@ type Sessions struct {
 func NewSessions(max int) *Sessions { return &Sessions{max: max, s: map[[2]string]*session{}} }
 
 // Fetch applies a ShareFetch's session part: epoch 0 opens (or reopens) the session with
-// add, a positive epoch must be the next one and adds add and drops forget, FinalEpoch
-// closes it. It returns the session's partitions (for FinalEpoch, those it had).
-func (ss *Sessions) Fetch(group, member string, epoch int32, add, forget []TP) ([]TP, error) {
+// add on connection owner (any comparable token: the session ends with it, Drop), a
+// positive epoch must be the next one and adds add and drops forget, FinalEpoch closes
+// it. It returns the session's partitions (for FinalEpoch, those it had).
+func (ss *Sessions) Fetch(group, member string, epoch int32, add, forget []TP, owner any) ([]TP, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	k := [2]string{group, member}
@@ -52,7 +60,7 @@ func (ss *Sessions) Fetch(group, member string, epoch int32, add, forget []TP) (
 		if s == nil && ss.max > 0 && len(ss.s) >= ss.max {
 			return nil, ErrSessionLimit
 		}
-		s = &session{next: 1, parts: map[TP]struct{}{}}
+		s = &session{next: 1, parts: map[TP]struct{}{}, owner: owner}
 		ss.s[k] = s
 	case s == nil:
 		return nil, ErrSessionNotFound
@@ -80,7 +88,36 @@ func (ss *Sessions) Ack(group, member string, epoch int32) ([]TP, error) {
 	if epoch == 0 {
 		return nil, ErrSessionEpoch
 	}
-	return ss.Fetch(group, member, epoch, nil, nil)
+	return ss.Fetch(group, member, epoch, nil, nil, nil)
+}
+
+// Drop ends the sessions opened on connection owner (it closed) and returns them, so the
+// caller releases what their members hold (Kafka's share session cache does so on a
+// disconnect, rather than leaving the records locked until their locks run out).
+func (ss *Sessions) Drop(owner any) []Ended {
+	if owner == nil {
+		return nil
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var out []Ended
+	for k, s := range ss.s {
+		if s.owner == owner {
+			delete(ss.s, k)
+			out = append(out, Ended{Group: k[0], Member: k[1], Parts: s.list()})
+		}
+	}
+	return out
+}
+
+// Owner returns the connection that opened group's member's session (ok false: none).
+func (ss *Sessions) Owner(group, member string) (owner any, ok bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if s := ss.s[[2]string{group, member}]; s != nil {
+		return s.owner, true
+	}
+	return nil, false
 }
 
 func nextEpoch(e int32) int32 {

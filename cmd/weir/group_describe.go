@@ -23,13 +23,23 @@ host, assigned partitions), and per partition it has committed to or is assigned
              LOG-END - log start, what a consumer starting from the earliest offset reads)
   MEMBER-ID  the member the partition is assigned to ("-" when none, e.g. Empty)
 
-and the group's total lag. The exit code is 1 if a group could not be described (for
-example GROUP_ID_NOT_FOUND).
+and the group's total lag. A share group (KIP-932) shows its group and assignment
+epochs, its members' epochs, and per partition it has state for or is assigned:
+
+  START-OFFSET  the share-partition start offset (DescribeShareGroupOffsets): every
+                record below it is acknowledged or archived ("-" if none yet)
+  LOG-END       the partition's high watermark
+  LAG           LOG-END - START-OFFSET: records not yet done, those in flight included
+  MEMBER-ID     the members assigned the partition (several may share one)
+
+The exit code is 1 if a group could not be described (for example GROUP_ID_NOT_FOUND).
 `
 
 // groupDescription is one group of weir group describe --json.
 type groupDescription struct {
-	Group        string           `json:"group"`
+	Group string `json:"group"`
+	// Type is "share" for a share group (group_share.go), empty for the others.
+	Type         string           `json:"type,omitempty"`
 	State        string           `json:"state"`
 	Coordinator  int32            `json:"coordinator"`
 	ProtocolType string           `json:"protocol_type"`
@@ -37,8 +47,11 @@ type groupDescription struct {
 	Members      []groupMember    `json:"members"`
 	Partitions   []groupPartition `json:"partitions"`
 	TotalLag     int64            `json:"total_lag"`
-	Error        string           `json:"error,omitempty"`
-	Hint         string           `json:"hint,omitempty"`
+	// A share group's epochs.
+	GroupEpoch      int32  `json:"group_epoch,omitempty"`
+	AssignmentEpoch int32  `json:"assignment_epoch,omitempty"`
+	Error           string `json:"error,omitempty"`
+	Hint            string `json:"hint,omitempty"`
 }
 
 type groupMember struct {
@@ -47,6 +60,9 @@ type groupMember struct {
 	ClientID   string        `json:"client_id"`
 	Host       string        `json:"host"`
 	Assigned   []memberTopic `json:"assigned"`
+	// A share group member's epoch and rack.
+	MemberEpoch int32  `json:"member_epoch,omitempty"`
+	Rack        string `json:"rack,omitempty"`
 }
 
 type memberTopic struct {
@@ -60,13 +76,15 @@ type groupPartition struct {
 	Topic           string `json:"topic"`
 	Partition       int32  `json:"partition"`
 	CommittedOffset int64  `json:"committed_offset"`
-	LogStartOffset  int64  `json:"log_start_offset"`
-	LogEndOffset    int64  `json:"log_end_offset"`
-	Lag             int64  `json:"lag"`
-	MemberID        string `json:"member_id,omitempty"`
-	ClientID        string `json:"client_id,omitempty"`
-	Host            string `json:"host,omitempty"`
-	Error           string `json:"error,omitempty"`
+	// StartOffset is a share group's share-partition start offset (-1: none yet).
+	StartOffset    *int64 `json:"start_offset,omitempty"`
+	LogStartOffset int64  `json:"log_start_offset"`
+	LogEndOffset   int64  `json:"log_end_offset"`
+	Lag            int64  `json:"lag"`
+	MemberID       string `json:"member_id,omitempty"`
+	ClientID       string `json:"client_id,omitempty"`
+	Host           string `json:"host,omitempty"`
+	Error          string `json:"error,omitempty"`
 }
 
 func runGroupDescribe(ctx context.Context, args []string, w io.Writer) error {
@@ -83,15 +101,27 @@ func runGroupDescribe(ctx context.Context, args []string, w io.Writer) error {
 		return err
 	}
 	defer stop()
+	shares, errs := describeShareGroups(ctx, adm, groups)
+	var classic []string
+	for _, g := range groups {
+		if _, ok := shares[g]; !ok {
+			classic = append(classic, g)
+		}
+	}
 	// Lag: DescribeGroups, OffsetFetch, then ListOffsets (start and end) of every partition
 	// the groups are assigned or committed to.
-	lags, err := adm.Lag(ctx, groups...)
-	if err != nil {
-		return fmt.Errorf("group: describing %s: %w", strings.Join(groups, ", "), err)
+	lags := kadm.DescribedGroupLags{}
+	if len(classic) > 0 {
+		if lags, err = adm.Lag(ctx, classic...); err != nil {
+			return fmt.Errorf("group: describing %s: %w", strings.Join(classic, ", "), err)
+		}
 	}
 	var out []groupDescription
-	var errs []error
 	for _, g := range groups {
+		if d, ok := shares[g]; ok {
+			out = append(out, d)
+			continue
+		}
 		l, ok := lags[g]
 		gerr := l.Error()
 		if !ok {
@@ -159,6 +189,10 @@ func printDescriptions(tw io.Writer, ds []groupDescription) {
 	for i, d := range ds {
 		if i > 0 {
 			fmt.Fprintln(tw)
+		}
+		if d.Type == "share" && d.State != "" {
+			printShareDescription(tw, d)
+			continue
 		}
 		if d.Error != "" {
 			fmt.Fprintf(tw, "GROUP\t%s\nERROR\t%s: %s\n", d.Group, d.Error, d.Hint)

@@ -16,14 +16,16 @@ import (
 
 const groupListHelp = `Usage: weir group list [flags]
 
-Lists every consumer group of the cluster (ListGroups on every broker): its state
-(Stable, Empty, PreparingRebalance, ...), protocol type ("consumer" for consumers; empty
-for a group that only stores offsets), member count and coordinator broker.
+Lists every group of the cluster (ListGroups on every broker): its state (Stable, Empty,
+PreparingRebalance, ...), protocol type ("consumer" for consumers, "share" for share
+groups; empty for a group that only stores offsets), member count and coordinator broker.
 `
 
 // listedGroup is one row of weir group list (and its --json).
 type listedGroup struct {
-	Group        string `json:"group"`
+	Group string `json:"group"`
+	// Type is the group's type (classic, consumer, share) when the brokers say it.
+	Type         string `json:"type,omitempty"`
 	State        string `json:"state"`
 	ProtocolType string `json:"protocol_type"`
 	Members      int    `json:"members"`
@@ -49,17 +51,33 @@ func runGroupList(ctx context.Context, args []string, w io.Writer) error {
 	}
 	rows := make([]listedGroup, 0, len(listed))
 	for _, g := range listed.Sorted() {
-		rows = append(rows, listedGroup{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType, Coordinator: g.Coordinator})
+		rows = append(rows, listedGroup{Group: g.Group, Type: g.GroupType, State: g.State, ProtocolType: g.ProtocolType, Coordinator: g.Coordinator})
 	}
-	if len(rows) > 0 {
-		// The member counts: DescribeGroups. A group gone in between keeps 0 members.
-		described, err := adm.DescribeGroups(ctx, listed.Groups()...)
+	var classic, share []string
+	for _, r := range rows {
+		if r.Type == "share" {
+			share = append(share, r.Group)
+		} else {
+			classic = append(classic, r.Group)
+		}
+	}
+	if len(classic) > 0 {
+		// The member counts: DescribeGroups (ShareGroupDescribe for share groups). A group
+		// gone in between keeps 0 members.
+		described, err := adm.DescribeGroups(ctx, classic...)
 		if err != nil && len(described) == 0 {
 			return fmt.Errorf("group: describing groups: %w", err)
 		}
 		for i := range rows {
-			if d, ok := described[rows[i].Group]; ok && d.Err == nil {
+			if d, ok := described[rows[i].Group]; ok && d.Err == nil && rows[i].Type != "share" {
 				rows[i].Members = len(d.Members)
+			}
+		}
+	}
+	if counts := shareMemberCounts(ctx, adm, share); len(counts) > 0 {
+		for i := range rows {
+			if n, ok := counts[rows[i].Group]; ok && rows[i].Type == "share" {
+				rows[i].Members = n
 			}
 		}
 	}
