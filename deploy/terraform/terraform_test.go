@@ -192,9 +192,9 @@ func TestModuleSecurityGroupPorts(t *testing.T) {
 	}
 	zones := len(vals["broker"].(map[string]any)["zones"].([]any))
 	want := map[int]string{
-		num("broker", "kafkaPort"):   "kafka",
-		num("broker", "gossipPort"):  "gossip",
-		num("broker", "metricsPort"): "metrics",
+		num("broker", "kafkaPort"):    "kafka",
+		num("broker", "gossipPort"):   "gossip",
+		num("broker", "metricsPort"):  "metrics",
 		num("controller", "raftPort"): "raft",
 		num("controller", "apiPort"):  "controller api",
 	}
