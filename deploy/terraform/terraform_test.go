@@ -8,6 +8,7 @@
 package terraform
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
@@ -47,6 +49,30 @@ func TestTerraformFmt(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("terraform fmt -check: %v\n%s", err, out)
+	}
+}
+
+// TestHCLFormat holds every file to hclwrite.Format, the canonical layout `terraform fmt`
+// applies, so the formatting is checked where terraform is not installed too.
+func TestHCLFormat(t *testing.T) {
+	var files []string
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".tf") || strings.HasSuffix(path, ".tfvars")) {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Terraform files: %v", err)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hclwrite.Format(src); !bytes.Equal(got, src) {
+			t.Errorf("%s is not formatted (terraform fmt %s)", f, f)
+		}
 	}
 }
 
