@@ -359,8 +359,37 @@ func TestExampleWiresChart(t *testing.T) {
 	}
 	vals := chartValues(t)
 	set := map[string]bool{}
+	for _, name := range setNames(t, ex, rel) {
+		set[name] = true
+		if !valuePathExists(vals, name) {
+			t.Errorf("example sets chart value %s, which values.yaml does not have", name)
+		}
+	}
+	if len(set) < 5 {
+		t.Errorf("example sets only %v", keys(set))
+	}
+	for _, v := range []string{"s3.bucket", "s3.region", "wal.nfs.server", "wal.nfs.path"} {
+		if !set[v] {
+			t.Errorf("example does not set %s from the module", v)
+		}
+	}
+}
+
+// setNames: the chart value names a helm_release sets: its set blocks' names, and for a
+// dynamic "set" named by set.key, the keys of the local map it iterates.
+func setNames(t *testing.T, c *config, rel *hclsyntax.Block) []string {
+	t.Helper()
+	locals := map[string]hclsyntax.Expression{}
+	for _, b := range c.blocks {
+		if b.Type == "locals" {
+			for n, a := range b.Body.Attributes {
+				locals[n] = a.Expr
+			}
+		}
+	}
+	var out []string
 	for _, s := range rel.Body.Blocks {
-		var nameExpr hcl.Expression
+		var nameExpr hclsyntax.Expression
 		switch {
 		case s.Type == "set":
 			nameExpr = s.Body.Attributes["name"].Expr
@@ -369,17 +398,23 @@ func TestExampleWiresChart(t *testing.T) {
 		default:
 			continue
 		}
-		name := strings.Trim(exprSource(t, nameExpr), `"`)
-		set[name] = true
-		if !valuePathExists(vals, name) {
-			t.Errorf("example sets chart value %s, which values.yaml does not have", name)
+		if src := exprSource(t, nameExpr); src != "set.key" {
+			out = append(out, strings.Trim(src, `"`))
+			continue
+		}
+		vars := s.Body.Attributes["for_each"].Expr.Variables()
+		if len(vars) != 1 || vars[0].RootName() != "local" {
+			t.Fatalf("dynamic set over %s: not a local map", exprSource(t, s.Body.Attributes["for_each"].Expr))
+		}
+		m, ok := locals[vars[0][1].(hcl.TraverseAttr).Name].(*hclsyntax.ObjectConsExpr)
+		if !ok {
+			t.Fatalf("dynamic set over %s: not a map literal", exprSource(t, s.Body.Attributes["for_each"].Expr))
+		}
+		for _, item := range m.Items {
+			out = append(out, evalString(t, item.KeyExpr, nil))
 		}
 	}
-	for _, v := range []string{"s3.bucket", "s3.region", "wal.nfs.server", "wal.nfs.path"} {
-		if !set[v] {
-			t.Errorf("example does not set %s from the module", v)
-		}
-	}
+	return out
 }
 
 // valuePathExists: "a.b[0].c" or "serviceAccount.annotations.x\.y/z" exists in values as

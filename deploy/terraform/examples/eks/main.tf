@@ -63,6 +63,18 @@ module "weir" {
 
 # The chart, wired to the module: bucket, region and prefix, the WAL's NFS endpoint, the
 # IRSA role, and one broker StatefulSet per zone of the module's subnets.
+locals {
+  chart_values = {
+    "s3.bucket"                                                 = module.weir.bucket_name
+    "s3.region"                                                 = module.weir.region
+    "s3.prefix"                                                 = module.weir.s3_prefix
+    "wal.mode"                                                  = "nfs"
+    "wal.nfs.server"                                            = module.weir.nfs_dns_name
+    "wal.nfs.path"                                              = module.weir.nfs_junction_path
+    "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn" = module.weir.broker_role_arn
+  }
+}
+
 resource "helm_release" "weir" {
   name             = local.release
   namespace        = local.namespace
@@ -70,33 +82,12 @@ resource "helm_release" "weir" {
   chart            = "${path.module}/../../../helm/weir"
   values           = [file("${path.module}/../../../helm/weir/examples/production.yaml")]
 
-  set {
-    name  = "s3.bucket"
-    value = module.weir.bucket_name
-  }
-  set {
-    name  = "s3.region"
-    value = module.weir.region
-  }
-  set {
-    name  = "s3.prefix"
-    value = module.weir.s3_prefix
-  }
-  set {
-    name  = "wal.mode"
-    value = "nfs"
-  }
-  set {
-    name  = "wal.nfs.server"
-    value = module.weir.nfs_dns_name
-  }
-  set {
-    name  = "wal.nfs.path"
-    value = module.weir.nfs_junction_path
-  }
-  set {
-    name  = "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn"
-    value = module.weir.broker_role_arn
+  dynamic "set" {
+    for_each = local.chart_values
+    content {
+      name  = set.key
+      value = set.value
+    }
   }
   dynamic "set" {
     for_each = module.weir.zones
