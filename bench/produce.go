@@ -56,7 +56,7 @@ func runProduce(ctx context.Context, cfg *config, stdout, stderr io.Writer) erro
 func printProduceHeader(out io.Writer, cfg *config) {
 	r := "unlimited (closed loop)"
 	if cfg.rate > 0 {
-		r = fmt.Sprintf("%s rec/s (open loop)", commas(int64(cfg.rate)))
+		r = fmt.Sprintf("%s rec/s (open loop)", Commas(int64(cfg.rate)))
 	}
 	fmt.Fprintf(out, "producing to %s on %s: %d producer(s), %s records, rate %s, acks=%s, linger %v, batch %s, compression %s, idempotent %v\n",
 		cfg.topic, cfg.bootstrap, cfg.producers, formatSize(int(cfg.recordSize)), r, cfg.acks, cfg.linger, humanSize(int(cfg.batchBytes)), cfg.compression, cfg.idempotent)

@@ -147,9 +147,9 @@ func runProgress(stop <-chan struct{}, interval time.Duration, begin time.Time, 
 
 func progressLine(name string, iv Interval) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[%7.1fs] %-7s %10s rec/s %9.2f MB/s", iv.ElapsedS, name, commas(int64(iv.RecordsPerSec+0.5)), iv.MBPerSec)
+	fmt.Fprintf(&b, "[%7.1fs] %-7s %10s rec/s %9.2f MB/s", iv.ElapsedS, name, Commas(int64(iv.RecordsPerSec+0.5)), iv.MBPerSec)
 	if iv.Failed > 0 {
-		fmt.Fprintf(&b, "  failed %s", commas(iv.Failed))
+		fmt.Fprintf(&b, "  failed %s", Commas(iv.Failed))
 	}
 	if iv.Latency != nil {
 		l := iv.Latency
@@ -161,18 +161,18 @@ func progressLine(name string, iv Interval) string {
 func printSummary(w io.Writer, res *Result) {
 	if p := res.Produce; p != nil {
 		fmt.Fprintf(w, "\n== produce: %s records acked, %s failed, %s sent after warmup, in %.2fs\n",
-			commas(p.RecordsAcked), commas(p.RecordsFailed), commas(p.RecordsSent), p.DurationS)
+			Commas(p.RecordsAcked), Commas(p.RecordsFailed), Commas(p.RecordsSent), p.DurationS)
 		target := "unlimited"
 		if p.TargetRate > 0 {
-			target = commas(int64(p.TargetRate)) + " rec/s"
+			target = Commas(int64(p.TargetRate)) + " rec/s"
 		}
 		fmt.Fprintf(w, "   throughput %s rec/s, %.2f MB/s (target %s); avg batch %.1f records, %s\n",
-			commas(int64(p.RecordsPerSec+0.5)), p.MBPerSec, target, p.AvgBatchRecords, formatBytes(p.AvgBatchBytes))
+			Commas(int64(p.RecordsPerSec+0.5)), p.MBPerSec, target, p.AvgBatchRecords, formatBytes(p.AvgBatchBytes))
 		if p.Latency != nil {
 			fmt.Fprintf(w, "   ack latency ms: %s\n", latencyLine(p.Latency))
 		}
 		if r := p.Requests; r != nil {
-			fmt.Fprintf(w, "   %s Produce requests: round trip ms: %s\n", commas(r.Requests), latencyLine(&r.RoundTrip))
+			fmt.Fprintf(w, "   %s Produce requests: round trip ms: %s\n", Commas(r.Requests), latencyLine(&r.RoundTrip))
 			fmt.Fprintf(w, "     waiting in the client to be written ms: %s\n", latencyLine(&r.WriteWait))
 		}
 	}
@@ -185,8 +185,8 @@ func printSummary(w io.Writer, res *Result) {
 		if c.ReachedEnd {
 			end = " (reached end)"
 		}
-		fmt.Fprintf(w, "\n== %s: %s records read in %.2fs%s\n", name, commas(c.RecordsRead), c.DurationS, end)
-		fmt.Fprintf(w, "   throughput %s rec/s, %.2f MB/s\n", commas(int64(c.RecordsPerSec+0.5)), c.MBPerSec)
+		fmt.Fprintf(w, "\n== %s: %s records read in %.2fs%s\n", name, Commas(c.RecordsRead), c.DurationS, end)
+		fmt.Fprintf(w, "   throughput %s rec/s, %.2f MB/s\n", Commas(int64(c.RecordsPerSec+0.5)), c.MBPerSec)
 		if c.Latency != nil {
 			fmt.Fprintf(w, "   end-to-end latency ms: %s\n", latencyLine(c.Latency))
 		}
@@ -225,8 +225,9 @@ func ms(v float64) string {
 	return strconv.FormatFloat(v, 'f', 3, 64)
 }
 
-// commas formats n with thousands separators, for readable record counts.
-func commas(n int64) string {
+// Commas formats n with thousands separators, for readable counts (weir bench's reports,
+// weir admin cost's bills).
+func Commas(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")

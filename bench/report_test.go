@@ -149,8 +149,8 @@ func TestProgressLineAndFormatting(t *testing.T) {
 		}
 	}
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -1234: "-1,234"} {
-		if got := commas(n); got != want {
-			t.Errorf("commas(%d) = %s", n, got)
+		if got := Commas(n); got != want {
+			t.Errorf("Commas(%d) = %s", n, got)
 		}
 	}
 }

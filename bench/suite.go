@@ -221,7 +221,7 @@ Flags:
 		fmt.Fprintf(out, "\n== weir bench suite, %s, commit %s\n   %d CPUs (%s), kernel %s, disk %s\n",
 			s.res.StartedAt.Format(time.RFC3339), s.res.Commit, s.res.Machine.CPUs, s.res.Machine.CPU, s.res.Machine.Kernel, s.res.Machine.Disk)
 		if s.res.FixedRate > 0 {
-			fmt.Fprintf(out, "   fixed rate %s rec/s of %d B (%s)\n", commas(int64(s.res.FixedRate)), cfg.RecordSize, s.res.RateBasis)
+			fmt.Fprintf(out, "   fixed rate %s rec/s of %d B (%s)\n", Commas(int64(s.res.FixedRate)), cfg.RecordSize, s.res.RateBasis)
 		}
 		fmt.Fprintln(out)
 		printSuiteTable(out, s.res.Rows)

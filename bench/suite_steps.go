@@ -101,7 +101,7 @@ func (s *suite) fixedRate(ctx context.Context, b *brokerProc) error {
 	if s.closedMBps > 0 {
 		prov = min(prov, 0.5*s.closedMBps*1e6/float64(s.cfg.RecordSize))
 	}
-	s.step("calibration: produce at %s rec/s to find the average batch", commas(int64(prov)))
+	s.step("calibration: produce at %s rec/s to find the average batch", Commas(int64(prov)))
 	cal := s.loadArgs("produce", b.kafka, "suite-fixed", s.cfg.Partitions, prov)
 	cal = append(cal, "--warmup", "1s", "--duration", "3s")
 	cres, err := s.bench(ctx, "calibration", cal...)
@@ -120,7 +120,7 @@ func (s *suite) fixedRate(ctx context.Context, b *brokerProc) error {
 	}
 	rate := 0.5 * limitMBps * 1e6 / float64(s.cfg.RecordSize)
 	s.res.FixedRate, s.res.RateBasis = rate, basis
-	s.step("produce at %s rec/s (%s), %v warmup + %v", commas(int64(rate)), basis, s.cfg.Warmup, s.cfg.Duration)
+	s.step("produce at %s rec/s (%s), %v warmup + %v", Commas(int64(rate)), basis, s.cfg.Warmup, s.cfg.Duration)
 
 	// The broker's histogram is scraped when measuring starts and after the run, so
 	// that warmup is left out of its p99 as it is of the client's.
@@ -227,7 +227,7 @@ func (s *suite) e2e(ctx context.Context) error {
 	if rate == 0 {
 		rate = 10000
 	}
-	s.step("end to end at %s rec/s, %d partitions, %v warmup + %v", commas(int64(rate)), s.cfg.E2EPartitions, s.cfg.Warmup, s.cfg.Duration)
+	s.step("end to end at %s rec/s, %d partitions, %v warmup + %v", Commas(int64(rate)), s.cfg.E2EPartitions, s.cfg.Warmup, s.cfg.Duration)
 	args := append(s.loadArgs("e2e", strings.Join(c.Bootstrap(), ","), "suite-e2e", s.cfg.E2EPartitions, rate), "--consumers", "1")
 	res, err := s.bench(ctx, "e2e", args...)
 	if err != nil {
@@ -238,7 +238,7 @@ func (s *suite) e2e(ctx context.Context) error {
 	}
 	t := within(5, "ms")
 	r := row("e2e p99 (3+3 cluster, produce → receive)", res.Consume.Latency.P99, "ms", "produce ack p99, same run", res.Produce.Latency.P99, &t)
-	r.Note = fmt.Sprintf("%s rec/s; e2e p50 %s ms, produce p50 %s ms", commas(int64(res.Produce.RecordsPerSec)), ms(res.Consume.Latency.P50), ms(res.Produce.Latency.P50))
+	r.Note = fmt.Sprintf("%s rec/s; e2e p50 %s ms, produce p50 %s ms", Commas(int64(res.Produce.RecordsPerSec)), ms(res.Consume.Latency.P50), ms(res.Produce.Latency.P50))
 	if res.Produce.RecordsPerSec < 0.95*rate {
 		// Seconds-long p99s with the rate missed are stalls (on a starved machine: the
 		// controllers' Raft losing its leader, brokers their leases), not the fetch path.

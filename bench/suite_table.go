@@ -90,7 +90,7 @@ func printSuiteTable(w io.Writer, rows []SuiteRow) {
 
 func num(v float64) string {
 	if v >= 1000 {
-		return commas(int64(v + 0.5))
+		return Commas(int64(v + 0.5))
 	}
 	return ms(v)
 }

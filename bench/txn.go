@@ -60,7 +60,7 @@ func runTxn(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 				txnIDPrefix: fmt.Sprintf("weir-bench-txn-%d-p%d", runID, p)}
 			m := ph.run(ctx)
 			fmt.Fprintf(out, "%d partitions per txn, %-13s %s rec/s %.2f MB/s %.1f txn/s, %d failed\n",
-				p, ph.name(), commas(int64(m.RecordsPerSec+0.5)), m.MBPerSec, m.TransactionsPerSec, m.Failed)
+				p, ph.name(), Commas(int64(m.RecordsPerSec+0.5)), m.MBPerSec, m.TransactionsPerSec, m.Failed)
 			if transactional {
 				run.Transactional = m
 			} else {

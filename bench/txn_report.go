@@ -90,8 +90,8 @@ func txnRow(parts int, name string, m *TxnModeResult, ratio string) string {
 	p99 := func(l *LatencySummary) float64 { return l.P99 }
 	mx := func(l *LatencySummary) float64 { return l.Max }
 	return fmt.Sprintf("%5d  %-13s %10s %8.2f %8.1f  %8s %8s  %8s %8s %8s  %6s  %s",
-		parts, name, commas(int64(m.RecordsPerSec+0.5)), m.MBPerSec, m.TransactionsPerSec,
+		parts, name, Commas(int64(m.RecordsPerSec+0.5)), m.MBPerSec, m.TransactionsPerSec,
 		lat(m.Latency, p50), lat(m.Latency, p99),
 		lat(m.CommitLatency, p50), lat(m.CommitLatency, p99), lat(m.CommitLatency, mx),
-		commas(m.Failed), ratio)
+		Commas(m.Failed), ratio)
 }

@@ -28,16 +28,7 @@ func minioStore(tb testing.TB) objectstore.Store {
 func TestCompactOnMinIO(t *testing.T) {
 	store := minioStore(t)
 	r := compactRig(t, rigOpts{wrap: func(objectstore.Store) objectstore.Store { return store }})
-	for round := 0; round < 4; round++ {
-		r.produceKeyed(t, "a", fmt.Sprint("a", round), "b", fmt.Sprint("b", round), "c", fmt.Sprint("c", round))
-		if _, err := r.tr.uploadOnce(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.produceKeyed(t, "c", "") // c deleted
-	if _, err := r.tr.uploadOnce(); err != nil {
-		t.Fatal(err)
-	}
+	r.produceABC(t)
 	if n := len(r.keys(t)); n != 5 {
 		t.Fatalf("%d objects in the bucket after 5 uploads", n)
 	}

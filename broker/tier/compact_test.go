@@ -41,6 +41,23 @@ func (r *upRig) produceKeyed(t testing.TB, kv ...string) {
 	r.p.Commit(r.prepare(t, b), noReader{}, 0)
 }
 
+// produceABC writes keys a, b and c four times (a0..a3 and so on), then deletes c, each
+// batch uploaded as an object of its own: 13 records in 5 ranges, the latest of each key
+// at offsets 9 (a=a3), 10 (b=b3) and 12 (c's tombstone).
+func (r *upRig) produceABC(t testing.TB) {
+	t.Helper()
+	for round := 0; round < 4; round++ {
+		r.produceKeyed(t, "a", fmt.Sprint("a", round), "b", fmt.Sprint("b", round), "c", fmt.Sprint("c", round))
+		if _, err := r.tr.uploadOnce(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.produceKeyed(t, "c", "") // c deleted
+	if _, err := r.tr.uploadOnce(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // coldRecords reads every record the partition's manifest names, from the objects, as
 // a consumer's cold read gets them: offset → key=value ("<tombstone>" for a null value).
 func (r *upRig) coldRecords(t testing.TB) map[int64]string {
@@ -105,16 +122,7 @@ func TestCompactRefusedByLeaderChangeLosesNothing(t *testing.T) {
 		se.ObjectManifest = m
 		return se
 	}})
-	for round := 0; round < 4; round++ {
-		r.produceKeyed(t, "a", fmt.Sprint("a", round), "b", fmt.Sprint("b", round), "c", fmt.Sprint("c", round))
-		if _, err := r.tr.uploadOnce(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.produceKeyed(t, "c", "") // c deleted
-	if _, err := r.tr.uploadOnce(); err != nil {
-		t.Fatal(err)
-	}
+	r.produceABC(t)
 	before := r.manifest().Objects
 	if len(before) != 5 {
 		t.Fatalf("%d ranges uploaded, want 5", len(before))

@@ -7,12 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/weir-io/weir/bench"
 	"github.com/weir-io/weir/internal/cost"
 )
 
@@ -97,12 +99,7 @@ func runAdminCost(ctx context.Context, args []string, out io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(o.table)
 	}
-	for _, m := range strings.Split(*metrics, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			o.endpoints = append(o.endpoints, metricsURL(m))
-		}
-	}
-	if len(o.endpoints) > 0 {
+	if o.endpoints = metricsURLs(*metrics); len(o.endpoints) > 0 {
 		if err := o.fromCluster(ctx); err != nil {
 			return err
 		}
@@ -189,32 +186,11 @@ func printBills(out io.Writer, w cost.Workload, t cost.Table, bills []cost.Bill)
 }
 
 // usd prints dollars with thousands separators.
-func usd(v float64) string {
-	return "$" + thousands(fmt.Sprintf("%.0f", v))
-}
+func usd(v float64) string { return "$" + bench.Commas(int64(math.Round(v))) }
 
 func qty(v float64) string {
-	if v >= 1000 {
-		return thousands(fmt.Sprintf("%.0f", v))
-	}
-	if v == float64(int64(v)) {
-		return fmt.Sprintf("%.0f", v)
+	if v >= 1000 || v == math.Trunc(v) {
+		return bench.Commas(int64(math.Round(v)))
 	}
 	return fmt.Sprintf("%.1f", v)
-}
-
-func thousands(digits string) string {
-	neg := strings.HasPrefix(digits, "-")
-	digits = strings.TrimPrefix(digits, "-")
-	var b strings.Builder
-	for i, c := range digits {
-		if i > 0 && (len(digits)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }

@@ -81,11 +81,7 @@ func runAdminTraffic(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return err
 	}
-	for _, m := range strings.Split(*metrics, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			o.endpoints = append(o.endpoints, metricsURL(m))
-		}
-	}
+	o.endpoints = metricsURLs(*metrics)
 	switch {
 	case len(o.endpoints) == 0:
 		return errors.New("traffic: --metrics names no address")
@@ -131,6 +127,17 @@ func runAdminTraffic(ctx context.Context, args []string, out io.Writer) error {
 	printTraffic(out, rep)
 	printFS(out, rep.FileSystem)
 	return nil
+}
+
+// metricsURLs turns a comma-separated --metrics list into /metrics URLs.
+func metricsURLs(list string) []string {
+	var out []string
+	for _, m := range strings.Split(list, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, metricsURL(m))
+		}
+	}
+	return out
 }
 
 func metricsURL(addr string) string {
