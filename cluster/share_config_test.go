@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weir-io/weir/broker"
-	"github.com/weir-io/weir/controller"
 	"github.com/weir-io/weir/internal/testutil"
 )
 
@@ -20,19 +19,11 @@ import (
 // a release well before it shows), group lock durations allowed down to 1 s, and
 // transactions on.
 func shareConfigCluster(t *testing.T) *Cluster {
-	return startCluster(t, func(cfg *Config) {
-		cfg.ControllerConfig = func(cc *controller.Config) { cc.Balance = false }
-		own := cfg.BrokerConfig
-		cfg.BrokerConfig = func(b *broker.Config) {
-			own(b)
-			b.Share.Enabled = true
-			b.Share.AutoOffsetReset = "earliest"
-			b.Share.HeartbeatInterval = 250 * time.Millisecond
-			b.Share.MinLockDuration = time.Second
-			b.Share.StatePartitions = 3
-			b.Transactions = true
-			b.Txn.Partitions = 3
-		}
+	return startShareCluster(t, func(b *broker.Config) {
+		b.Share.LockDuration = broker.DefaultConfig().Share.LockDuration
+		b.Share.MinLockDuration = time.Second
+		b.Transactions = true
+		b.Txn.Partitions = 3
 	})
 }
 

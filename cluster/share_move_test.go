@@ -14,8 +14,8 @@ import (
 )
 
 // startShareCluster starts three brokers serving share groups with short locks and
-// heartbeats.
-func startShareCluster(t *testing.T) *Cluster {
+// heartbeats, the balancer off; more change the brokers' config after that.
+func startShareCluster(t *testing.T, more ...func(*broker.Config)) *Cluster {
 	return startCluster(t, func(cfg *Config) {
 		cfg.ControllerConfig = func(cc *controller.Config) { cc.Balance = false }
 		own := cfg.BrokerConfig
@@ -26,6 +26,9 @@ func startShareCluster(t *testing.T) *Cluster {
 			b.Share.LockDuration = 3 * time.Second
 			b.Share.HeartbeatInterval = 250 * time.Millisecond
 			b.Share.StatePartitions = 3
+			for _, f := range more {
+				f(b)
+			}
 		}
 	})
 }
