@@ -455,6 +455,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	})
 	fs.Int64Var(&c.TailCacheBytes, "tail-cache-bytes", c.TailCacheBytes, "memory for recent batches served to tail consumers")
 	fs.Int64Var(&c.WAL.SegmentSize, "wal-segment-bytes", c.WAL.SegmentSize, "size of one WAL segment file")
+	fs.DurationVar(&c.WAL.SegmentMaxAge, "wal-segment-max-age", c.WAL.SegmentMaxAge, "start a new WAL segment at the first append after the active one's first record is this old, so a slow broker's WAL is trimmed by time, not only by --wal-segment-bytes (held: about this plus --upload-max-delay of traffic); 0 = by size only")
 	fs.StringVar(&c.WALZeroFill, "wal-zero-fill", "auto", "zero-fill a preallocated WAL segment before use: on (a shorter fdatasync on a local ext4 or xfs), off, or auto: "+
 		"on for a local file system, off on NFS and FUSE, where the zeros double the bytes written to the file server and use its provisioned throughput")
 	fs.BoolVar(&c.AcceptWALLoss, "accept-wal-loss", c.AcceptWALLoss, "serve partitions whose WAL data is damaged or missing, with a gap in their offsets (default: they stay unavailable and say why)")

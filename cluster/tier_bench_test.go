@@ -36,8 +36,9 @@ import (
 )
 
 // BenchmarkTierColdRead measures the object tier end to end on a real MinIO (issue 4's
-// numbers): produce into a 3-broker cluster that uploads objects (8 MiB target, the
-// default tier config), count PUTs per GB, restart every broker (empty block caches, trimmed WALs), consume everything from
+// numbers): produce into a 3-broker cluster that uploads objects (the default tier
+// config but a 1 s upload delay, so objects hold about 1 s of a broker's produce, at most
+// 64 MiB), count PUTs per GB, restart every broker (empty block caches, trimmed WALs), consume everything from
 // offset 0 and count GETs per GB, and compare that cold-read throughput with raw GETs of
 // the same objects from the same MinIO. One run does it all; b.N is ignored.
 //

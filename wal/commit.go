@@ -10,6 +10,7 @@ import (
 type group struct {
 	ready bool  // Replay has succeeded
 	roll  bool  // the batch goes into a new segment
+	aged  bool  // ... because the active one is SegmentMaxAge old
 	bytes int64 // framed bytes of the batch (entries that are not too large)
 }
 
@@ -94,6 +95,13 @@ func (w *WAL) frameSize(e *Entry) int64 {
 	return int64(FrameSize(e.size()))
 }
 
+// segmentAged: the active segment holds records and the first is SegmentMaxAge old, so
+// the next group starts a new segment (by the roll of a full one: every invariant of a
+// roll holds, see run).
+func (w *WAL) segmentAged() bool {
+	return w.cfg.SegmentMaxAge > 0 && w.writeOff > HeaderSize && w.cfg.Now().Sub(w.firstAt) >= w.cfg.SegmentMaxAge
+}
+
 // take moves the next group's entries from the queue to batch. A group holds
 // at most MaxGroupBytes (or one larger record) and fits in the active segment;
 // if its first record does not fit there, the group goes into a new segment.
@@ -113,7 +121,8 @@ func (w *WAL) take(batch []Entry) ([]Entry, group, bool) {
 	if g.ready && w.failErr() == nil {
 		n = 0
 		avail := int64(0)
-		if !w.mustRoll {
+		g.aged = !w.mustRoll && w.segmentAged()
+		if !w.mustRoll && !g.aged {
 			avail = w.capacity - w.writeOff
 		}
 		limit := min(avail, int64(w.cfg.MaxGroupBytes))
@@ -125,7 +134,7 @@ func (w *WAL) take(batch []Entry) ([]Entry, group, bool) {
 				}
 				if sz > avail { // the first record needs a new segment
 					g.roll = true
-					segRoom := max(w.cfg.SegmentSize, HeaderSize+sz) - HeaderSize
+					segRoom := max(w.nextSize, HeaderSize+sz) - HeaderSize
 					limit = min(segRoom, max(int64(w.cfg.MaxGroupBytes), sz))
 				} else { // a record larger than MaxGroupBytes: a group of its own
 					limit = sz
@@ -167,7 +176,7 @@ func (w *WAL) commit(g *written, grp group) {
 		return
 	}
 	if grp.roll {
-		if err := w.roll(grp.bytes); err != nil {
+		if err := w.roll(grp.bytes, grp.aged); err != nil {
 			fail(err)
 			return
 		}
@@ -259,6 +268,9 @@ func (w *WAL) syncGroup(g *written) {
 // moves the write offset past it. The syncer syncs and publishes it.
 func (w *WAL) writeGroup(buf []byte) error {
 	s := w.active
+	if w.writeOff == HeaderSize {
+		w.firstAt = w.cfg.Now()
+	}
 	if _, err := s.f.WriteAt(buf, w.writeOff); err != nil {
 		// Part of the group may be in the file. Those bytes must never be
 		// followed by records of a later group, or a replay could mistake
@@ -303,9 +315,14 @@ func (w *WAL) publish(s *segment, end int64) {
 
 // roll makes a new segment that can hold need bytes of records the active
 // one. The new segment starts where the active one's records end, so the
-// next segment's base tells a replay where the previous segment ends.
-func (w *WAL) roll(need int64) error {
-	capacity := max(w.cfg.SegmentSize, HeaderSize+need)
+// next segment's base tells a replay where the previous segment ends. aged: the
+// active segment is rolled for its age (SegmentMaxAge), not because it is full.
+func (w *WAL) roll(need int64, aged bool) error {
+	capacity := max(w.nextSize, HeaderSize+need)
+	w.nextSize = w.cfg.SegmentSize
+	if aged {
+		w.nextSize = agedSegmentSize(w.writeOff-HeaderSize, w.cfg)
+	}
 	base := w.active.base + Pos(w.writeOff)
 	s, err := w.newSegment(base, capacity)
 	if err != nil {
@@ -318,6 +335,15 @@ func (w *WAL) roll(need int64) error {
 	w.m.setSegments(n)
 	w.active, w.capacity, w.writeOff, w.mustRoll = s, capacity, HeaderSize, false
 	return nil
+}
+
+// agedSegmentSize is the size of the segment after one that held used bytes of
+// records when it was rolled for its age: twice that (room for the rate to double
+// before a roll by size), at least a group's worth (MaxGroupBytes), at most
+// SegmentSize. A slow log then does not preallocate (zero-fill, on a local file
+// system) a 64 MiB segment every SegmentMaxAge for a few MB of records.
+func agedSegmentSize(used int64, cfg Config) int64 {
+	return min(max(HeaderSize+2*used, HeaderSize+int64(cfg.MaxGroupBytes)), cfg.SegmentSize)
 }
 
 // finish calls the Done callbacks of a group in log order.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -14,6 +15,15 @@ type Config struct {
 	// SegmentSize is the size of a segment file (default 64 MiB). A record
 	// larger than this gets a segment sized to fit.
 	SegmentSize int64
+	// SegmentMaxAge rolls the active segment at the first append after its first
+	// record is this old (default DefaultSegmentMaxAge; 0: roll by size only). The log
+	// is trimmed by whole segments, so without it a segment holds SegmentSize bytes of
+	// records however slowly they come: a 64 MiB segment is 64 s of a 1 MB/s broker, all
+	// kept until its last record is uploaded. The roll is the one a full segment makes
+	// (commit.go, take).
+	SegmentMaxAge time.Duration
+	// Now is the clock of SegmentMaxAge (default time.Now); tests inject one.
+	Now func() time.Time
 	// MaxGroupBytes caps the bytes of one write+sync group (default 4 MiB). A
 	// single record larger than this forms a group of its own.
 	MaxGroupBytes int
@@ -72,7 +82,11 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultSegmentSize   = 64 << 20
+	DefaultSegmentSize = 64 << 20
+	// DefaultSegmentMaxAge: with the tier's 10 s MaxUploadDelay a segment is trimmed at
+	// most about 20 s after its first record, so the WAL holds at most about 20 s of
+	// traffic at any rate (docs/PERFORMANCE.md, WAL held).
+	DefaultSegmentMaxAge = 10 * time.Second
 	DefaultMaxGroupBytes = 4 << 20
 	DefaultQueueDepth    = 4096
 	DefaultMaxRecordSize = 64 << 20
@@ -85,6 +99,7 @@ func DefaultConfig(dir string) Config {
 	return Config{
 		Dir:           dir,
 		SegmentSize:   DefaultSegmentSize,
+		SegmentMaxAge: DefaultSegmentMaxAge,
 		MaxGroupBytes: DefaultMaxGroupBytes,
 		QueueDepth:    DefaultQueueDepth,
 		MaxRecordSize: DefaultMaxRecordSize,
@@ -111,6 +126,9 @@ func (c Config) withDefaults() Config {
 	if c.FS == nil {
 		c.FS = OSFS()
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -126,6 +144,9 @@ func (c Config) Validate() error {
 	}
 	if c.SegmentSize != 0 && c.SegmentSize < MinSegmentSize {
 		errs = append(errs, fmt.Errorf("SegmentSize %d is below the minimum %d", c.SegmentSize, MinSegmentSize))
+	}
+	if c.SegmentMaxAge < 0 {
+		errs = append(errs, fmt.Errorf("SegmentMaxAge %s is negative", c.SegmentMaxAge))
 	}
 	if c.MaxGroupBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxGroupBytes %d is negative", c.MaxGroupBytes))

@@ -59,6 +59,13 @@
 // (preallocated zeros, or the remains of a failed write) are never read as
 // records. A record larger than SegmentSize gets a segment sized to fit.
 //
+// The log also rolls at the first group after the active segment's first record
+// is Config.SegmentMaxAge old (by Config.Now), with room left: the same roll, so
+// the format and every invariant above are those of a full segment. Trimming
+// removes whole segments only, and without it a slow log would keep up to
+// SegmentSize of records per segment however old. An empty segment never rolls
+// by age.
+//
 // # Group commit
 //
 // Append queues an entry (blocking only when QueueDepth entries are queued).

@@ -161,7 +161,7 @@ func (w *WAL) startPrecreate() {
 		return
 	}
 	w.preRunning = true
-	size := w.cfg.SegmentSize
+	size := w.nextSize
 	go func() {
 		t, err := w.createTmp(size)
 		w.preCh <- preResult{t, err}

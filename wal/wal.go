@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Pos is a logical byte position in the whole log. The position of a record
@@ -81,6 +82,11 @@ type WAL struct {
 	capacity int64 // bytes the active segment may hold
 	writeOff int64 // where the next group goes in the active segment
 	mustRoll bool  // a write failed: never write after its bytes again
+	// firstAt is when the active segment's first group was written (SegmentMaxAge).
+	firstAt time.Time
+	// nextSize is the capacity of the next segment, the one created in the background
+	// (SegmentSize, or less after a roll by age: agedSegmentSize).
+	nextSize int64
 	// writeFailed: a group's write failed in a directory others read (Config.Fence);
 	// the syncer fails the WAL for good after the group before it (commit.go, writeGroup).
 	writeFailed error
@@ -185,6 +191,7 @@ func Open(cfg Config) (*WAL, error) {
 		done:  make(chan struct{}),
 		preCh: make(chan preResult, 1),
 	}
+	w.nextSize = cfg.SegmentSize
 	w.instance = instance
 	if _, ok := cfg.FS.(osFS); ok {
 		w.fenceCached = sharedPageCache(cfg.Dir)

@@ -10,10 +10,13 @@ import (
 
 // Config configures the object tier.
 type Config struct {
-	// TargetObjectBytes is the object size the uploader waits for (8 MiB: S3 requests are
-	// money); a partition with that much pending data gets an object of its own.
+	// TargetObjectBytes is the object size the uploader waits for (S3 requests are
+	// money): an upload starts once the partitions this broker leads have that much
+	// pending in all, and an object smaller than it waits for more unless its data is
+	// MaxUploadDelay old. Objects hold many partitions each.
 	TargetObjectBytes int64
-	// MaxObjectBytes bounds one object.
+	// MaxObjectBytes bounds one object; a partition with that much pending fills one
+	// alone.
 	MaxObjectBytes int64
 	// MaxUploadDelay uploads whatever is pending once its oldest batch is this old, so a
 	// quiet cluster still moves its data out of the WAL.
@@ -44,7 +47,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		TargetObjectBytes: 8 << 20,
+		TargetObjectBytes: 64 << 20,
 		MaxObjectBytes:    64 << 20,
 		MaxUploadDelay:    10 * time.Second,
 		BlockSize:         1 << 20,
@@ -82,8 +85,8 @@ func (c *Config) Validate() error {
 
 // BindFlags registers the tier's flags.
 func (c *Config) BindFlags(fs *flag.FlagSet) {
-	fs.Int64Var(&c.TargetObjectBytes, "upload-target-bytes", c.TargetObjectBytes, "object size the uploader waits for; a partition with this much pending data gets its own object")
-	fs.Int64Var(&c.MaxObjectBytes, "upload-max-bytes", c.MaxObjectBytes, "largest object the uploader writes")
+	fs.Int64Var(&c.TargetObjectBytes, "upload-target-bytes", c.TargetObjectBytes, "object size the uploader waits for: an upload starts once this much is pending over all partitions led here (objects hold many partitions), or at --upload-max-delay")
+	fs.Int64Var(&c.MaxObjectBytes, "upload-max-bytes", c.MaxObjectBytes, "largest object the uploader writes; a partition with this much pending fills one alone")
 	fs.DurationVar(&c.MaxUploadDelay, "upload-max-delay", c.MaxUploadDelay, "upload pending data once it is this old, even if less than the target size")
 	fs.Int64Var(&c.WALMaxBytes, "wal-max-bytes", c.WALMaxBytes, "WAL size at which produce fails while uploads lag (slowed from 3/4 of it); 0 = no bound")
 	fs.DurationVar(&c.RetentionInterval, "retention-check-interval", c.RetentionInterval, "how often retention.ms/retention.bytes are applied and unneeded objects deleted")

@@ -17,8 +17,10 @@ import (
 
 // The uploader moves synced batches out of the WAL into objects: when the pending bytes
 // of the partitions this broker leads reach TargetObjectBytes, or the oldest pending batch
-// is MaxUploadDelay old, or the WAL nears its bound. A partition with TargetObjectBytes
-// pending gets an object of its own; the others share one. Each object is
+// is MaxUploadDelay old, or the WAL nears its bound. An object gathers many partitions,
+// largest first, up to MaxObjectBytes (a partition with that much pending fills one
+// alone); S3 bills per request, so few large objects beat one per partition
+// (uploadOnce). Each object is
 //
 //	PrepareObject (an ID and key under this broker's epoch) → PUT → CommitObject (one
 //	range per partition, each continuing its manifest) → trim the WAL
@@ -93,7 +95,16 @@ func (t *Tier) UploadRound() {
 	t.updateGauges()
 }
 
-// uploadOnce uploads what is due; more reports that more is pending right away.
+// uploadOnce uploads one object if one is due; more reports that more may be due right
+// away (UploadRound calls it again after trimming).
+//
+// The object gathers the pending data of many partitions, largest first, up to
+// MaxObjectBytes (and metadata.MaxCommitRanges of commit weight); the partition that
+// does not fit whole is cut at a batch boundary, its rest left for the next object. So
+// objects approach MaxObjectBytes whatever the partition count: S3 bills requests per
+// object, and 12 partitions of 5 MiB make one PUT, not 12. An object that is not full
+// waits, unless the oldest pending batch is MaxUploadDelay old or the WAL is under
+// pressure: then it goes as it is (MaxUploadDelay bounds how long data waits).
 func (t *Tier) uploadOnce() (more bool, err error) {
 	cfg := t.cfg
 	led := t.d.Led()
@@ -108,13 +119,7 @@ func (t *Tier) uploadOnce() (more bool, err error) {
 		if n == 0 {
 			continue
 		}
-		w := 1 + 2*p.SnapshotProducers(pieces[len(pieces)-1].Last)
-		for _, pc := range pieces {
-			if pc.Abort {
-				w++ // one of the range's aborted transactions
-			}
-		}
-		parts = append(parts, upPart{p: p, pieces: pieces, bytes: n, weight: w})
+		parts = append(parts, upPart{p: p, pieces: pieces, bytes: n})
 		total += n
 		if at := time.Unix(0, pieces[0].At); oldest.IsZero() || at.Before(oldest) {
 			oldest = at
@@ -124,35 +129,62 @@ func (t *Tier) uploadOnce() (more bool, err error) {
 		return false, nil
 	}
 	slices.SortFunc(parts, func(a, c upPart) int { return cmp.Compare(c.bytes, a.bytes) })
-	var shared []upPart
-	var sharedBytes int64
-	var sharedWeight int
-	flush := func() error {
-		if len(shared) == 0 {
-			return nil
-		}
-		err := t.uploadObject(shared)
-		shared, sharedBytes, sharedWeight = nil, 0, 0
-		return err
+	obj, objBytes, full := packObject(parts, cfg.MaxObjectBytes)
+	if !full && objBytes < cfg.TargetObjectBytes && !t.overdue(oldest) {
+		return false, nil // due by the total, yet no object worth a PUT: wait for more
 	}
+	n, err := t.uploadObject(obj)
+	if err != nil {
+		return false, err
+	}
+	return n > 0 && (full || total > objBytes), nil
+}
+
+// packObject takes the next object's share of each of parts (sorted largest first): whole
+// partitions while they fit in maxBytes and metadata.MaxCommitRanges, then a prefix of the
+// first one that does not fit. full: something was left out for lack of room.
+func packObject(parts []upPart, maxBytes int64) (obj []upPart, bytes int64, full bool) {
+	weight := 0
 	for _, up := range parts {
-		if up.bytes >= cfg.TargetObjectBytes {
-			more = more || up.bytes >= cfg.MaxObjectBytes
-			if err := t.uploadObject([]upPart{up}); err != nil {
-				return false, err
-			}
-			continue
+		room := maxBytes - bytes
+		if up.bytes > room && len(obj) > 0 {
+			up.pieces, up.bytes = piecesWithin(up.pieces, room)
+			full = true
+		} else if up.bytes >= maxBytes {
+			full = true // a partition with an object's worth (or one larger batch) pending
 		}
-		if sharedBytes+up.bytes > cfg.MaxObjectBytes || sharedWeight+up.weight > metadata.MaxCommitRanges {
-			if err := flush(); err != nil {
-				return false, err
+		if up.bytes == 0 {
+			break
+		}
+		up.weight = 1 + 2*up.p.SnapshotProducers(up.pieces[len(up.pieces)-1].Last)
+		for _, pc := range up.pieces {
+			if pc.Abort {
+				up.weight++ // one of the range's aborted transactions
 			}
 		}
-		shared = append(shared, up)
-		sharedBytes += up.bytes
-		sharedWeight += up.weight
+		if len(obj) > 0 && weight+up.weight > metadata.MaxCommitRanges {
+			return obj, bytes, true
+		}
+		obj = append(obj, up)
+		bytes += up.bytes
+		weight += up.weight
+		if full {
+			break
+		}
 	}
-	return more, flush()
+	return obj, bytes, full
+}
+
+// piecesWithin is the longest prefix of pieces within room bytes (maybe none).
+func piecesWithin(pieces []partlog.UpPiece, room int64) ([]partlog.UpPiece, int64) {
+	var n int64
+	for i, pc := range pieces {
+		if n+int64(pc.Size) > room {
+			return pieces[:i], n
+		}
+		n += int64(pc.Size)
+	}
+	return pieces, n
 }
 
 // uploadDue tells whether an upload is due, without building any upload: this runs
@@ -177,12 +209,19 @@ func (t *Tier) uploadDue(led []*partlog.Partition) bool {
 // due: total pending bytes, the oldest synced at oldest, make an object now (enough
 // for one, old enough, or the WAL half full).
 func (t *Tier) due(total int64, oldest time.Time) bool {
-	pressure := t.cfg.WALMaxBytes > 0 && t.WALHeld() > t.cfg.WALMaxBytes/2
-	return total > 0 && (total >= t.cfg.TargetObjectBytes || time.Since(oldest) >= t.cfg.MaxUploadDelay || pressure)
+	return total > 0 && (total >= t.cfg.TargetObjectBytes || t.overdue(oldest))
 }
 
-// uploadObject writes, PUTs and commits one object holding parts.
-func (t *Tier) uploadObject(parts []upPart) error {
+// overdue: the oldest pending batch, synced at oldest, must go now whatever the object's
+// size (MaxUploadDelay), or the WAL is more than half full.
+func (t *Tier) overdue(oldest time.Time) bool {
+	pressure := t.cfg.WALMaxBytes > 0 && t.WALHeld() > t.cfg.WALMaxBytes/2
+	return time.Since(oldest) >= t.cfg.MaxUploadDelay || pressure
+}
+
+// uploadObject writes, PUTs and commits one object holding parts; n is the partition
+// ranges it committed (0: none could be read, nothing was uploaded).
+func (t *Tier) uploadObject(parts []upPart) (n int, err error) {
 	ctx, cancel := context.WithTimeout(t.ctx, 2*time.Minute)
 	defer cancel()
 	var want int64
@@ -196,7 +235,7 @@ func (t *Tier) uploadObject(parts []upPart) error {
 	for _, up := range parts {
 		r, n, err := t.writeRun(w, up)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if n == 0 {
 			continue
@@ -205,30 +244,30 @@ func (t *Tier) uploadObject(parts []upPart) error {
 		kept = append(kept, up)
 	}
 	if len(ranges) == 0 {
-		return nil
+		return 0, nil
 	}
 	if _, err := w.Close(); err != nil {
-		return fmt.Errorf("tier: writing object: %w", err)
+		return 0, fmt.Errorf("tier: writing object: %w", err)
 	}
 	obj, err := t.prepareObject(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	size := int64(buf.Len())
 	if err := t.objects.Put(ctx, obj.Key, bytes.NewReader(buf.Bytes()), size); err != nil {
 		t.abandon(obj.ID)
-		return fmt.Errorf("tier: put %s (its key is abandoned): %w", obj.Key, err)
+		return 0, fmt.Errorf("tier: put %s (its key is abandoned): %w", obj.Key, err)
 	}
 	// Kept only after a PUT that succeeded: after a failed one an HTTP transport may
 	// still be reading the body, which must not change under it.
 	t.keepObjectBuffer(buf.Bytes())
 	if err := objectstore.Verify(ctx, t.objects, obj.Key, size); err != nil {
 		t.abandon(obj.ID)
-		return fmt.Errorf("tier: object %s not committed (its key is abandoned): %w", obj.Key, err)
+		return 0, fmt.Errorf("tier: object %s not committed (its key is abandoned): %w", obj.Key, err)
 	}
 	if err := t.commitObject(ctx, obj, size, ranges); err != nil {
 		t.abandon(obj.ID)
-		return err
+		return 0, err
 	}
 	for i, up := range kept {
 		r := ranges[i]
@@ -238,7 +277,7 @@ func (t *Tier) uploadObject(parts []upPart) error {
 	t.metrics.objects.Inc()
 	t.metrics.bytes.Add(float64(size))
 	t.log.Debug("object uploaded", "key", obj.Key, "bytes", size, "partitions", len(ranges))
-	return nil
+	return len(ranges), nil
 }
 
 // objectBuffer returns an empty buffer of at least n bytes' capacity: the previous

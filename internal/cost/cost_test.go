@@ -163,11 +163,11 @@ func TestTableAndWorkloadValidation(t *testing.T) {
 }
 
 func TestReadTableOverridesAndRefusesUnknownFields(t *testing.T) {
-	tab, err := ReadTable(strings.NewReader(`{"prices": {"s3_put_per_1000": 0.0054}, "assumptions": {"weir_puts_per_gib": 16}}`), DefaultTable())
+	tab, err := ReadTable(strings.NewReader(`{"prices": {"s3_put_per_1000": 0.0054}, "assumptions": {"weir_puts_per_gib": 20}}`), DefaultTable())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tab.Prices.S3PutPer1000 != 0.0054 || tab.Assumptions.WeirPutsPerGiB != 16 || tab.Prices.S3PerGiBMonth != DefaultTable().Prices.S3PerGiBMonth {
+	if tab.Prices.S3PutPer1000 != 0.0054 || tab.Assumptions.WeirPutsPerGiB != 20 || tab.Prices.S3PerGiBMonth != DefaultTable().Prices.S3PerGiBMonth {
 		t.Fatalf("table %+v: want the two fields replaced, the rest kept", tab)
 	}
 	for _, in := range []string{`{"prices": {"s3_put_per_100": 1}}`, `{"prices": {"s3_put_per_1000": -1}}`, `not json`} {

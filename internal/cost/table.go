@@ -146,10 +146,10 @@ func DefaultTable() Table {
 			AutoMQCrossZoneOfProduce: 0.0025,
 			AutoMQFSxPutsPerGiB:      16,
 			WeirCrossZoneFraction:    0.002,
-			WeirPutsPerGiB:           46,
+			WeirPutsPerGiB:           16, // 64 MiB objects of many partitions: 15.8-16.3 measured at 17 MB/s per broker (docs/PERFORMANCE.md)
 			WeirGetsPerGiBCold:       64,
 			WeirColdReadFraction:     0,
-			WeirWALHeldSeconds:       30,
+			WeirWALHeldSeconds:       20, // the bound at the defaults: segment max age 10 s + upload delay 10 s
 			FSxUtilization:           0.6,
 		},
 	}
