@@ -199,3 +199,23 @@ func TestFSxTiers(t *testing.T) {
 		}
 	}
 }
+
+// A slow cluster's brokers still upload once per upload delay: PUTs have a floor of one
+// per broker per delay, above the per-GiB figure at low rates and below it at high ones.
+func TestWeirPutsFloor(t *testing.T) {
+	tab := DefaultTable()
+	puts := func(mibps float64) float64 {
+		return line(t, Weir(Workload{ProduceMiBps: mibps, ConsumeMiBps: mibps, Retention: time.Hour, Zones: 3}, tab), "S3 PUTs").Quantity
+	}
+	month := tab.Prices.HoursPerMonth * 3600
+	if got, want := puts(1), 3*month/10; got != want {
+		t.Errorf("1 MiB/s: %v PUTs, want one per broker per 10 s (%v)", got, want)
+	}
+	if got, want := puts(1024), 1024*month/1024*16; got != want {
+		t.Errorf("1 GiB/s: %v PUTs, want 16 per GiB (%v)", got, want)
+	}
+	tab.Assumptions.WeirUploadDelaySeconds = 0
+	if got := puts(1); got != month/1024*16 {
+		t.Errorf("no floor: %v PUTs at 1 MiB/s", got)
+	}
+}

@@ -149,10 +149,17 @@ func Weir(w Workload, t Table) Bill {
 	zr := float64(w.Zones - 1)                                          // the zones whose read replica reads each byte from the WAL
 	out := w.ProduceMiBps*2 + w.ConsumeMiBps                            // WAL write, S3 upload, consumers
 	in := w.ProduceMiBps*(1+zr) + w.ConsumeMiBps*a.WeirColdReadFraction // producers, WAL reads, cold GETs
-	b.addBrokers(brokers(math.Max(in, out), w, t), fmt.Sprintf("network: in %.0f, out %.0f MiB/s", in, out), t)
+	n := brokers(math.Max(in, out), w, t)
+	b.addBrokers(n, fmt.Sprintf("network: in %.0f, out %.0f MiB/s", in, out), t)
 	b.addControllers(t)
 	b.addNetwork((v.produced+v.consumed)*a.WeirCrossZoneFraction, p)
-	b.addS3(v, v.produced*a.WeirPutsPerGiB, v.consumed*a.WeirColdReadFraction*a.WeirGetsPerGiBCold, p)
+	// Each broker uploads at least once per upload delay while it has data: below about
+	// 6.7 MB/s a broker's objects are smaller than the 64 MiB target.
+	puts := v.produced * a.WeirPutsPerGiB
+	if a.WeirUploadDelaySeconds > 0 && w.ProduceMiBps > 0 {
+		puts = math.Max(puts, float64(n)*p.HoursPerMonth*3600/a.WeirUploadDelaySeconds)
+	}
+	b.addS3(v, puts, v.consumed*a.WeirColdReadFraction*a.WeirGetsPerGiBCold, p)
 	b.addFSx(mbps(w.ProduceMiBps), mbps(w.ProduceMiBps*zr), w.ProduceMiBps*a.WeirWALHeldSeconds/1024*2, t)
 	b.Assumptions = []string{
 		fmt.Sprintf("brokers: at least one per zone, sized so the busier direction of their network runs at %.0f%% of %s's %.0f MiB/s baseline; out = WAL write + S3 upload + consumers, in = producers + WAL reads by the read replicas of the %d other zones + cold reads",
@@ -160,7 +167,8 @@ func Weir(w Workload, t Table) Bill {
 		fmt.Sprintf("cross-zone: %.2f%% of produced + consumed bytes (pointers of proxied produces, metadata, clients without a zone; the multi-zone lab measures about 0.2%%: weir admin traffic)", a.WeirCrossZoneFraction*100),
 		fmt.Sprintf("FSx: every produced byte written once and read once by each other zone's read replica (its cache serves the zone's consumers), at most %.0f%% of the throughput capacity; SSD for twice the %.0f s of traffic the WAL holds (at least %.0f GiB a file system); FSx Multi-AZ bills no cross-zone transfer: its throughput capacity includes it",
 			a.FSxUtilization*100, a.WeirWALHeldSeconds, p.FSxMinSSDGiB),
-		fmt.Sprintf("S3: one copy of the retention; %.0f PUTs per GiB produced (measured), %.0f GETs per GiB of cold reads, %.0f%% of consumed bytes read cold", a.WeirPutsPerGiB, a.WeirGetsPerGiBCold, a.WeirColdReadFraction*100),
+		fmt.Sprintf("S3: one copy of the retention; %.0f PUTs per GiB produced (measured with 64 MiB objects), at least one PUT per broker every %.0f s (the upload delay); %.0f GETs per GiB of cold reads, %.0f%% of consumed bytes read cold",
+			a.WeirPutsPerGiB, a.WeirUploadDelaySeconds, a.WeirGetsPerGiBCold, a.WeirColdReadFraction*100),
 	}
 	return b
 }

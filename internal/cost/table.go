@@ -97,9 +97,12 @@ type Assumptions struct {
 	// cache serves every consumer of the zone.
 	WeirCrossZoneFraction float64 `json:"weir_cross_zone_fraction"`
 	WeirPutsPerGiB        float64 `json:"weir_puts_per_gib"`
-	WeirGetsPerGiBCold    float64 `json:"weir_gets_per_gib_cold"`
-	WeirColdReadFraction  float64 `json:"weir_cold_read_fraction"`
-	WeirWALHeldSeconds    float64 `json:"weir_wal_held_seconds"`
+	// WeirUploadDelaySeconds: --upload-max-delay; a broker with data uploads at least this
+	// often, so slow brokers make more PUTs per GiB than WeirPutsPerGiB (0: ignored).
+	WeirUploadDelaySeconds float64 `json:"weir_upload_delay_seconds"`
+	WeirGetsPerGiBCold     float64 `json:"weir_gets_per_gib_cold"`
+	WeirColdReadFraction   float64 `json:"weir_cold_read_fraction"`
+	WeirWALHeldSeconds     float64 `json:"weir_wal_held_seconds"`
 	// FSxUtilization: the share of a file system's throughput capacity the WAL may use.
 	FSxUtilization float64 `json:"fsx_utilization"`
 }
@@ -146,6 +149,7 @@ func DefaultTable() Table {
 			AutoMQCrossZoneOfProduce: 0.0025,
 			AutoMQFSxPutsPerGiB:      16,
 			WeirCrossZoneFraction:    0.002,
+			WeirUploadDelaySeconds:   10,
 			WeirPutsPerGiB:           16, // 64 MiB objects of many partitions: 15.8-16.3 measured at 17 MB/s per broker (docs/PERFORMANCE.md)
 			WeirGetsPerGiBCold:       64,
 			WeirColdReadFraction:     0,
