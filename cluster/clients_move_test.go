@@ -81,11 +81,12 @@ func TestGoClientsProduceThroughMoves(t *testing.T) {
 				return acked
 			}
 			testutil.Eventually(t, 30*time.Second, "producing", func() bool { return count() > 20 })
-			leader := tp.Partitions[0].Leader
 			for round := 0; round < 3; round++ {
+				// The leader now, not at creation: a busy machine may have failed it over.
+				cur, _ := c.partitionNow(topic, 0)
+				leader := cur.Leader
 				to := leader%3 + 1
-				movePartition(t, c, leader, tp, 0, to)
-				leader = to
+				movePartition(t, c, to, tp, 0, to)
 				mark := count()
 				testutil.Eventually(t, 30*time.Second, "acks after the move", func() bool { return count() > mark+20 })
 			}
