@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -202,17 +201,24 @@ func (lp localPartition) readPieces(ctx context.Context, offset int64, pieces []
 			continue
 		}
 		start := len(buf)
-		buf = buf[:start+int(pc.Size)]
-		if err := pc.Src.ReadAt(buf[start:], pc.Pos); err != nil {
+		var err error
+		if fill {
+			// A read replica's batch is read once for every consumer of the zone that
+			// wants it now, and kept for the next ones.
+			var data []byte
+			if data, err = b.cache.Load(p, pc, func(dst []byte) error { return pc.Src.ReadAt(dst, pc.Pos) }); err == nil {
+				buf = append(buf, data...)
+			}
+		} else {
+			buf = buf[:start+int(pc.Size)]
+			err = pc.Src.ReadAt(buf[start:], pc.Pos)
+		}
+		if err != nil {
 			b.log.Warn("fetch: WAL read failed", "topic", p.Topic(), "partition", p.Index(), "pos", pc.Pos, "err", err)
 			if start == 0 {
 				return nil, fmt.Errorf("%w: %w", partlog.ErrStorage, err)
 			}
 			return buf[:start], nil
-		}
-		if fill {
-			// A read replica's consumers in this zone read the batch from memory next.
-			b.cache.Fill(p, pc, bytes.Clone(buf[start:]))
 		}
 	}
 	return buf, nil

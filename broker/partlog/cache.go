@@ -14,6 +14,16 @@ type Cache struct {
 	bytes int64
 	queue []cached // FIFO ring as a slice with a moving head
 	head  int
+	// flights are the replica batches being read (Load): later readers of the same
+	// batch wait for the first one's bytes instead of reading the WAL again.
+	flights map[*batchLoc]*flight
+}
+
+// flight is one read of a replica's batch in progress.
+type flight struct {
+	done chan struct{}
+	data []byte
+	err  error
 }
 
 type cached struct {
@@ -58,6 +68,46 @@ func (c *Cache) Fill(p *Partition, pc Piece, data []byte) {
 	loc.data = data
 	p.mu.Unlock()
 	c.track(p, loc)
+}
+
+// Load returns the bytes of a read replica's batch (pc, located by Read with no bytes in
+// memory): read once with read, kept (Fill), and handed to every fetch that wanted them
+// meanwhile: consumers of a zone tailing a partition ask for its newest batch together,
+// and without this each of them read it from the file system. A failed read is not
+// shared: a waiter then reads for itself. The bytes returned are the cache's: do not
+// change them.
+func (c *Cache) Load(p *Partition, pc Piece, read func([]byte) error) ([]byte, error) {
+	loc := pc.loc
+	if loc == nil || !c.Fills(p) {
+		data := make([]byte, pc.Size)
+		return data, read(data)
+	}
+	c.mu.Lock()
+	if f := c.flights[loc]; f != nil {
+		c.mu.Unlock()
+		<-f.done
+		if f.err == nil {
+			return f.data, nil
+		}
+		data := make([]byte, pc.Size)
+		return data, read(data)
+	}
+	f := &flight{done: make(chan struct{})}
+	if c.flights == nil {
+		c.flights = map[*batchLoc]*flight{}
+	}
+	c.flights[loc] = f
+	c.mu.Unlock()
+	data := make([]byte, pc.Size)
+	if f.err = read(data); f.err == nil {
+		f.data = data
+		c.Fill(p, pc, data)
+	}
+	c.mu.Lock()
+	delete(c.flights, loc)
+	c.mu.Unlock()
+	close(f.done)
+	return data, f.err
 }
 
 // Fills reports whether Fill would keep bytes of p: a replica's, with a cache.

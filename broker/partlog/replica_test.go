@@ -1,11 +1,15 @@
 package partlog
 
 import (
+	"bytes"
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/weir-io/weir/internal/kafkatest"
 	"github.com/weir-io/weir/internal/recbatch"
+	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
 )
 
@@ -176,5 +180,69 @@ func TestReplicaReadsFilledIntoCache(t *testing.T) {
 	c.Fill(rep, pieces[0], make([]byte, 3))
 	if read(leader)[0].Data != nil || read(rep)[0].Data != nil {
 		t.Fatal("a leader's batch or bytes of the wrong size were kept")
+	}
+}
+
+// Fetches that want a replica's batch together read it from the WAL once (Cache.Load):
+// the others wait for those bytes; a failed read is not shared.
+func TestReplicaConcurrentReadsLoadOnce(t *testing.T) {
+	leader, log := ready(t), &memLog{}
+	leader.UseOwn(log, SourceID{Broker: 1, Epoch: 4})
+	if _, err := appendSynced(t, leader, log, -1, -1, -1, 2); err != nil {
+		t.Fatal(err)
+	}
+	es, st, _ := leader.Entries(0, 100)
+	rep := New("t", metadata.TopicID{1}, 0, 0, 0)
+	rep.Follow(es, st, func(SourceID) Reader { return log })
+	pieces, _, _, err := rep.Read(0, 1<<20, true, -1)
+	if err != nil || len(pieces) != 1 {
+		t.Fatalf("read: %d pieces, %v", len(pieces), err)
+	}
+	pc := pieces[0]
+	c := NewCache(1 << 20)
+	var reads atomic.Int32
+	release := make(chan struct{})
+	read := func(dst []byte) error {
+		reads.Add(1)
+		<-release
+		return pc.Src.ReadAt(dst, pc.Pos)
+	}
+	const fetches = 5
+	got := make(chan []byte, fetches)
+	for i := 0; i < fetches; i++ {
+		go func() {
+			data, err := c.Load(rep, pc, read)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- data
+		}()
+	}
+	testutil.Eventually(t, 10*time.Second, "the first read started", func() bool { return reads.Load() == 1 })
+	// Letting the other fetches reach Load and wait on the first one's flight: nothing
+	// to observe from outside; one that came later would read memory, not the WAL.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	first := <-got
+	for i := 1; i < fetches; i++ {
+		if d := <-got; !bytes.Equal(d, first) {
+			t.Fatal("fetches got different bytes")
+		}
+	}
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("%d reads of the WAL for %d fetches at once, want 1", n, fetches)
+	}
+	if p, _, _, _ := rep.Read(0, 1<<20, true, -1); p[0].Data == nil {
+		t.Fatal("the batch not kept after the shared read")
+	}
+	// A read that fails is not shared, and nothing is kept.
+	rep2 := New("t", metadata.TopicID{2}, 0, 0, 0)
+	rep2.Follow(es, st, func(SourceID) Reader { return log })
+	p2, _, _, _ := rep2.Read(0, 1<<20, true, -1)
+	if _, err := c.Load(rep2, p2[0], func([]byte) error { return errors.New("torn") }); err == nil {
+		t.Fatal("a failed read returned no error")
+	}
+	if p, _, _, _ := rep2.Read(0, 1<<20, true, -1); p[0].Data != nil {
+		t.Fatal("a failed read kept bytes")
 	}
 }
