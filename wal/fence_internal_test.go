@@ -63,7 +63,26 @@ func TestFenceCheckCachedOnlyWithOneSharedPageCache(t *testing.T) {
 	if w2.fenceCached {
 		t.Fatal("a file system other than the OS's reads FENCE cached")
 	}
+
+	// A wrapper that only observes (the broker's byte counting) says so with Unwrap:
+	// the OS's page cache still serves the check.
+	observed := DefaultConfig(t.TempDir())
+	observed.Fence = true
+	observed.FS = unwrappingFS{OSFS()}
+	w3, err := Open(observed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w3.Close()
+	if w3.fenceCached != sharedPageCache(observed.Dir) {
+		t.Fatalf("through an observing wrapper: fenceCached %v, sharedPageCache %v", w3.fenceCached, sharedPageCache(observed.Dir))
+	}
 }
+
+// unwrappingFS is the OS file system behind a Wrapper.
+type unwrappingFS struct{ FS }
+
+func (u unwrappingFS) Unwrap() FS { return u.FS }
 
 // wrappedFS is the OS file system behind another type (as a test model or a counting
 // wrapper would be).

@@ -51,6 +51,29 @@ type RangeWriter interface {
 	WriteBack(off, n int64) error
 }
 
+// Wrapper is an optional capability of an FS that only observes another (counting
+// bytes, say): what the WAL knows of the file system underneath still holds through it
+// (OSFS's one page cache on a local disk lets the fence check read cached, fence.go).
+// A wrapper that changes what reads return (a test model, fault injection) must not
+// implement it.
+type Wrapper interface {
+	Unwrap() FS
+}
+
+// isOSFS reports whether fsys is OSFS, directly or through Wrappers.
+func isOSFS(fsys FS) bool {
+	for {
+		switch f := fsys.(type) {
+		case osFS:
+			return true
+		case Wrapper:
+			fsys = f.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
 // OSFS returns the FS of the operating system.
 func OSFS() FS { return osFS{} }
 

@@ -193,7 +193,7 @@ func Open(cfg Config) (*WAL, error) {
 	}
 	w.nextSize = cfg.SegmentSize
 	w.instance = instance
-	if _, ok := cfg.FS.(osFS); ok {
+	if isOSFS(cfg.FS) {
 		w.fenceCached = sharedPageCache(cfg.Dir)
 	}
 	w.notFull.L = &w.qmu
