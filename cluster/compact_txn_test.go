@@ -180,8 +180,13 @@ func TestCompactedTopicTransactions(t *testing.T) {
 	c := compactCluster(t)
 	ctx := ctxFor(t, 3*time.Minute)
 	l := newCompactLog(t, c, "cmptx")
-	cfg := map[string]*string{"cleanup.policy": kadm.StringPtr("compact"), "min.cleanable.dirty.ratio": kadm.StringPtr("0.01")}
-	if _, err := kadm.NewClient(l.cl).CreateTopic(ctx, 1, 1, cfg, "cmptx"); err != nil {
+	// min.compaction.lag.ms holds the cleaner off until the checks "before the clean"
+	// are done (the uploader may ship these records and the cleaner rewrite them within
+	// a second, long before a loaded machine gets to those reads); it is lifted after.
+	cfg := map[string]*string{"cleanup.policy": kadm.StringPtr("compact"), "min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
+		"min.compaction.lag.ms": kadm.StringPtr(fmt.Sprint(time.Hour.Milliseconds()))}
+	adm := kadm.NewClient(l.cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, cfg, "cmptx"); err != nil {
 		t.Fatal(err)
 	}
 	tx := newClient(t, c, kgo.TransactionalID("cmp-tx"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(30*time.Second))
@@ -251,6 +256,13 @@ func TestCompactedTopicTransactions(t *testing.T) {
 		t.Fatalf("read_committed before the clean: %v", err)
 	}
 
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "min.compaction.lag.ms", Value: kadm.StringPtr("0")}}, "cmptx")
+	if err == nil {
+		err = rs[0].Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	l.fill(ctx, 400)
 	testutil.EventuallyNoError(t, 90*time.Second, "read_uncommitted after the clean: no aborted record, latest committed per key",
 		committed(l.want, kgo.FetchIsolationLevel(kgo.ReadUncommitted())))
