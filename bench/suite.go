@@ -145,8 +145,8 @@ func runSuite(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: weir bench suite [flags]
 
-Runs issue 14's performance suite and prints one table, each figure beside its physical
-limit as a ratio, with the target and pass/fail:
+Runs the performance suite (issues 14 and 27) and prints one table, each figure beside
+its physical limit (or the issue's target) as a ratio, with the target and pass/fail:
   closed  closed-loop produce on a standalone broker (a separate process): MB/s per
           broker CPU core (CPU seconds from /proc/<pid>/stat)
   fixed   the disk's limit (write+fdatasync of the average batch, weir bench disk), then
@@ -154,9 +154,13 @@ limit as a ratio, with the target and pass/fail:
           p50/p99/p99.9 and the broker's own Produce p99 (its request-duration histogram)
           beside the raw fdatasync p50/p99 measured in the same run
   scale   100 vs 10,000 partitions produce p99: runs --scale-cmd
-  e2e     3 controllers + 3 brokers as processes, weir bench e2e at the fixed rate:
-          end-to-end p99 beside produce p99 of the same run
-  cold    cold reads from objects beside one raw GET stream: runs --cold-cmd
+  e2e     3 controllers + 3 brokers as processes (zones a, b, c), weir bench e2e at the
+          fixed rate with the clients in zone b: end-to-end p99 beside produce p99 of the
+          same run; from the brokers' counters over the measured window: S3 PUTs per GB
+          produced, the WAL's held bytes as seconds of produce, the WAL file system's
+          reads per produced byte (zone b's read replicas)
+  cold    cold reads from objects beside one raw GET stream, PUTs per GB of its closed-loop
+          produce and GETs per GB of cold read: runs --cold-cmd
 A shared or busy machine makes every figure worse; compare runs made back to back.
 
 Flags:

@@ -165,11 +165,13 @@ func (s *suite) fixedRate(ctx context.Context, b *brokerProc) error {
 	}
 	s.add(tput)
 	s.add(row("produce ack p50 (client)", p.Latency.P50, "ms", "raw fdatasync p50 @"+size, raw.Latency.P50, nil))
-	t4, t2, t3 := atMost(4), atMost(2), atMost(3)
-	s.add(row("produce ack p99 (client)", p.Latency.P99, "ms", "raw fdatasync p99 @"+size, raw.Latency.P99, &t4))
+	// Issue 27's targets: the client's ack p99 within 6× the disk's fdatasync p99, the
+	// broker's own within 3× (pipelined group commit alone makes about 2×).
+	t6, t3 := atMost(6), atMost(3)
+	s.add(row("produce ack p99 (client)", p.Latency.P99, "ms", "raw fdatasync p99 @"+size, raw.Latency.P99, &t6))
 	s.add(row("produce ack p99.9 (client)", p.Latency.P999, "ms", "client ack p99", p.Latency.P99, &t3))
 	est, lo, hi := h1.sub(h0).quantile(0.99)
-	br := row("broker Produce request p99 (own histogram)", est, "ms", "raw fdatasync p99 @"+size, raw.Latency.P99, &t2)
+	br := row("broker Produce request p99 (own histogram)", est, "ms", "raw fdatasync p99 @"+size, raw.Latency.P99, &t3)
 	kind := "classic (power-of-two)"
 	if h1.native {
 		kind = "native"
@@ -228,11 +230,25 @@ func (s *suite) e2e(ctx context.Context) error {
 		rate = 10000
 	}
 	s.step("end to end at %s rec/s, %d partitions, %v warmup + %v", Commas(int64(rate)), s.cfg.E2EPartitions, s.cfg.Warmup, s.cfg.Duration)
-	args := append(s.loadArgs("e2e", strings.Join(c.Bootstrap(), ","), "suite-e2e", s.cfg.E2EPartitions, rate), "--consumers", "1")
+	// The clients are in zone b: produces for partitions led elsewhere go through a
+	// broker in b (zone routing), and the consumer reads them from b's read replicas,
+	// the paths whose file-system reads and S3 requests the cost rows count.
+	args := append(s.loadArgs("e2e", strings.Join(c.Bootstrap(), ","), "suite-e2e", s.cfg.E2EPartitions, rate), "--consumers", "1", "--rack", "b")
+	var metrics []string
+	for _, b := range c.Brokers {
+		metrics = append(metrics, b.Metrics)
+	}
+	watch, stop := watchCost(ctx, metrics, s.cfg.Warmup)
 	res, err := s.bench(ctx, "e2e", args...)
+	stop()
 	if err != nil {
 		return err
 	}
+	defer func() {
+		for _, r := range watch.costRows() {
+			s.add(r)
+		}
+	}()
 	if res.Produce == nil || res.Produce.Latency == nil || res.Consume == nil || res.Consume.Latency == nil {
 		return errors.New("e2e: no latencies in the result")
 	}
@@ -272,4 +288,15 @@ func (s *suite) cold(ctx context.Context) {
 		r.Note = fmt.Sprintf("four raw GET streams: %.1f MB/s", raw4)
 	}
 	s.add(r)
+	if puts, ok := m["put_per_GB"]; ok {
+		t1 := atMost(1)
+		r := row("S3 PUTs per GB produced (cold bench, closed loop)", puts, "PUTs/GB", "issue 27 target", 16, &t1)
+		if mbps, ok := m["produce_MBps"]; ok {
+			r.Note = fmt.Sprintf("produced at %.0f MB/s; the bench's own 1 s upload delay and the run's last, partial objects", mbps)
+		}
+		s.add(r)
+	}
+	if gets, ok := m["get_per_GB"]; ok {
+		s.add(row("S3 GETs per GB of cold read", gets, "GETs/GB", "", 0, nil))
+	}
 }

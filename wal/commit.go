@@ -15,8 +15,9 @@ type group struct {
 }
 
 // written is a group on its way through the pipeline: the committer writes it, the
-// syncer syncs it and calls its Done callbacks. Two of them circulate, so the next
-// group is taken, prepared and written while the previous one's fdatasync runs.
+// syncer syncs it and calls its Done callbacks. pipeDepth of them circulate, so
+// groups are taken, prepared and written while an fdatasync is in flight, and the
+// next fdatasync covers all of them.
 type written struct {
 	batch []Entry
 	res   []result
@@ -29,35 +30,71 @@ type written struct {
 	// (which may undo what Prepare did) must run before anything else is prepared.
 	barrier bool
 	// failWAL: the group's write failed in a fenced WAL, which the syncer fails for good
-	// before the group's Done callbacks (after the group before it was acked).
+	// before the group's Done callbacks (after the groups before it were acked).
 	failWAL error
 }
 
+// pipeDepth is how many groups may be written and not yet finished by the syncer.
+// With one (a pipeline one group deep), an entry that arrives while group k syncs and
+// group k+1 waits for the syncer waits for three fdatasyncs: k's end, k+1's and its
+// own. With more, it is written at once and the next fdatasync, which starts when k's
+// ends, covers it: at most k's end and one more (PERFORMANCE.md, "The produce tail").
+const pipeDepth = 16
+
 // run is the committer goroutine: it takes a batch of queued entries, prepares it
 // and writes it with one WriteAt, then hands it to the syncer goroutine, which syncs
-// it with one fdatasync, checks the fence and calls the Done callbacks. So the next
-// group is written while the previous one's fdatasync is in flight; each group's
-// callbacks still run after the sync that covers it, in log order (one syncer, groups
-// handed over in order). The committer sleeps on w.kick when idle and exits once
-// Close was called and the queue is empty, after the syncer finished every group.
+// every group handed to it so far with one fdatasync, checks the fence and calls the
+// Done callbacks. So groups are written while an fdatasync is in flight, and each
+// group's callbacks still run after a sync that started after its write, in log order
+// (one syncer, groups handed over in order). The committer sleeps on w.kick when idle
+// and exits once Close was called and the queue is empty, after the syncer finished
+// every group.
 func (w *WAL) run() {
 	defer close(w.done)
-	free := make(chan *written, 2)
-	free <- &written{}
-	free <- &written{}
-	toSync := make(chan *written)
+	free := make(chan *written, pipeDepth)
+	for range pipeDepth {
+		free <- &written{}
+	}
+	toSync := make(chan *written, pipeDepth)
 	synced := make(chan struct{})
 	go func() {
 		defer close(synced)
+		gs := make([]*written, 0, pipeDepth)
 		for g := range toSync {
-			w.syncGroup(g)
-			free <- g
+			gs = append(gs[:0], g)
+		more:
+			for {
+				select {
+				case g, ok := <-toSync:
+					if !ok {
+						break more // closed: these are the last; the range ends next
+					}
+					gs = append(gs, g)
+				default:
+					break more
+				}
+			}
+			w.syncGroups(gs)
+			for _, g := range gs {
+				free <- g
+			}
 		}
 	}()
 	defer func() {
 		close(toSync)
 		<-synced
 	}()
+	// quiesce waits until the syncer has finished every group but the held ones.
+	back := make([]*written, 0, pipeDepth)
+	quiesce := func(held int) {
+		for range pipeDepth - held {
+			back = append(back, <-free)
+		}
+		for _, a := range back {
+			free <- a
+		}
+		back = back[:0]
+	}
 	for {
 		g := <-free
 		var grp group
@@ -69,17 +106,13 @@ func (w *WAL) run() {
 		if grp.roll {
 			// A new segment may exist on disk only once every record before its base is
 			// synced: a replay takes a gap before the next segment's base for corruption.
-			a := <-free
-			free <- a
+			quiesce(1)
 		}
 		w.commit(g, grp)
 		toSync <- g
 		if g.barrier {
-			// Both groups back: the syncer has called every Done so far.
-			a := <-free
-			free <- a
-			a = <-free
-			free <- a
+			// Every group back: the syncer has called every Done so far.
+			quiesce(0)
 		}
 	}
 }
@@ -153,7 +186,7 @@ func (w *WAL) take(batch []Entry) ([]Entry, group, bool) {
 }
 
 // commit prepares and writes one group (on the committer goroutine); the syncer
-// finishes it (syncGroup).
+// finishes it (syncGroups).
 func (w *WAL) commit(g *written, grp group) {
 	batch := g.batch
 	res := slices.Grow(g.res[:0], len(batch))[:len(batch)]
@@ -227,41 +260,60 @@ func (w *WAL) commit(g *written, grp group) {
 	w.buf = buf
 }
 
-// syncGroup runs on the syncer goroutine: it syncs a written group, checks the fence,
-// publishes the group and calls its Done callbacks in order.
-func (w *WAL) syncGroup(g *written) {
-	res := g.res
-	if g.seg != nil {
+// syncGroups runs on the syncer goroutine: it syncs groups written (each before it
+// was handed over, so before the fdatasync starts), checks the fence once, then
+// publishes each group and calls its Done callbacks, in order.
+func (w *WAL) syncGroups(gs []*written) {
+	var err error
+	var segs []*segment // in write order; more than one only if a roll came between
+	entries, bytes := 0, 0
+	for _, g := range gs {
+		if g.seg == nil {
+			continue
+		}
+		entries, bytes = entries+len(g.batch), bytes+g.bytes
+		if len(segs) == 0 || segs[len(segs)-1] != g.seg {
+			segs = append(segs, g.seg)
+		}
+	}
+	if len(segs) > 0 {
 		// A group written after an earlier group's sync failed must not be acked:
 		// its bytes follow bytes that may not be on disk.
-		err := w.failErr()
-		if err == nil {
-			err = w.syncSegment(g.seg, len(g.batch), g.bytes)
+		err = w.failErr()
+		for _, s := range segs {
+			if err == nil {
+				err = w.syncSegment(s, entries, bytes)
+				entries, bytes = 0, 0 // counted with the first sync
+			}
 		}
 		if err == nil && w.cfg.Fence {
 			// After the fdatasync, before any Done: if a taker's fence record was
 			// synced before this check started, the check sees it and nothing is
-			// acked; if not, the group was synced before the taker's scan starts, so
-			// the taker reads it (doc.go, Fencing).
+			// acked; if not, the groups were synced before the taker's scan starts,
+			// so the taker reads them (doc.go, Fencing).
 			if err = w.checkFence(); err != nil {
 				err = w.fail(err)
 			}
 		}
-		if err != nil {
-			for i := range res {
-				if res[i].written {
-					res[i] = result{err: err}
+	}
+	for _, g := range gs {
+		if g.seg != nil {
+			if err != nil {
+				for i := range g.res {
+					if g.res[i].written {
+						g.res[i] = result{err: err}
+					}
 				}
+			} else {
+				w.publish(g.seg, g.end)
 			}
-		} else {
-			w.publish(g.seg, g.end)
 		}
+		if g.failWAL != nil {
+			w.fail(g.failWAL)
+		}
+		w.finish(g.batch, g.res)
+		clear(g.batch) // drop payload references
 	}
-	if g.failWAL != nil {
-		w.fail(g.failWAL)
-	}
-	w.finish(g.batch, res)
-	clear(g.batch) // drop payload references
 }
 
 // writeGroup writes buf at the active segment's write offset with one WriteAt and

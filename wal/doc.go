@@ -74,9 +74,12 @@
 // (Head, then Payload) into one buffer and writes it with one WriteAt; one
 // syncer goroutine then syncs it with one fdatasync, checks the fence token (with
 // Config.Fence; see Fencing), publishes it and calls the Done callbacks in order.
-// The two form a pipeline one group deep: the next group is taken, prepared and
-// written while the previous one's fdatasync is in flight, and is acked only
-// after a sync that started after its own write. The committer waits for the
+// The two form a pipeline up to 16 groups deep: while an fdatasync is in flight,
+// the committer takes, prepares and writes every group that arrives, and the
+// syncer's next fdatasync covers all of them (each written before it was handed
+// over, so before that sync started: a group is acked only after a sync that
+// started after its own write). An entry so waits for the end of the sync in
+// flight and one more, never for a group queued in between. The committer waits for the
 // syncer to finish every earlier group before a segment roll (a new segment must
 // not exist on disk before the records below its base are synced) and after a
 // group whose write failed (its Done, which may undo what Prepare did, runs before

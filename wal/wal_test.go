@@ -548,15 +548,18 @@ func TestBackpressure(t *testing.T) {
 	})
 	var wg sync.WaitGroup
 	done := func(wal.Pos, error) { wg.Done() }
-	wg.Add(4)
+	wg.Add(2 + wal.PipeDepth) // a, the b's, c, d
 	w.Append(wal.Entry{Type: 1, Payload: []byte("a"), Done: done})
 	<-stalled // "a" is being synced; the queue is empty
-	// "b" is taken and written while "a" syncs (pipelining); then the committer waits
-	// for the syncer, so "c" and "d" stay queued.
-	w.Append(wal.Entry{Type: 1, Payload: []byte("b"), Done: done})
-	testutil.Eventually(t, 30*time.Second, `"b" written while "a" syncs`, func() bool {
-		return fs.Count(waltest.OpWrite, ".wal") >= 2
-	})
+	// While "a" syncs, each entry appended alone is taken and written as a group of
+	// its own (pipelining) until PipeDepth groups are in flight; then the committer
+	// waits for the syncer, so "c" and "d" stay queued.
+	for i := 1; i < wal.PipeDepth; i++ {
+		w.Append(wal.Entry{Type: 1, Payload: []byte("b"), Done: done})
+		testutil.Eventually(t, 30*time.Second, `"b" written while "a" syncs`, func() bool {
+			return fs.Count(waltest.OpWrite, ".wal") >= int64(1+i)
+		})
+	}
 	w.Append(wal.Entry{Type: 1, Payload: []byte("c"), Done: done})
 	w.Append(wal.Entry{Type: 1, Payload: []byte("d"), Done: done})
 	returned := make(chan struct{})

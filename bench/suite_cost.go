@@ -1,0 +1,192 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+)
+
+// The e2e step's cost figures (issue 27), read from the brokers' own counters over the
+// measured window: S3 PUTs per GB produced, the WAL's held bytes as seconds of traffic,
+// and the WAL file system's reads and writes per produced byte.
+
+// series names one summed series: a family and, optionally, one label's value.
+type series struct{ family, label, value string }
+
+var (
+	producedBytes = series{"weir_broker_produce_bytes_total", "", ""}
+	objectPuts    = series{"weir_objectstore_requests_total", "op", "put"}
+	walHeld       = series{"weir_tier_wal_held_bytes", "", ""}
+	fsReads       = series{"weir_broker_wal_fs_bytes_total", "op", "read"}
+	fsWrites      = series{"weir_broker_wal_fs_bytes_total", "op", "write"}
+)
+
+// scrapeSums sums every series of want over the /metrics of addrs (counters and gauges).
+func scrapeSums(ctx context.Context, addrs []string, want ...series) (map[series]float64, error) {
+	out := make(map[series]float64, len(want))
+	cl := http.Client{Timeout: 5 * time.Second}
+	for _, addr := range addrs {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", protoAccept)
+		resp, err := cl.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
+		for {
+			var f dto.MetricFamily
+			if err := dec.Decode(&f); err != nil {
+				resp.Body.Close()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return nil, fmt.Errorf("metrics of %s: %w", addr, err)
+			}
+			for _, s := range want {
+				if f.GetName() == s.family {
+					out[s] += sumSeries(&f, s)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func sumSeries(f *dto.MetricFamily, s series) float64 {
+	sum := 0.0
+	for _, m := range f.Metric {
+		if s.label != "" {
+			match := false
+			for _, l := range m.Label {
+				match = match || (l.GetName() == s.label && l.GetValue() == s.value)
+			}
+			if !match {
+				continue
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.Counter.GetValue()
+		case m.Gauge != nil:
+			sum += m.Gauge.GetValue()
+		}
+	}
+	return sum
+}
+
+// costWatch samples the brokers over the measured window of a run: the counters at its
+// start and end, the WAL's held bytes every 2 s in between.
+type costWatch struct {
+	addrs []string
+	mu    sync.Mutex
+	first map[series]float64
+	last  map[series]float64
+	held  []float64
+	from  time.Time
+	to    time.Time
+	err   error
+	done  chan struct{}
+}
+
+// watchCost starts sampling after warmup, until ctx ends or stop is called.
+func watchCost(ctx context.Context, addrs []string, warmup time.Duration) (*costWatch, func()) {
+	w := &costWatch{addrs: addrs, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(ctx)
+	counters := []series{producedBytes, objectPuts, fsReads, fsWrites}
+	go func() {
+		defer close(w.done)
+		select {
+		case <-time.After(warmup):
+		case <-ctx.Done():
+			return
+		}
+		first, err := scrapeSums(ctx, addrs, counters...)
+		if err != nil {
+			w.err = err
+			return
+		}
+		w.first, w.from = first, time.Now()
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				h, err := scrapeSums(ctx, addrs, walHeld)
+				if err == nil {
+					w.mu.Lock()
+					w.held = append(w.held, h[walHeld])
+					w.mu.Unlock()
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	stop := func() {
+		cancel()
+		<-w.done
+		if w.first == nil {
+			return
+		}
+		// The end of the window: scraped after the run with a fresh context.
+		sctx, c2 := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c2()
+		last, err := scrapeSums(sctx, addrs, counters...)
+		if err != nil {
+			w.err = err
+			return
+		}
+		w.last, w.to = last, time.Now()
+	}
+	return w, stop
+}
+
+// costRows turns a finished watch into the suite's rows.
+func (w *costWatch) costRows() []SuiteRow {
+	const putsName, heldName, fsName = "S3 PUTs per GB produced (3+3 cluster, e2e rate)", "WAL held, seconds of produce (3+3 cluster)", "WAL file-system reads per produced byte"
+	if w.err != nil || w.first == nil || w.last == nil {
+		why := "not sampled (the run ended before its warmup did)"
+		if w.err != nil {
+			why = "metrics not read: " + w.err.Error()
+		}
+		return []SuiteRow{notRun(putsName, why)}
+	}
+	d := func(s series) float64 { return w.last[s] - w.first[s] }
+	produced := d(producedBytes)
+	if produced <= 0 {
+		return []SuiteRow{notRun(putsName, "nothing produced in the window")}
+	}
+	secs := w.to.Sub(w.from).Seconds()
+	rate := produced / secs
+	var rows []SuiteRow
+	t1 := atMost(1)
+	puts := row(putsName, d(objectPuts)/(produced/1e9), "PUTs/GB", "issue 27 target", 16, &t1)
+	puts.Note = fmt.Sprintf("%.0f PUTs for %.1f MB in %.0f s; one PUT per broker per upload delay (10 s) below ~6.7 MB/s a broker (PERFORMANCE.md)", d(objectPuts), produced/1e6, secs)
+	rows = append(rows, puts)
+	if len(w.held) > 0 {
+		sum := 0.0
+		peak := 0.0
+		for _, h := range w.held {
+			sum += h
+			peak = max(peak, h)
+		}
+		avg := sum / float64(len(w.held)) / rate
+		r := row(heldName, avg, "s", "issue 27 target", 30, &t1)
+		r.Note = fmt.Sprintf("average of %d samples; peak %.1f s (%.1f MB)", len(w.held), peak/rate, peak/1e6)
+		rows = append(rows, r)
+	}
+	fsr := row(fsName, d(fsReads)/produced, "B/B", "each byte read once per zone", 1, &t1)
+	fsr.Note = fmt.Sprintf("consumers in one zone read through its read replicas; file-system writes %.2f B per produced byte", d(fsWrites)/produced)
+	rows = append(rows, fsr)
+	return rows
+}
