@@ -155,10 +155,11 @@ its physical limit (or the issue's target) as a ratio, with the target and pass/
           beside the raw fdatasync p50/p99 measured in the same run
   scale   100 vs 10,000 partitions produce p99: runs --scale-cmd
   e2e     3 controllers + 3 brokers as processes (zones a, b, c), weir bench e2e at the
-          fixed rate with the clients in zone b: end-to-end p99 beside produce p99 of the
-          same run; from the brokers' counters over the measured window: S3 PUTs per GB
-          produced, the WAL's held bytes as seconds of produce, the WAL file system's
-          reads per produced byte (zone b's read replicas)
+          fixed rate: end-to-end p99 beside produce p99 of the same run; from the
+          brokers' counters over the measured window: S3 PUTs per GB produced and the
+          WAL's held bytes as seconds of produce. Then a shorter run with the clients in
+          zone b (zone routing, a consumer on b's read replicas): its e2e p99 and the WAL
+          file system's reads per produced byte
   cold    cold reads from objects beside one raw GET stream, PUTs per GB of its closed-loop
           produce and GETs per GB of cold read: runs --cold-cmd
 A shared or busy machine makes every figure worse; compare runs made back to back.

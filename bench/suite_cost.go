@@ -151,42 +151,72 @@ func watchCost(ctx context.Context, addrs []string, warmup time.Duration) (*cost
 	return w, stop
 }
 
-// costRows turns a finished watch into the suite's rows.
-func (w *costWatch) costRows() []SuiteRow {
-	const putsName, heldName, fsName = "S3 PUTs per GB produced (3+3 cluster, e2e rate)", "WAL held, seconds of produce (3+3 cluster)", "WAL file-system reads per produced byte"
+// window is the watch's produced bytes and seconds, or a row saying why there are none.
+func (w *costWatch) window(name string) (produced, secs float64, bad *SuiteRow) {
 	if w.err != nil || w.first == nil || w.last == nil {
 		why := "not sampled (the run ended before its warmup did)"
 		if w.err != nil {
 			why = "metrics not read: " + w.err.Error()
 		}
-		return []SuiteRow{notRun(putsName, why)}
+		r := notRun(name, why)
+		return 0, 0, &r
 	}
-	d := func(s series) float64 { return w.last[s] - w.first[s] }
-	produced := d(producedBytes)
+	produced = w.delta(producedBytes)
 	if produced <= 0 {
-		return []SuiteRow{notRun(putsName, "nothing produced in the window")}
+		r := notRun(name, "nothing produced in the window")
+		return 0, 0, &r
 	}
-	secs := w.to.Sub(w.from).Seconds()
+	return produced, w.to.Sub(w.from).Seconds(), nil
+}
+
+func (w *costWatch) delta(s series) float64 { return w.last[s] - w.first[s] }
+
+var atMostTarget = atMost(1)
+
+// putsRow: S3 PUTs per GB produced, against issue 27's 16.
+func (w *costWatch) putsRow() SuiteRow {
+	const name = "S3 PUTs per GB produced (3+3 cluster, e2e rate)"
+	produced, secs, bad := w.window(name)
+	if bad != nil {
+		return *bad
+	}
+	puts := w.delta(objectPuts)
+	r := row(name, puts/(produced/1e9), "PUTs/GB", "issue 27 target", 16, &atMostTarget)
+	r.Note = fmt.Sprintf("%.0f PUTs for %.1f MB in %.0f s; a broker below ~6.7 MB/s makes one PUT per upload delay (10 s) (PERFORMANCE.md)", puts, produced/1e6, secs)
+	return r
+}
+
+// heldRow: the WAL's held bytes (sampled every 2 s) as seconds of the window's produce
+// rate, against issue 27's 30 s.
+func (w *costWatch) heldRow() SuiteRow {
+	const name = "WAL held, seconds of produce (3+3 cluster)"
+	produced, secs, bad := w.window(name)
+	if bad != nil {
+		return *bad
+	}
+	if len(w.held) == 0 {
+		return notRun(name, "no sample of weir_tier_wal_held_bytes in the window")
+	}
 	rate := produced / secs
-	var rows []SuiteRow
-	t1 := atMost(1)
-	puts := row(putsName, d(objectPuts)/(produced/1e9), "PUTs/GB", "issue 27 target", 16, &t1)
-	puts.Note = fmt.Sprintf("%.0f PUTs for %.1f MB in %.0f s; one PUT per broker per upload delay (10 s) below ~6.7 MB/s a broker (PERFORMANCE.md)", d(objectPuts), produced/1e6, secs)
-	rows = append(rows, puts)
-	if len(w.held) > 0 {
-		sum := 0.0
-		peak := 0.0
-		for _, h := range w.held {
-			sum += h
-			peak = max(peak, h)
-		}
-		avg := sum / float64(len(w.held)) / rate
-		r := row(heldName, avg, "s", "issue 27 target", 30, &t1)
-		r.Note = fmt.Sprintf("average of %d samples; peak %.1f s (%.1f MB)", len(w.held), peak/rate, peak/1e6)
-		rows = append(rows, r)
+	sum, peak := 0.0, 0.0
+	for _, h := range w.held {
+		sum += h
+		peak = max(peak, h)
 	}
-	fsr := row(fsName, d(fsReads)/produced, "B/B", "each byte read once per zone", 1, &t1)
-	fsr.Note = fmt.Sprintf("consumers in one zone read through its read replicas; file-system writes %.2f B per produced byte", d(fsWrites)/produced)
-	rows = append(rows, fsr)
-	return rows
+	r := row(name, sum/float64(len(w.held))/rate, "s", "issue 27 target", 30, &atMostTarget)
+	r.Note = fmt.Sprintf("average of %d samples; peak %.1f s (%.1f MB)", len(w.held), peak/rate, peak/1e6)
+	return r
+}
+
+// fsRow: bytes the brokers read from the WAL file system per produced byte; with the
+// consumers in one zone, at most 1 if its replicas read each byte once.
+func (w *costWatch) fsRow() SuiteRow {
+	const name = "WAL file-system reads per produced byte"
+	produced, _, bad := w.window(name)
+	if bad != nil {
+		return *bad
+	}
+	r := row(name, w.delta(fsReads)/produced, "B/B", "each byte read once per zone", 1, &atMostTarget)
+	r.Note = fmt.Sprintf("the consumer reads through zone b's read replicas; file-system writes %.2f B per produced byte", w.delta(fsWrites)/produced)
+	return r
 }

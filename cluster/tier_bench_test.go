@@ -37,8 +37,8 @@ import (
 
 // BenchmarkTierColdRead measures the object tier end to end on a real MinIO (issue 4's
 // numbers): produce into a 3-broker cluster that uploads objects (the default tier
-// config but a 1 s upload delay, so objects hold about 1 s of a broker's produce, at most
-// 64 MiB), count PUTs per GB, restart every broker (empty block caches, trimmed WALs), consume everything from
+// config: objects of up to 64 MiB, uploaded at the latest 10 s after their oldest batch),
+// count PUTs per GB, restart every broker (empty block caches, trimmed WALs), consume everything from
 // offset 0 and count GETs per GB, and compare that cold-read throughput with raw GETs of
 // the same objects from the same MinIO. One run does it all; b.N is ignored.
 //
@@ -47,6 +47,7 @@ import (
 // Knobs (environment):
 //
 //	WEIR_BENCH_MB         MiB of record values to produce (1 KiB records), default 512
+//	WEIR_BENCH_UPLOAD_DELAY_MS  the tier's MaxUploadDelay, default the tier's (10 s)
 //	WEIR_BENCH_PRODUCERS  concurrent producer clients, default 4
 //	WEIR_BENCH_FETCH      consume settings to try, each after its own cold restart, as
 //	                      fetchMaxMiB/partitionMaxMiB pairs, default "64/1,64/2,64/4,64/8,64/16";
@@ -411,7 +412,10 @@ func (p *coldPaced) Read(b []byte) (int, error) {
 // coldTierConfig is the tier's default config with the bench's knobs.
 func coldTierConfig(b *testing.B) tier.Config {
 	c := tier.DefaultConfig()
-	c.MaxUploadDelay = time.Second
+	// The default upload delay (10 s), so that PUTs per GB are those of a default
+	// broker: objects of up to TargetObjectBytes (64 MiB); the run's last, partial
+	// objects wait it out once.
+	c.MaxUploadDelay = time.Duration(coldEnvInt(b, "WEIR_BENCH_UPLOAD_DELAY_MS", int(c.MaxUploadDelay.Milliseconds()), false)) * time.Millisecond
 	c.Read.MaxGetBytes = int64(coldEnvInt(b, "WEIR_BENCH_GET_KB", int(c.Read.MaxGetBytes>>10), true)) << 10
 	c.Read.ReadaheadBytes = int64(coldEnvInt(b, "WEIR_BENCH_READAHEAD_MB", int(c.Read.ReadaheadBytes>>20), true)) << 20
 	return c

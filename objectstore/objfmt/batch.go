@@ -42,6 +42,12 @@ func SplitBatches(data []byte) ([]Batch, error) {
 }
 
 func appendBatches(dst []Batch, data []byte) ([]Batch, error) {
+	return splitBatches(dst, data, true)
+}
+
+// splitBatches is appendBatches; checkCRC false skips the batches' own CRCs (the frame
+// checks stay) where a block CRC already vouched for the bytes (decodeBlock).
+func splitBatches(dst []Batch, data []byte, checkCRC bool) ([]Batch, error) {
 	for pos := 0; pos < len(data); {
 		b := data[pos:]
 		n, base, last, err := batchFrame(b)
@@ -49,7 +55,7 @@ func appendBatches(dst []Batch, data []byte) ([]Batch, error) {
 			return dst, corruptf("at byte %d: %v", pos, err)
 		}
 		b = b[:n]
-		if !batchCRCOK(b) {
+		if checkCRC && !batchCRCOK(b) {
 			return dst, corruptf("at byte %d: record batch CRC mismatch (base offset %d)", pos, base)
 		}
 		dst = append(dst, Batch{
@@ -64,7 +70,8 @@ func appendBatches(dst []Batch, data []byte) ([]Batch, error) {
 }
 
 // DecodeBlock verifies the bytes of block blk (as read with a GET of its range) and splits
-// them into batches: the length and CRC32C of the block, each batch's CRC, the number of
+// them into batches: the length and CRC32C of the block (which vouches for each batch's
+// CRC, verified when the block was written), each batch's frame, the number of
 // batches, and that the batches' offsets are dense from blk.FirstOffset to blk.LastOffset.
 // On error it returns no batches: nothing of a damaged block is served.
 func DecodeBlock(blk Block, data []byte) ([]Batch, error) {
@@ -107,8 +114,13 @@ func decodeBlock(dst []Batch, blk Block, data []byte) ([]Batch, error) {
 	if got := crc32c.Checksum(data); got != blk.CRC {
 		return dst, corruptf("block at %d: checksum %08x, index says %08x", blk.Position, got, blk.CRC)
 	}
+	// The block CRC matched, so these are the bytes the Writer wrote, and it wrote only
+	// batches whose own CRC it had verified (Writer.Add; SkipBatchCRC's one caller,
+	// compaction, verifies them just before): checking each batch's CRC again would
+	// read every byte a second time for nothing (cold reads are CPU-bound on small
+	// machines, PERFORMANCE.md "Cold reads"). Consumers check the batch CRCs anyway.
 	start := len(dst)
-	dst, err := appendBatches(dst, data)
+	dst, err := splitBatches(dst, data, false)
 	if err != nil {
 		return dst[:start], fmt.Errorf("block at %d: %w", blk.Position, err)
 	}

@@ -38,7 +38,9 @@ type Options struct {
 	// holds one larger batch. At most MaxBlockSize.
 	BlockSize int
 	// SkipBatchCRC skips verifying each batch's CRC32C in Add (the header checks stay),
-	// for callers that have just verified it themselves.
+	// for callers that have just verified it themselves: readers trust a batch's CRC
+	// once its block's CRC matches (DecodeBlock), so a batch with a bad CRC must never
+	// be written.
 	SkipBatchCRC bool
 	// Sparse lets a partition's batches have gaps between them (offsets strictly
 	// increasing, not dense): the cleaner's compacted ranges. The object gets FlagSparse.
