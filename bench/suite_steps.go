@@ -310,7 +310,7 @@ func (s *suite) cold(ctx context.Context) {
 		t1 := atMost(1)
 		r := row("S3 PUTs per GB produced (cold bench, closed loop)", puts, "PUTs/GB", "issue 27 target", 16, &t1)
 		if mbps, ok := m["produce_MBps"]; ok {
-			r.Note = fmt.Sprintf("produced at %.0f MB/s; the bench's own 1 s upload delay and the run's last, partial objects", mbps)
+			r.Note = fmt.Sprintf("produced at %.0f MB/s; objects of up to 64 MiB (default tier), the run's last ones partial", mbps)
 		}
 		s.add(r)
 	}

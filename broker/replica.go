@@ -98,8 +98,12 @@ func (b *Broker) replicaFor(t *metadata.Topic, index int32) (*partlog.Partition,
 	c := make(chan struct{}, 1)
 	deadline := time.NewTimer(replicaReadyWait)
 	defer deadline.Stop()
-	for r.p.State() != partlog.Following {
-		r.p.Wait(c)
+	for {
+		r.p.Wait(c) // before the check: a change between the two is not missed
+		if r.p.State() == partlog.Following {
+			r.p.Unwait(c)
+			break
+		}
 		select {
 		case <-c:
 		case <-deadline.C:
@@ -299,17 +303,25 @@ func (b *Broker) serveFollow(body []byte, respond func([]byte)) {
 		deadline := time.NewTimer(wait)
 		defer deadline.Stop()
 		for {
+			// Registered before the answer is built: an append committed between the two
+			// would otherwise signal nobody, and the poll would sleep out its wait with
+			// news for the replica (its consumers' records late by up to followMaxWait).
+			var parts []*partlog.Partition
+			if wait > 0 {
+				for _, fp := range req.Parts {
+					if p := b.parts.Get(fp.Topic, fp.Partition); p != nil {
+						p.Wait(wake)
+						parts = append(parts, p)
+					}
+				}
+			}
 			res, news := b.followAnswer(req)
 			if news || wait == 0 {
+				for _, p := range parts {
+					p.Unwait(wake)
+				}
 				respond(peer.AppendFollowResults(nil, res, req.Txn))
 				return
-			}
-			var parts []*partlog.Partition
-			for _, fp := range req.Parts {
-				if p := b.parts.Get(fp.Topic, fp.Partition); p != nil {
-					p.Wait(wake)
-					parts = append(parts, p)
-				}
 			}
 			timedOut := false
 			select {
