@@ -32,6 +32,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/internal/kcode"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/routing"
@@ -131,7 +132,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 			t.r.Wait(wake)
 		}
 	}
-	if got, errs := s.fillFetch(c.ctx, targets, maxBytes); got >= int(req.MinBytes) || errs || wait <= 0 || len(targets) == 0 {
+	if got, errs := s.fillFetch(c.ctx, targets, maxBytes, wait <= 0); got >= int(req.MinBytes) || errs || wait <= 0 || len(targets) == 0 {
 		unwait(targets, wake)
 		s.finishFetch(c, sl, resp, targets, zone, &fc, parts)
 		return
@@ -144,7 +145,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 			unwait(targets, wake) // drop stale registrations before registering again
 		case <-timer.C:
 			unwait(targets, wake)
-			s.fillFetch(c.ctx, targets, maxBytes)
+			s.fillFetch(c.ctx, targets, maxBytes, true)
 			s.finishFetch(c, sl, resp, targets, zone, &fc, parts)
 			return
 		case <-c.ctx.Done():
@@ -155,7 +156,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 		for _, t := range targets {
 			t.r.Wait(wake)
 		}
-		if got, errs := s.fillFetch(c.ctx, targets, maxBytes); got >= int(req.MinBytes) || errs {
+		if got, errs := s.fillFetch(c.ctx, targets, maxBytes, false); got >= int(req.MinBytes) || errs {
 			unwait(targets, wake)
 			s.finishFetch(c, sl, resp, targets, zone, &fc, parts)
 			return
@@ -200,7 +201,9 @@ func (s *Server) clampFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
 // whole batch however large (KIP-74); so every read of a wave asks for at least one
 // batch while nothing is taken yet. If the wave left budget unused, the next wave reads
 // on; partitions past the budget are asked with limit 0 (their offsets and errors).
-func (s *Server) fillFetch(ctx context.Context, targets []fetchTarget, maxBytes int) (int, bool) {
+// Unless final (the poll's last read), an error a long poll may wait out
+// (kcode.WaitsOut: a read replica behind the offset) answers nothing yet, not the error.
+func (s *Server) fillFetch(ctx context.Context, targets []fetchTarget, maxBytes int, final bool) (int, bool) {
 	total, errs := 0, false
 	res := make([]fetchRead, len(targets))
 	for i := 0; i < len(targets); {
@@ -221,6 +224,9 @@ func (s *Server) fillFetch(ctx context.Context, targets []fetchTarget, maxBytes 
 			out.ErrorCode = 0
 			out.HighWatermark, out.LastStableOffset, out.LogStartOffset = r.hw, r.lso, r.logStart
 			out.AbortedTransactions = nil
+			if r.err != nil && !final && kcode.WaitsOut(r.err) {
+				continue // nothing yet: the long poll waits (partlog.ErrReplicaBehind)
+			}
 			if r.err != nil {
 				out.ErrorCode = kafkaCode(r.err)
 				errs = true

@@ -178,7 +178,7 @@ func TestFetchColdPartitionsConcurrentWithinBudget(t *testing.T) {
 		}
 		maxBytes := 1 + rng.IntN(3000)
 		ts := coldTargets(parts, offsets, partMax)
-		got, errs := s.fillFetch(context.Background(), ts, maxBytes)
+		got, errs := s.fillFetch(context.Background(), ts, maxBytes, true)
 		if errs {
 			t.Fatalf("iteration %d: errors", iter)
 		}
@@ -213,7 +213,7 @@ func TestFetchColdKIP74AfterEmptyPartitions(t *testing.T) {
 	offsets := []int64{0, 0, 0, 0}
 	partMax := []int{1000, 1000, 1000, 1000}
 	ts := coldTargets(parts, offsets, partMax)
-	got, _ := (&Server{}).fillFetch(context.Background(), ts, 2000)
+	got, _ := (&Server{}).fillFetch(context.Background(), ts, 2000, true)
 	checkFetch(t, parts, offsets, partMax, 2000, ts, got)
 	if len(ts[2].out.RecordBatches) != 5000 {
 		t.Fatalf("partition 2 got %d bytes, want its whole 5000-byte first batch", len(ts[2].out.RecordBatches))
@@ -243,7 +243,7 @@ func TestFetchColdLaterWaveUsesLeftover(t *testing.T) {
 	offsets := make([]int64, 6)
 	partMax := []int{1000, 1000, 1000, 1000, 1000, 1000}
 	ts := coldTargets(parts, offsets, partMax)
-	got, _ := (&Server{}).fillFetch(context.Background(), ts, 2500)
+	got, _ := (&Server{}).fillFetch(context.Background(), ts, 2500, true)
 	checkFetch(t, parts, offsets, partMax, 2500, ts, got)
 	// The first wave gives partitions 0, 1 and 2 the whole budget (1000, 1000, 500);
 	// 0 and 1 leave theirs unused, which a second wave gives 3 and 4: the fetch is as
@@ -277,6 +277,6 @@ func TestFetchColdPanicReachesHandler(t *testing.T) {
 			t.Fatalf("recovered %v, want the read's panic", p)
 		}
 	}()
-	(&Server{}).fillFetch(context.Background(), targets, 1000)
+	(&Server{}).fillFetch(context.Background(), targets, 1000, true)
 	t.Fatal("fillFetch returned after a read panicked")
 }

@@ -12,6 +12,13 @@ import (
 var (
 	ErrNotLeader        = kcode.New("partlog: not the leader of this partition", kcode.NotLeaderOrFollower)
 	ErrOffsetOutOfRange = kcode.New("partlog: offset out of range", kcode.OffsetOutOfRange)
+	// ErrReplicaBehind: a read replica was asked for an offset past its high watermark,
+	// which trails the leader's by the follow's latency: a consumer redirected from the
+	// leader at the leader's high watermark lands there. A fetch waits it out (its long
+	// poll) and answers OFFSET_OUT_OF_RANGE only if the replica is still behind at the
+	// end, as a Kafka follower answers only offsets past its log end: answered at once,
+	// the client's KIP-392 check with the leader costs it hundreds of ms.
+	ErrReplicaBehind = kcode.NewWaitable("partlog: read replica behind the offset asked", kcode.OffsetOutOfRange)
 	ErrFencedEpoch      = kcode.New("partlog: fenced leader epoch", kcode.FencedLeaderEpoch)
 	ErrUnknownEpoch     = kcode.New("partlog: unknown leader epoch", kcode.UnknownLeaderEpoch)
 	ErrOutOfOrderSeq    = kcode.New("partlog: out of order sequence number", kcode.OutOfOrderSequenceNumber)

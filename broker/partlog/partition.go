@@ -632,6 +632,9 @@ func (p *Partition) readLocked(offset int64, maxBytes int, minOne bool, current 
 	if err := p.checkEpochLocked(current); err != nil {
 		return nil, err
 	}
+	if offset > p.hw && offset >= p.logStart && p.state == Following {
+		return nil, ErrReplicaBehind
+	}
 	if offset < p.logStart || offset > p.hw {
 		return nil, ErrOffsetOutOfRange
 	}

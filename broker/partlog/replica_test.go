@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weir-io/weir/internal/kafkatest"
+	"github.com/weir-io/weir/internal/kcode"
 	"github.com/weir-io/weir/internal/recbatch"
 	"github.com/weir-io/weir/internal/testutil"
 	"github.com/weir-io/weir/metadata"
@@ -75,8 +76,13 @@ func TestReplicaFollowsLeaderIndex(t *testing.T) {
 	if e, end := rep.EndOffsetForEpoch(3); e != 3 || end != 6 {
 		t.Fatalf("replica's end of epoch 3: %d %d", e, end)
 	}
-	if _, _, _, err := rep.Read(7, 1<<20, true, -1); !errors.Is(err, ErrOffsetOutOfRange) {
-		t.Fatalf("read past the replica's high watermark: %v", err)
+	// Past its high watermark a replica is behind (a fetch waits it out; answered as
+	// OFFSET_OUT_OF_RANGE if it stays so); a leader's log simply ends there.
+	if _, _, _, err := rep.Read(7, 1<<20, true, -1); !errors.Is(err, ErrReplicaBehind) || !kcode.WaitsOut(err) {
+		t.Fatalf("read past the replica's high watermark: %v, want ErrReplicaBehind", err)
+	}
+	if _, _, _, err := leader.Read(7, 1<<20, true, -1); !errors.Is(err, ErrOffsetOutOfRange) || kcode.WaitsOut(err) {
+		t.Fatalf("read past the leader's high watermark: %v, want ErrOffsetOutOfRange", err)
 	}
 	// An answer that does not continue the index resets the replica.
 	rep.Follow(es[:1], st, readers)

@@ -8,6 +8,8 @@
 // that such sentinels carry; kcode_test.go checks them against franz-go's table.
 package kcode
 
+import "errors"
+
 // Kafka error codes carried by sentinels.
 const (
 	OffsetOutOfRange         int16 = 1
@@ -40,6 +42,24 @@ func (e *sentinel) KafkaCode() int16 { return e.code }
 // New returns a sentinel error with message msg answered with code. Like errors.New,
 // each call returns a distinct error.
 func New(msg string, code int16) error { return &sentinel{msg: msg, code: code} }
+
+// waitable is NewWaitable's error.
+type waitable struct{ sentinel }
+
+func (*waitable) waitsOut() {}
+
+// NewWaitable is New for a condition a long poll may wait out: the request is answered
+// with code only if it still holds when the poll's wait ends (a read replica not yet at
+// the offset the leader gave the consumer).
+func NewWaitable(msg string, code int16) error {
+	return &waitable{sentinel{msg: msg, code: code}}
+}
+
+// WaitsOut reports whether err (or an error it wraps) was made by NewWaitable.
+func WaitsOut(err error) bool {
+	var w interface{ waitsOut() }
+	return errors.As(err, &w)
+}
 
 // Walk calls fn with the code of every Coded error in err's tree, depth first in the
 // order errors.Is visits it (an error before what it wraps; of several wrapped, the first

@@ -55,3 +55,16 @@ func TestWalk(t *testing.T) {
 		t.Fatal("Walk found a code in an error without one")
 	}
 }
+
+// NewWaitable's errors carry their code and are told apart from New's, through wrapping.
+func TestWaitsOut(t *testing.T) {
+	w, n := NewWaitable("behind", OffsetOutOfRange), New("out", OffsetOutOfRange)
+	if !WaitsOut(fmt.Errorf("read: %w", w)) || WaitsOut(n) || WaitsOut(nil) {
+		t.Fatal("WaitsOut does not tell a waitable error from a plain one")
+	}
+	var got int16
+	Walk(fmt.Errorf("read: %w", w), func(c int16) bool { got = c; return false })
+	if got != OffsetOutOfRange {
+		t.Fatalf("a waitable error's code: %d", got)
+	}
+}
