@@ -18,11 +18,11 @@ var (
 	// poll) and answers OFFSET_OUT_OF_RANGE only if the replica is still behind at the
 	// end, as a Kafka follower answers only offsets past its log end: answered at once,
 	// the client's KIP-392 check with the leader costs it hundreds of ms.
-	ErrReplicaBehind = kcode.NewWaitable("partlog: read replica behind the offset asked", kcode.OffsetOutOfRange)
-	ErrFencedEpoch      = kcode.New("partlog: fenced leader epoch", kcode.FencedLeaderEpoch)
-	ErrUnknownEpoch     = kcode.New("partlog: unknown leader epoch", kcode.UnknownLeaderEpoch)
-	ErrOutOfOrderSeq    = kcode.New("partlog: out of order sequence number", kcode.OutOfOrderSequenceNumber)
-	ErrProducerFenced   = kcode.New("partlog: producer epoch is older than the current one", kcode.InvalidProducerEpoch)
+	ErrReplicaBehind  = kcode.NewWaitable("partlog: read replica behind the offset asked", kcode.OffsetOutOfRange)
+	ErrFencedEpoch    = kcode.New("partlog: fenced leader epoch", kcode.FencedLeaderEpoch)
+	ErrUnknownEpoch   = kcode.New("partlog: unknown leader epoch", kcode.UnknownLeaderEpoch)
+	ErrOutOfOrderSeq  = kcode.New("partlog: out of order sequence number", kcode.OutOfOrderSequenceNumber)
+	ErrProducerFenced = kcode.New("partlog: producer epoch is older than the current one", kcode.InvalidProducerEpoch)
 	// ErrInvalidTxnState: an idempotent producer wrote a non-transactional batch while
 	// its transaction in the partition is open.
 	ErrInvalidTxnState = kcode.New("partlog: batch does not fit the producer's transaction state", kcode.InvalidTxnState)

@@ -150,7 +150,7 @@ func DefaultTable() Table {
 			AutoMQFSxPutsPerGiB:      16,
 			WeirCrossZoneFraction:    0.002,
 			WeirUploadDelaySeconds:   10,
-			WeirPutsPerGiB:           16, // 64 MiB objects of many partitions: 15.8-16.3 measured at 17 MB/s per broker (docs/PERFORMANCE.md)
+			WeirPutsPerGiB:           16,  // 64 MiB objects of many partitions: 15.8-16.3 measured at 17 MB/s per broker (docs/PERFORMANCE.md)
 			WeirGetsPerGiBCold:       400, // 4 MiB ranged GETs, readahead, index loads: 336-457 measured (make bench, cold rows)
 			WeirColdReadFraction:     0,
 			WeirWALHeldSeconds:       20, // the bound at the defaults: segment max age 10 s + upload delay 10 s
