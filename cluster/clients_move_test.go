@@ -82,9 +82,14 @@ func TestGoClientsProduceThroughMoves(t *testing.T) {
 			}
 			testutil.Eventually(t, 30*time.Second, "producing", func() bool { return count() > 20 })
 			for round := 0; round < 3; round++ {
-				// The leader now, not at creation: a busy machine may have failed it over.
-				cur, _ := c.partitionNow(topic, 0)
-				leader := cur.Leader
+				// The leader now, not at creation: a busy machine may have failed it over
+				// (and between a failover's fence and its completion there is none: -1).
+				var leader int32
+				testutil.Eventually(t, 30*time.Second, "the partition led", func() bool {
+					cur, ok := c.partitionNow(topic, 0)
+					leader = cur.Leader
+					return ok && leader > 0 && !cur.Moving && !cur.Recovering
+				})
 				to := leader%3 + 1
 				movePartition(t, c, to, tp, 0, to)
 				mark := count()

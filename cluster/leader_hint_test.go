@@ -34,6 +34,9 @@ func noBalancer(cfg *Config) {
 // the move complete; it returns the partition as the views then show it.
 func movePartition(t *testing.T, c *Cluster, via int32, tp *metadata.Topic, index, to int32) metadata.Partition {
 	t.Helper()
+	if via < 1 || int(via) > len(c.brokers) || c.Broker(int(via-1)) == nil {
+		t.Fatalf("moving %s/%d: broker %d is not running", tp.Name, index, via)
+	}
 	if err := c.Broker(int(via-1)).Client.MovePartition(ctxFor(t, 30*time.Second), tp.ID, index, to); err != nil {
 		// Refused because to leads it already: a retry of a request that was applied
 		// (its answer lost to a controller leader change) or a failover on a busy
