@@ -77,7 +77,7 @@ fuzz: ## a short run of every fuzz target
 	$(GO) test ./security/sasl/ -run '^$$' -fuzz FuzzScram -fuzztime 20s
 
 # BENCHFLAGS: e.g. --json, --keep, --skip cold, -v (weir bench suite --help).
-bench: build ## the performance suite: one table of figures beside their limits (~6 min)
+bench: build ## the performance suite: one table of figures beside their limits and targets (~6 min)
 	./$(BIN) bench suite $(BENCHFLAGS)
 
 bench-quick: build ## the same suite with short runs (~2 min, noisier)
