@@ -2,15 +2,10 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 )
 
 // The e2e step's cost figures (issue 27), read from the brokers' own counters over the
@@ -31,32 +26,17 @@ var (
 // scrapeSums sums every series of want over the /metrics of addrs (counters and gauges).
 func scrapeSums(ctx context.Context, addrs []string, want ...series) (map[series]float64, error) {
 	out := make(map[series]float64, len(want))
-	cl := http.Client{Timeout: 5 * time.Second}
 	for _, addr := range addrs {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Accept", protoAccept)
-		resp, err := cl.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
-		for {
-			var f dto.MetricFamily
-			if err := dec.Decode(&f); err != nil {
-				resp.Body.Close()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return nil, fmt.Errorf("metrics of %s: %w", addr, err)
-			}
+		err := eachFamily(ctx, addr, func(f *dto.MetricFamily) bool {
 			for _, s := range want {
 				if f.GetName() == s.family {
-					out[s] += sumSeries(&f, s)
+					out[s] += sumSeries(f, s)
 				}
 			}
+			return true
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -88,7 +68,6 @@ func sumSeries(f *dto.MetricFamily, s series) float64 {
 // start and end, the WAL's held bytes every 2 s in between.
 type costWatch struct {
 	addrs []string
-	mu    sync.Mutex
 	first map[series]float64
 	last  map[series]float64
 	held  []float64
@@ -123,9 +102,7 @@ func watchCost(ctx context.Context, addrs []string, warmup time.Duration) (*cost
 			case <-tick.C:
 				h, err := scrapeSums(ctx, addrs, walHeld)
 				if err == nil {
-					w.mu.Lock()
-					w.held = append(w.held, h[walHeld])
-					w.mu.Unlock()
+					w.held = append(w.held, h[walHeld]) // read only after stop: no lock
 				}
 			case <-ctx.Done():
 				return

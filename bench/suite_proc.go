@@ -142,33 +142,46 @@ type histogram struct {
 // native histogram buckets.
 const protoAccept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
 
-// scrapeHistogram reads the histogram family name with label=value from addr's /metrics.
-func scrapeHistogram(addr, name, label, value string) (histogram, error) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
+// eachFamily calls fn with every metric family of addr's /metrics (the protobuf format,
+// which carries native histograms) until fn returns false.
+func eachFamily(ctx context.Context, addr string, fn func(*dto.MetricFamily) bool) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return histogram{}, err
+		return err
 	}
 	req.Header.Set("Accept", protoAccept)
 	cl := http.Client{Timeout: 5 * time.Second}
 	resp, err := cl.Do(req)
 	if err != nil {
-		return histogram{}, err
+		return err
 	}
 	defer resp.Body.Close()
 	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
-	var fam *dto.MetricFamily
 	for {
 		var f dto.MetricFamily
 		if err := dec.Decode(&f); err != nil {
 			if errors.Is(err, io.EOF) {
-				break
+				return nil
 			}
-			return histogram{}, fmt.Errorf("metrics of %s: %w", addr, err)
+			return fmt.Errorf("metrics of %s: %w", addr, err)
 		}
+		if !fn(&f) {
+			return nil
+		}
+	}
+}
+
+// scrapeHistogram reads the histogram family name with label=value from addr's /metrics.
+func scrapeHistogram(addr, name, label, value string) (histogram, error) {
+	var fam *dto.MetricFamily
+	err := eachFamily(context.Background(), addr, func(f *dto.MetricFamily) bool {
 		if f.GetName() == name {
-			fam = &f
-			break
+			fam = f
 		}
+		return fam == nil
+	})
+	if err != nil {
+		return histogram{}, err
 	}
 	if fam == nil {
 		return histogram{}, fmt.Errorf("no %s on %s", name, addr)

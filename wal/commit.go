@@ -264,36 +264,36 @@ func (w *WAL) commit(g *written, grp group) {
 // was handed over, so before the fdatasync starts), checks the fence once, then
 // publishes each group and calls its Done callbacks, in order.
 func (w *WAL) syncGroups(gs []*written) {
-	var err error
-	var segs []*segment // in write order; more than one only if a roll came between
-	entries, bytes := 0, 0
-	for _, g := range gs {
-		if g.seg == nil {
+	// A group written after an earlier group's sync failed must not be acked: its bytes
+	// follow bytes that may not be on disk.
+	err := w.failErr()
+	synced := false
+	// One fdatasync per segment written to, in write order: one, unless a roll came
+	// between (run quiesces before a roll, so it does not).
+	for i := 0; i < len(gs); {
+		s := gs[i].seg
+		if s == nil {
+			i++
 			continue
 		}
-		entries, bytes = entries+len(g.batch), bytes+g.bytes
-		if len(segs) == 0 || segs[len(segs)-1] != g.seg {
-			segs = append(segs, g.seg)
+		entries, bytes := 0, 0
+		for ; i < len(gs) && (gs[i].seg == s || gs[i].seg == nil); i++ {
+			if gs[i].seg != nil {
+				entries, bytes = entries+len(gs[i].batch), bytes+gs[i].bytes
+			}
+		}
+		if err == nil {
+			err = w.syncSegment(s, entries, bytes)
+			synced = true
 		}
 	}
-	if len(segs) > 0 {
-		// A group written after an earlier group's sync failed must not be acked:
-		// its bytes follow bytes that may not be on disk.
-		err = w.failErr()
-		for _, s := range segs {
-			if err == nil {
-				err = w.syncSegment(s, entries, bytes)
-				entries, bytes = 0, 0 // counted with the first sync
-			}
-		}
-		if err == nil && w.cfg.Fence {
-			// After the fdatasync, before any Done: if a taker's fence record was
-			// synced before this check started, the check sees it and nothing is
-			// acked; if not, the groups were synced before the taker's scan starts,
-			// so the taker reads them (doc.go, Fencing).
-			if err = w.checkFence(); err != nil {
-				err = w.fail(err)
-			}
+	if synced && err == nil && w.cfg.Fence {
+		// After the fdatasync, before any Done: if a taker's fence record was synced
+		// before this check started, the check sees it and nothing is acked; if not,
+		// the groups were synced before the taker's scan starts, so the taker reads
+		// them (doc.go, Fencing).
+		if err = w.checkFence(); err != nil {
+			err = w.fail(err)
 		}
 	}
 	for _, g := range gs {

@@ -34,19 +34,16 @@ func batchCRCOK(b []byte) bool { return recbatch.CRCOK(b) }
 // each batch aliases data. Any frame that does not fit, a magic other than 2, a negative
 // offset or a CRC mismatch is ErrCorrupt.
 func SplitBatches(data []byte) ([]Batch, error) {
-	bs, err := appendBatches(nil, data)
+	bs, err := splitBatches(nil, data, true)
 	if err != nil {
 		return nil, err
 	}
 	return bs, nil
 }
 
-func appendBatches(dst []Batch, data []byte) ([]Batch, error) {
-	return splitBatches(dst, data, true)
-}
-
-// splitBatches is appendBatches; checkCRC false skips the batches' own CRCs (the frame
-// checks stay) where a block CRC already vouched for the bytes (decodeBlock).
+// splitBatches appends the batches of data to dst; checkCRC false skips the batches' own
+// CRCs (the frame checks stay) where a block CRC already vouched for the bytes
+// (decodeBlock).
 func splitBatches(dst []Batch, data []byte, checkCRC bool) ([]Batch, error) {
 	for pos := 0; pos < len(data); {
 		b := data[pos:]
