@@ -353,8 +353,11 @@ func TestTaggedClientsStayInZone(t *testing.T) {
 		t.Fatalf("weir admin traffic --json: %v, no file system in\n%s", err, js)
 	}
 	t.Logf("WAL file system: %.2f× the produced bytes read, %.2f× written", fsRep.FileSystem.ReadPerProduced, fsRep.FileSystem.WritePerProduced)
-	if fsRep.FileSystem.ReadPerProduced > 3.5 || fsRep.FileSystem.WritePerProduced < 1 {
-		t.Errorf("the brokers read %.2f× and wrote %.2f× the produced bytes on the WAL file system: want at most 3.5 reads (about one a zone) and at least one write",
+	// About one read a zone: 2.2× on a quiet machine, up to 3.55× under CI's load (a
+	// replica's batch read again once the tail cache evicted it); 8.3× with the
+	// replicas' cache fill off, which this bound still catches.
+	if fsRep.FileSystem.ReadPerProduced > 5 || fsRep.FileSystem.WritePerProduced < 1 {
+		t.Errorf("the brokers read %.2f× and wrote %.2f× the produced bytes on the WAL file system: want at most 5 reads (about one a zone) and at least one write",
 			fsRep.FileSystem.ReadPerProduced, fsRep.FileSystem.WritePerProduced)
 	}
 }
