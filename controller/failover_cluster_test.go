@@ -288,9 +288,12 @@ func TestDuplicateBrokerRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the second process registered %v after the first one's last heartbeat", time.Since(start))
-	if b.Epoch() != 3 || !b.LeaseValid(time.Now()) {
-		t.Fatalf("second process: epoch %d, lease %v", b.Epoch(), b.LeaseValid(time.Now()))
+	if b.Epoch() != 3 {
+		t.Fatalf("second process: epoch %d", b.Epoch())
 	}
+	// The granted lease is 300 ms from the registration's send: on a loaded machine the
+	// call and the wait for the view can outlast it, and the next heartbeat renews it.
+	testutil.Eventually(t, 10*time.Second, "the second process's lease", func() bool { return b.LeaseValid(time.Now()) })
 	if a.LeaseValid(time.Now()) {
 		t.Fatal("the second process got in while the first one's lease still held")
 	}

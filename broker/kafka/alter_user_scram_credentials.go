@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"fmt"
+
 	"github.com/weir-io/weir/security/acl"
 
 	"github.com/twmb/franz-go/pkg/kerr"
