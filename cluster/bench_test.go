@@ -36,6 +36,7 @@ func runBench(t *testing.T, args ...string) *bench.Result {
 // reports acked is what the topic holds and what consume reads back from its start, and
 // e2e reads every record it produced.
 func TestBenchAgainstCluster(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	c := startCluster(t, nil)
 	boot := c.Bootstrap()
 	const size = 256

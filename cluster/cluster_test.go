@@ -21,6 +21,13 @@ import (
 	"github.com/weir-io/weir/metadata"
 )
 
+// Parallel tests: the tests that call t.Parallel (groups, share groups, transactions,
+// compaction, the tier on MinIO, TLS listeners, the bench) spend most of their time
+// waiting for timeouts, sessions and uploads (13 of them used 0.53 of a core over 165 s
+// alone). They run after the others, two at a time (go test's -parallel, GOMAXPROCS):
+// the package took 394 s alone, the longest of make test's. Tests that measure a
+// failover or a move, or kill brokers on a schedule, stay serial: a neighbour's load
+// would be in their timings.
 func testLogger() *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

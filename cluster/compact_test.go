@@ -76,6 +76,7 @@ func readAll(t *testing.T, c *Cluster, topic string, end int64, opts ...kgo.Opt)
 // the old ones serve no more. Then the partition's leader is killed and the new leader
 // serves the same records.
 func TestCompactedTopicKeepsLatestPerKey(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	c := compactCluster(t)
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.SnappyCompression()))
 	adm := kadm.NewClient(cl)

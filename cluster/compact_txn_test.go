@@ -100,6 +100,7 @@ func diff(got, want map[int64]string) error {
 // tombstones, so the deleted keys are gone from the log entirely, while the other keys
 // keep their latest record at its acked offset.
 func TestCompactedTopicTombstonesAfterHorizon(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	c := compactCluster(t)
 	ctx := ctxFor(t, 4*time.Minute)
 	const retention = 25 * time.Second
@@ -177,6 +178,7 @@ func TestCompactedTopicTombstonesAfterHorizon(t *testing.T) {
 // acked offset: the aborted records were removed by the clean and never superseded a
 // committed value, and the markers are invisible.
 func TestCompactedTopicTransactions(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	c := compactCluster(t)
 	ctx := ctxFor(t, 3*time.Minute)
 	l := newCompactLog(t, c, "cmptx")
@@ -286,6 +288,7 @@ func TestCompactedTopicTransactions(t *testing.T) {
 // reaches a franz-go producer; nothing of the refused batch is stored (the next keyed
 // record takes offset 0). A topic with cleanup.policy=delete still takes null keys.
 func TestCompactedTopicRefusesNullKeys(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	c := startCluster(t, nil)
 	ctx := ctxFor(t, 2*time.Minute)
 	adm := kadm.NewClient(newClient(t, c))

@@ -232,6 +232,7 @@ func TestFencedBrokerComesBack(t *testing.T) {
 // Consumer groups in a cluster: the coordinator is the leader of the group's offsets
 // partition; commits survive a restart of that broker.
 func TestGroupCommitsSurviveCoordinatorRestart(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	c := startCluster(t, nil)
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)

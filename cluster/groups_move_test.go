@@ -515,6 +515,7 @@ func groupAcrossCoordinatorChange(t *testing.T, c *Cluster, adm *kadm.Client, gr
 // generation, member IDs and assignment, and consumption goes on (pause < 1 s; asserted
 // < 5 s).
 func TestGroupSurvivesCoordinatorMove(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}
@@ -535,6 +536,7 @@ func TestGroupSurvivesCoordinatorMove(t *testing.T) {
 // group either. The topic's partitions are moved off the coordinator's broker first, so
 // the kill stops only the coordinator, not the data the members fetch.
 func TestGroupSurvivesCoordinatorFailover(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}
@@ -784,6 +786,7 @@ func codeName(code int16) string {
 // zombie there: its commit with its old generation is refused (ILLEGAL_GENERATION or
 // UNKNOWN_MEMBER_ID) and the committed offset stays the new member's.
 func TestZombieCommitRefusedAfterCoordinatorReturns(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}
@@ -906,6 +909,7 @@ func TestStaticMemberAcceptedAfterCoordinatorReturns(t *testing.T) {
 // the group are answered NOT_COORDINATOR at once (asserted: well under the 60 s
 // rebalance timeout they would otherwise wait), so the members go to the new one.
 func TestParkedJoinAndSyncReleasedOnCoordinatorMove(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}
@@ -1119,6 +1123,7 @@ func TestRecreatedTopicHasNoCommittedOffset(t *testing.T) {
 // its session, as in Kafka: a member that commits every second and sends no Heartbeat
 // outlives its 6 s session timeout.
 func TestOffsetCommitKeepsMemberAlive(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}
@@ -1199,12 +1204,14 @@ func (l *lineLog) lastAt() time.Time {
 // coordinator and heartbeats it, and kcat reports no revocation and no new assignment
 // (its "% Group ... rebalanced" lines), and keeps printing records.
 func TestKcatGroupSurvivesCoordinatorMove(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	kcatGroupAcrossCoordinatorChange(t, "issue21-kcat", "gk", false)
 }
 
 // The same across a failover: the coordinator's broker is killed (the topic's partitions
 // were moved off it first, so only the coordinator dies).
 func TestKcatGroupSurvivesCoordinatorFailover(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	kcatGroupAcrossCoordinatorChange(t, "issue21-kcat-failover", "gkf", true)
 }
 

@@ -17,6 +17,7 @@ import (
 // member that rejoined with epoch 0 would lose its partitions and get them back), the
 // group epoch does not move, every record is read exactly once and consumption resumes.
 func TestKIP848SurvivesCoordinatorFailover(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}

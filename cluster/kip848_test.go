@@ -188,6 +188,7 @@ func start848Cluster(t *testing.T) *Cluster {
 }
 
 func TestKIP848ConsumersWithFranzGo(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	c := start848Cluster(t)
 	raw := newClient(t, c)
 	adm := kadm.NewClient(raw)

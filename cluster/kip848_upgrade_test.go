@@ -107,6 +107,7 @@ func groupKind(t *testing.T, raw *kgo.Client, group string) string {
 // the roll back converts it to a classic group when the last KIP-848 member leaves.
 // Records are produced throughout and every one is read (at least once).
 func TestKIP848OnlineUpgradeAndDowngrade(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}

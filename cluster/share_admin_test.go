@@ -71,6 +71,7 @@ func shareHeartbeat(t *testing.T, cl *kgo.Client, group, member, topic string, e
 // share partitions: after an alter to 10, a new consumer gets exactly offsets 10-29 again
 // (the leader, which had the state loaded, loads the reset one).
 func TestShareGroupAdmin(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}

@@ -123,6 +123,7 @@ func shareValues(t *testing.T, c *Cluster, name, group, topic string, want int) 
 // delivered), its share.isolation.level read_committed (neither aborted nor open
 // transactions' records delivered; a read_uncommitted group gets them).
 func TestShareGroupConfigs(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}
@@ -277,6 +278,7 @@ func TestShareGroupConfigs(t *testing.T) {
 // closes (Kafka's share session cache), not when their 30 s locks run out: another
 // member gets them, with delivery count 2, within seconds.
 func TestShareReleaseOnConnectionClose(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}
@@ -316,6 +318,7 @@ func TestShareReleaseOnConnectionClose(t *testing.T) {
 // (type "share") before any member heartbeats or anyone describes it, and its configs
 // are still there.
 func TestShareGroupListedAfterCoordinatorMove(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}

@@ -64,6 +64,7 @@ func memberEpochs(g kmsg.ShareGroupDescribeResponseGroup) map[string]int32 {
 // told UNKNOWN_MEMBER_ID and rejoined, which would restart the epochs), consumption goes
 // on, and no record is delivered twice.
 func TestShareGroupMembersSurviveCoordinatorMove(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}

@@ -137,6 +137,7 @@ func acquiredValues(t *testing.T, rp kmsg.ShareFetchResponseTopicPartition) []of
 // graceful move of a partition's leader, acknowledged records are not delivered again
 // and unacknowledged ones are.
 func TestShareGroupsWithFranzGo(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	c := startShareCluster(t)
 	raw := newClient(t, c)
 	adm := kadm.NewClient(raw)

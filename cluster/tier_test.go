@@ -99,6 +99,7 @@ func produceBig(t *testing.T, cl *kgo.Client, topic string, partitions, n, size 
 // keeps its data, and after all brokers restart a consumer reading from offset 0 gets
 // every record at its acked offset, mostly from objects.
 func TestTierOnMinIOWithFaults(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	c, proxy, direct, stores := tierCluster(t)
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	adm := kadm.NewClient(cl)

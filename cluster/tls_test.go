@@ -51,6 +51,7 @@ func (d *dialLog) dialTLS(cfg *tls.Config) func(ctx context.Context, network, ho
 // security.protocol=SSL, sarama produces and consumes with TLS. A certificate renewed
 // on disk is served on the next connection.
 func TestTLSListenerClients(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	ca, err := tlstest.NewCA(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 // when the load ended (coordinatorsServe does now). Here other views often come soon
 // after a move, so this test does not always catch that; it checks the move itself.
 func TestTransactionCoordinatorMove(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	if testing.Short() {
 		t.Skip("a cluster test")
 	}

@@ -294,6 +294,7 @@ func txnTransactionsSarama(t *testing.T, c *Cluster) {
 // completes: read_committed readers see every record once; a later transaction of the
 // same producer works. The time from the kill to the commit's answer is logged.
 func TestTransactionCoordinatorKilled(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	c := txnCluster(t)
 	adm := kadm.NewClient(newClient(t, c))
 	if err := createTopic(t, adm, 3, "fotx"); err != nil {
@@ -386,6 +387,7 @@ func txnTransactionTimeoutAborts(t *testing.T, c *Cluster) {
 // TestTransactions runs the transaction tests that leave every broker up on one cluster
 // (a cluster start costs seconds under the race detector).
 func TestTransactions(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	c := txnCluster(t)
 	t.Run("franz-go", func(t *testing.T) { txnTransactionsFranzGo(t, c) })
 	t.Run("consume-transform-produce", func(t *testing.T) { txnTransactionsConsumeTransformProduce(t, c) })

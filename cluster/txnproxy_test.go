@@ -20,6 +20,7 @@ import (
 // read_committed consumers (untagged ones reading the leaders, tagged ones their zone's
 // replica), an aborted one only by read_uncommitted ones.
 func TestTransactionsThroughZoneProxy(t *testing.T) {
+	t.Parallel() // waits more than it works: see cluster_test.go, "Parallel tests"
 	reg := prometheus.NewRegistry()
 	c := startCluster(t, func(cfg *Config) {
 		cfg.Registerer = reg
