@@ -25,7 +25,7 @@ run: build ## run a local Weir on the embedded defaults (data under ./data, Kafk
 	./$(BIN) dev
 
 build:
-	$(GO) build -o $(BIN) ./cmd/weir
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(REVISION)" -o $(BIN) ./cmd/weir
 
 vet:
 	$(GO) vet $(PKGS)
@@ -35,7 +35,7 @@ vet:
 # in $(IMAGEDIR)/oci (OCI image layout: skopeo, crane, podman) and $(IMAGEDIR)/weir.tar
 # (docker load). deploy/image/Dockerfile builds the same image with an engine.
 image: ## the container image: bin/image/oci and bin/image/weir.tar
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(IMAGEDIR)/weir ./cmd/weir
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION) -X main.commit=$(REVISION)" -o $(IMAGEDIR)/weir ./cmd/weir
 	cd deploy && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null) $(GO) run ./image/mkimage \
 		--binary ../$(IMAGEDIR)/weir --version $(VERSION) --revision $(REVISION) \
 		--layout ../$(IMAGEDIR)/oci --tarball ../$(IMAGEDIR)/weir.tar

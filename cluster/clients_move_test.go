@@ -102,15 +102,19 @@ func TestGoClientsProduceThroughMoves(t *testing.T) {
 			t.Logf("%s: %d records acked through 3 moves; longest wait for an ack %v", tc.name, n, longest.Round(time.Millisecond))
 			ends := endOffsets(t, adm, topic)
 			end, _ := ends.Lookup(topic, 0)
-			if tc.idempotent || longest < 5*time.Second {
+			// Only an idempotent client must see each record once. An at-least-once one
+			// retries a batch the broker synced and then could not ack (the partition
+			// moved or the lease lapsed between the sync and the ack; the connection
+			// closed first), as Kafka's follower keeps a record its old leader answered
+			// NOT_LEADER for: a duplicate, never a loss (CI saw one after a 3.6 s ack).
+			if tc.idempotent {
 				if end.Offset != int64(n) {
 					t.Fatalf("the log ends at %d, %d records were acked (a retry was written twice, or an ack lied)", end.Offset, n)
 				}
 				return
 			}
-			// An at-least-once client whose ack took longer than its WriteTimeout may
-			// have written a record twice: every acked record must be there, nothing
-			// that was not sent, and duplicates only of records it sent again.
+			// Every acked record must be there, nothing that was not sent, and
+			// duplicates only of records it sent again.
 			got := consumeValues(t, c, topic, int(end.Offset))
 			seen := map[string]int{}
 			for _, v := range got {

@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,10 +238,10 @@ func TestReassignWithKadm(t *testing.T) {
 			t.Fatalf("%s acked at %d, read %v", v, off, r)
 		}
 	}
-	// The move started the target's log at 150. (Earlier ranges are the source's, and
-	// on a loaded machine a failover's before any record was written: a broker fenced
-	// because it stalled gives its partitions to another at offset 0.)
-	if p := partition0(0); p.Leader != to || len(p.Logs) < 2 || p.Logs[len(p.Logs)-1] != (metadata.LogRange{Broker: to, StartOffset: 150}) {
+	// The move started the target's log at 150. (Other ranges are failovers' on a
+	// loaded machine: a broker fenced because it stalled gives its partitions to another,
+	// before the move at offset 0, or after the records above at 250, as CI saw.)
+	if p := partition0(0); len(p.Logs) < 2 || !slices.Contains(p.Logs, metadata.LogRange{Broker: to, StartOffset: 150}) {
 		t.Fatalf("ra/0 after the move: %+v", p)
 	}
 	el, err = adm.ElectLeaders(ctxFor(t, 30*time.Second), kadm.ElectPreferredReplica, kadm.TopicsSet{"ra": {0: {}}})

@@ -22,9 +22,20 @@ func runAdminMove(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer done()
+	if *topic == "" || *to < 0 {
+		return fmt.Errorf("move needs --topic, --partition and --to BROKER")
+	}
 	t := cl.View().Topics[*topic]
-	if t == nil || *partition < 0 || *partition >= len(t.Partitions) || *to < 0 {
-		return fmt.Errorf("move needs an existing --topic, a --partition of it and --to broker")
+	switch {
+	case t == nil:
+		return fmt.Errorf("topic %q does not exist", *topic)
+	case *partition < 0 || *partition >= len(t.Partitions):
+		return fmt.Errorf("topic %q has no partition %d (it has %d: 0 to %d)", *topic, *partition, len(t.Partitions), len(t.Partitions)-1)
+	case t.Partitions[*partition].Leader == int32(*to) && !t.Partitions[*partition].Moving:
+		// Nothing to do is not a failure: scripts that move partitions where they belong
+		// run again safely.
+		fmt.Fprintf(out, "%s/%d is already led by broker %d: nothing to move\n", *topic, *partition, *to)
+		return nil
 	}
 	start := time.Now()
 	if err := cl.MovePartition(ctx, t.ID, int32(*partition), int32(*to)); err != nil {

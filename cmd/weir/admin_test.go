@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -124,6 +125,25 @@ func TestAdminDescribeAndStatus(t *testing.T) {
 		}
 		return m
 	}
+
+	t.Run("move", func(t *testing.T) {
+		// To its current leader: said, and not a failure (issue 24 item 8).
+		d := describe("--topic", "audit")
+		if len(d.Partitions) != 1 || d.Partitions[0].Leader <= 0 {
+			t.Fatalf("audit: %+v", d.Partitions)
+		}
+		leader := fmt.Sprint(d.Partitions[0].Leader)
+		if out := run("move", "--topic", "audit", "--partition", "0", "--to", leader); !strings.Contains(out, "already led by broker "+leader) {
+			t.Errorf("move to the current leader:\n%s", out)
+		}
+		// What is missing is named.
+		if _, err := admin("move", "--topic", "nope", "--partition", "0", "--to", leader); err == nil || !strings.Contains(err.Error(), `topic "nope" does not exist`) {
+			t.Errorf("move of a missing topic: %v", err)
+		}
+		if _, err := admin("move", "--topic", "audit", "--partition", "3", "--to", leader); err == nil || !strings.Contains(err.Error(), "no partition 3 (it has 1") {
+			t.Errorf("move of a missing partition: %v", err)
+		}
+	})
 
 	t.Run("describe --topic", func(t *testing.T) {
 		out := run("describe", "--topic", "logs")

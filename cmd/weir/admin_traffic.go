@@ -234,6 +234,9 @@ type trafficRow struct {
 type trafficMonth struct {
 	// CrossGB is what crossed zones, extrapolated to a month; USD at the price.
 	WeirCrossGB  float64 `json:"weir_cross_zone_gb"`
+	WeirRecordGB float64 `json:"weir_cross_zone_record_gb"`
+	// WeirControlGB is the control part of WeirCrossGB (the whole of it when idle).
+	WeirControlGB float64 `json:"weir_cross_zone_control_gb"`
 	WeirUSD      float64 `json:"weir_usd"`
 	KafkaCrossGB float64 `json:"kafka_cross_zone_gb"`
 	KafkaUSD     float64 `json:"kafka_usd"`
@@ -256,8 +259,11 @@ type trafficReport struct {
 	// UnknownRecordBytes: record bytes of clients whose zone is unknown.
 	CrossRecordBytes   float64 `json:"cross_zone_record_bytes"`
 	UnknownRecordBytes float64 `json:"unknown_zone_record_bytes"`
-	// CrossBytes: every kind, between different known zones.
-	CrossBytes float64 `json:"cross_zone_bytes"`
+	// CrossBytes: every kind, between different known zones; CrossControlBytes the
+	// part that is not client records (metadata, links' pointers, replicas' follow
+	// polls, controller, gossip): an idle cluster's whole crossing.
+	CrossBytes        float64 `json:"cross_zone_bytes"`
+	CrossControlBytes float64 `json:"cross_zone_control_bytes"`
 	// Shares of produced + consumed record bytes.
 	CrossRecordShare float64 `json:"cross_zone_record_share"`
 	CrossShare       float64 `json:"cross_zone_share"`
@@ -349,10 +355,12 @@ func computeTraffic(first, second map[string]trafficSample, interval time.Durati
 		rep.CrossRecordShare = rep.CrossRecordBytes / vol
 		rep.CrossShare = rep.CrossBytes / vol
 	}
+	rep.CrossControlBytes = rep.CrossBytes - rep.CrossRecordBytes
 	rep.KafkaCrossBytes = (2+2.0/3)*rep.ProducedBytes + 2.0/3*rep.ConsumedBytes
 	if rep.IntervalSeconds > 0 {
 		f := monthSeconds / rep.IntervalSeconds / gib
-		m := &trafficMonth{WeirCrossGB: rep.CrossBytes * f, KafkaCrossGB: rep.KafkaCrossBytes * f}
+		m := &trafficMonth{WeirCrossGB: rep.CrossBytes * f, WeirRecordGB: rep.CrossRecordBytes * f, WeirControlGB: rep.CrossControlBytes * f,
+			KafkaCrossGB: rep.KafkaCrossBytes * f}
 		m.WeirUSD, m.KafkaUSD = m.WeirCrossGB*price, m.KafkaCrossGB*price
 		m.UnknownGB = rep.UnknownRecordBytes * 2 / 3 * f
 		m.UnknownUSD = m.UnknownGB * price
@@ -388,16 +396,28 @@ func printTraffic(out io.Writer, rep *trafficReport) {
 	w.Flush()
 	vol := rep.ProducedBytes + rep.ConsumedBytes
 	fmt.Fprintf(out, "\nrecords: produced %s, consumed %s\n", humanBytes(rep.ProducedBytes), humanBytes(rep.ConsumedBytes))
-	fmt.Fprintf(out, "crossing zones: record bytes %s (%s of produced+consumed), every kind %s (%s)\n",
-		humanBytes(rep.CrossRecordBytes), pct(rep.CrossRecordShare, vol), humanBytes(rep.CrossBytes), pct(rep.CrossShare, vol))
+	if vol == 0 {
+		// An idle cluster: shares of zero records mean nothing; its crossing is control.
+		fmt.Fprintf(out, "crossing zones: no records (idle); control bytes %s (metadata, follow polls, links' pointers, controller, gossip)\n",
+			humanBytes(rep.CrossControlBytes))
+	} else {
+		fmt.Fprintf(out, "crossing zones: record bytes %s (%s of produced+consumed), control bytes %s (%s), every kind %s\n",
+			humanBytes(rep.CrossRecordBytes), pct(rep.CrossRecordShare, vol), humanBytes(rep.CrossControlBytes),
+			pct(rep.CrossControlBytes/vol, vol), humanBytes(rep.CrossBytes))
+	}
 	if rep.UnknownRecordBytes > 0 {
 		fmt.Fprintf(out, "zone unknown: %s of record bytes of clients whose zone the brokers could not tell (sent to the real leaders; not counted as crossing)\n",
 			humanBytes(rep.UnknownRecordBytes))
 	}
-	fmt.Fprintf(out, "Kafka for the same volume: %s crossing zones (%s)\n", humanBytes(rep.KafkaCrossBytes), rep.KafkaModel)
-	if m := rep.Month; m != nil {
-		fmt.Fprintf(out, "per month at this rate (%.4f USD per GB crossing, 730 h): Weir %.1f GB → %.2f USD; Kafka %.1f GB → %.2f USD\n",
-			rep.PricePerGB, m.WeirCrossGB, m.WeirUSD, m.KafkaCrossGB, m.KafkaUSD)
+	if vol > 0 {
+		fmt.Fprintf(out, "Kafka for the same volume: %s crossing zones (%s)\n", humanBytes(rep.KafkaCrossBytes), rep.KafkaModel)
+	}
+	if m := rep.Month; m != nil && vol == 0 {
+		fmt.Fprintf(out, "per month at this rate (%.4f USD per GB crossing, 730 h): control traffic only, %.2f GB → %.2f USD (no records to compare with Kafka)\n",
+			rep.PricePerGB, m.WeirControlGB, m.WeirUSD)
+	} else if m != nil {
+		fmt.Fprintf(out, "per month at this rate (%.4f USD per GB crossing, 730 h): Weir %.1f GB (records %.1f, control %.1f) → %.2f USD; Kafka %.1f GB → %.2f USD\n",
+			rep.PricePerGB, m.WeirCrossGB, m.WeirRecordGB, m.WeirControlGB, m.WeirUSD, m.KafkaCrossGB, m.KafkaUSD)
 		if m.UnknownGB > 0 {
 			fmt.Fprintf(out, "  plus about %.1f GB → %.2f USD for the clients of unknown zone (2/3 of their record bytes reach a leader in another zone)\n", m.UnknownGB, m.UnknownUSD)
 		}

@@ -74,6 +74,9 @@ func TestComputeTraffic(t *testing.T) {
 	if rep.CrossRecordBytes != 300 || rep.CrossBytes != 300+30+600+10 || rep.UnknownRecordBytes != 100 {
 		t.Fatalf("cross records %v, cross %v, unknown %v", rep.CrossRecordBytes, rep.CrossBytes, rep.UnknownRecordBytes)
 	}
+	if rep.CrossControlBytes != 30+600+10 || !near(rep.Month.WeirRecordGB+rep.Month.WeirControlGB, rep.Month.WeirCrossGB) {
+		t.Fatalf("control %v, month %+v", rep.CrossControlBytes, rep.Month)
+	}
 	if !near(rep.CrossRecordShare, 300.0/3100) || !near(rep.CrossShare, 940.0/3100) {
 		t.Fatalf("shares %v %v", rep.CrossRecordShare, rep.CrossShare)
 	}
@@ -100,6 +103,21 @@ func TestComputeTraffic(t *testing.T) {
 	tot := computeTraffic(nil, second, 0, 0.02)
 	if tot.Month != nil || tot.IntervalSeconds != 0 || tot.ProducedBytes != 1900+300 {
 		t.Fatalf("totals %+v", tot)
+	}
+	// An idle cluster (gossip and follow polls only): its crossing is said as control
+	// bytes, not as a share of zero records, and only control traffic is priced.
+	idle := computeTraffic(map[string]trafficSample{"7": sample("b", "c", "gossip", "out", 10)},
+		map[string]trafficSample{"7": sample("b", "c", "gossip", "out", 1010)}, 10*time.Second, 0.02)
+	var buf bytes.Buffer
+	printTraffic(&buf, idle)
+	if out := buf.String(); !strings.Contains(out, "no records (idle); control bytes 1000 B") || strings.Contains(out, "%") ||
+		!strings.Contains(out, "control traffic only") || strings.Contains(out, "Kafka for the same volume") {
+		t.Fatalf("idle cluster:\n%s", out)
+	}
+	buf.Reset()
+	printTraffic(&buf, rep)
+	if out := buf.String(); !strings.Contains(out, "record bytes 300 B (9.68% of produced+consumed), control bytes 640 B (20.65%)") {
+		t.Fatalf("busy cluster:\n%s", out)
 	}
 	// Nothing produced: no division by zero.
 	if e := computeTraffic(map[string]trafficSample{}, map[string]trafficSample{}, time.Second, 0.02); e.CrossShare != 0 || e.Month.WeirUSD != 0 {

@@ -116,8 +116,7 @@ func runDev(ctx context.Context, args []string) error {
 	fmt.Printf("brokers %s; controllers %s; data in %s; metrics on http://%s/metrics; Ctrl-C stops\n",
 		c.Bootstrap(), strings.Join(c.APIAddrs(), ","), *dir, *p.metricsAddr)
 	if sec != nil {
-		fmt.Printf("secured: Kafka SASL_SSL with ACLs (super user %s, password in %s); client settings in %s (kcat -F %s -L)\n",
-			devAdmin, sec.passwordFile, sec.propsFile, sec.propsFile)
+		fmt.Print(sec.recipe(c.Bootstrap()))
 		fmt.Printf("administer with: weir admin status %s\n", sec.adminFlags)
 	}
 	<-ctx.Done()
@@ -148,7 +147,8 @@ type devSecure struct {
 	tokenFile    string
 	passwordFile string
 	password     string
-	propsFile    string
+	propsFile    string // librdkafka's keys (kcat -F, confluent-kafka)
+	javaFile     string // the Java client's keys (--command-config, Properties)
 }
 
 // devAdmin is the super user `weir dev --secure` creates.
@@ -160,7 +160,7 @@ func devSecurity(dir, host string) (*devSecure, error) {
 		return nil, err
 	}
 	d := &devSecure{dir: dir, tokenFile: filepath.Join(dir, "cluster.token"), passwordFile: filepath.Join(dir, "admin.password"),
-		propsFile: filepath.Join(dir, "client.properties")}
+		propsFile: filepath.Join(dir, "client.properties"), javaFile: filepath.Join(dir, "java-client.properties")}
 	keyFile := filepath.Join(dir, "gossip.key")
 	if err := writeIfMissing(d.tokenFile, token.Generate()+"\n"); err != nil {
 		return nil, err
@@ -274,7 +274,29 @@ func (d *devSecure) bootstrap(ctx context.Context, c *cluster.Cluster, nBrokers 
 	}
 	props := fmt.Sprintf("# weir dev --secure: kcat -F %s -L\nbootstrap.servers=%s\nsecurity.protocol=SASL_SSL\nsasl.mechanisms=SCRAM-SHA-512\n"+
 		"sasl.username=%s\nsasl.password=%s\nssl.ca.location=%s\n", d.propsFile, bootstrap, devAdmin, d.password, d.caFile)
-	return writeFile(d.propsFile, props)
+	if err := writeFile(d.propsFile, props); err != nil {
+		return err
+	}
+	// The Java client reads a PEM CA as its trust store since Kafka 2.7 (KIP-651).
+	java := fmt.Sprintf("# weir dev --secure: kafka-topics.sh --bootstrap-server %s --command-config %s --list\nbootstrap.servers=%s\n"+
+		"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"+
+		"sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"%s\" password=\"%s\";\n"+
+		"ssl.truststore.type=PEM\nssl.truststore.location=%s\n", bootstrap, d.javaFile, bootstrap, devAdmin, d.password, d.caFile)
+	return writeFile(d.javaFile, java)
+}
+
+// recipe is what `weir dev --secure` prints once ready: how each kind of client
+// connects (librdkafka's kcat, weir's own franz-go commands, franz-go code, Java).
+func (d *devSecure) recipe(bootstrap string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "secured: Kafka SASL_SSL with ACLs; super user %s, password in %s, CA %s\n", devAdmin, d.passwordFile, d.caFile)
+	fmt.Fprintf(&b, "  kcat:     kcat -F %s -L\n", d.propsFile)
+	fmt.Fprintf(&b, "  weir:     WEIR_SASL_PASSWORD=$(cat %s) weir topic list --bootstrap %s --tls-ca %s --sasl-mechanism SCRAM-SHA-512 --sasl-user %s\n",
+		d.passwordFile, bootstrap, d.caFile, devAdmin)
+	fmt.Fprintf(&b, "  franz-go: kgo.SeedBrokers(%q), kgo.DialTLSConfig(&tls.Config{RootCAs: <%s>}),\n"+
+		"            kgo.SASL(scram.Auth{User: %q, Pass: <%s>}.AsSha512Mechanism())\n", bootstrap, d.caFile, devAdmin, d.passwordFile)
+	fmt.Fprintf(&b, "  Java:     kafka-topics.sh --bootstrap-server %s --command-config %s --list (Properties from that file)\n", bootstrap, d.javaFile)
+	return b.String()
 }
 
 // writeFile replaces path with content, mode 0600 (it holds a password).

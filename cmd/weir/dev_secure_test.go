@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -63,6 +64,25 @@ func TestDevSecureEndToEnd(t *testing.T) {
 	}
 	if props["security.protocol"] != "SASL_SSL" || props["sasl.username"] != "admin" {
 		t.Fatalf("client.properties: %v", props)
+	}
+	// The Java client's file says the same in its own keys (issue 24 item 7).
+	java := readProps(t, sec.javaFile)
+	jaas := `org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="` + props["sasl.password"] + `";`
+	if java["security.protocol"] != "SASL_SSL" || java["sasl.mechanism"] != "SCRAM-SHA-512" || java["sasl.jaas.config"] != jaas ||
+		java["ssl.truststore.type"] != "PEM" || java["ssl.truststore.location"] != props["ssl.ca.location"] || java["bootstrap.servers"] != props["bootstrap.servers"] {
+		t.Fatalf("java-client.properties: %v", java)
+	}
+	// The printed recipe names every file, and its weir command works as printed.
+	recipe := sec.recipe(c.Bootstrap())
+	for _, want := range []string{"kcat -F " + sec.propsFile, "--command-config " + sec.javaFile, "--tls-ca " + props["ssl.ca.location"], "AsSha512Mechanism"} {
+		if !strings.Contains(recipe, want) {
+			t.Fatalf("recipe lacks %q:\n%s", want, recipe)
+		}
+	}
+	t.Setenv("WEIR_SASL_PASSWORD", props["sasl.password"])
+	var listed bytes.Buffer
+	if err := runTopic(ctx, []string{"list", "--bootstrap", c.Bootstrap(), "--tls-ca", props["ssl.ca.location"], "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "admin"}, &listed); err != nil {
+		t.Fatalf("the recipe's weir topic list: %v\n%s", err, listed.String())
 	}
 	src, err := tlsconf.New(tlsconf.Files{CAFile: props["ssl.ca.location"]}, nil)
 	if err != nil {
@@ -200,4 +220,20 @@ func TestDevSecureEndToEnd(t *testing.T) {
 	if err := runAdmin(ctx, append(append([]string{"describe"}, base...), strings.Fields(sec.adminFlags)...), io.Discard); err != nil {
 		t.Fatalf("weir admin describe %s: %v", sec.adminFlags, err)
 	}
+}
+
+// readProps reads a properties file's key=value lines (comments skipped).
+func readProps(t *testing.T, path string) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
+			props[k] = v
+		}
+	}
+	return props
 }

@@ -27,8 +27,6 @@ Usage:
 Run any command with --help for its flags.
 `
 
-var version = "dev"
-
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
@@ -59,7 +57,7 @@ func main() {
 	case "chaos":
 		err = runChaos(ctx, os.Args[2:])
 	case "version", "--version":
-		fmt.Println("weir", version)
+		printVersion()
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:

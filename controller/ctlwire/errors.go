@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/weir-io/weir/metadata"
 )
@@ -140,7 +141,13 @@ func (e *APIError) ToError() error {
 			errs = append(errs, err)
 		}
 	}
-	return &remoteError{msg: fmt.Sprintf("%v (%s)", errs[0], e.Message), errs: errs}
+	// The message is usually the server's wrapped error, which starts with the sentinel's
+	// own text: said once ("metadata: partition move refused: ..."), not twice.
+	msg := e.Message
+	if head := errs[0].Error(); !strings.HasPrefix(msg, head) {
+		msg = fmt.Sprintf("%s (%s)", head, e.Message)
+	}
+	return &remoteError{msg: msg, errs: errs}
 }
 
 // Retriable reports whether a client should try again (another controller, later).

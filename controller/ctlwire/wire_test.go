@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/weir-io/weir/metadata"
@@ -27,6 +28,13 @@ func TestAPIErrorRoundTrip(t *testing.T) {
 	back := got.ToError()
 	if !errors.Is(back, metadata.ErrObjectRejected) || !errors.Is(back, metadata.ErrFenced) || errors.Is(back, ErrInternal) {
 		t.Fatalf("round trip: %v", back)
+	}
+	// The sentinel's text once, then the server's detail (issue 24: it was repeated).
+	if head := metadata.ErrObjectRejected.Error(); strings.Count(back.Error(), head) != 1 || !strings.HasSuffix(back.Error(), "epoch 3") {
+		t.Fatalf("message %q", back.Error())
+	}
+	if got := (&APIError{Code: "fenced", Message: "lease lapsed"}).ToError().Error(); got != metadata.ErrFenced.Error()+" (lease lapsed)" {
+		t.Fatalf("a message without the sentinel's text: %q", got)
 	}
 	if ae, status := NewAPIError(errors.New("boom")); ae.Code != CodeInternal || status != http.StatusInternalServerError {
 		t.Fatalf("unmatched error answered %+v %d", ae, status)

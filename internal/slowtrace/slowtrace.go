@@ -130,10 +130,10 @@ func (r *Recorder) write(what string, d time.Duration, at time.Time) {
 		os.Remove(path)
 		return
 	}
-	r.written.Add(1)
 	r.log.Info("slow request: wrote the execution trace of the seconds before it (go tool trace FILE)",
 		"request", what, "duration", d, "file", path)
 	r.prune()
+	r.written.Add(1) // after the prune: who sees the count sees the directory as kept
 }
 
 // prune keeps the newest Keep trace files.

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -129,7 +130,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (*Rep
 	events := make(chan Event, len(cfg.Faults))
 	fctx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
-	go runFaults(fctx, cfg, t, w, tl, l.start, log, events)
+	var active atomic.Pointer[string]
+	go runFaults(fctx, cfg, t, w, tl, l.start, log, events, &active)
 	var ran []Event
 	tick := time.NewTicker(cfg.Interval)
 	defer tick.Stop()
@@ -148,7 +150,11 @@ loop:
 			ran = append(ran, ev)
 			last = fmt.Sprintf("%v on %v at %v", ev.Fault.Kind, ev.Brokers, ev.Start.Sub(l.start).Round(time.Second))
 		case <-tick.C:
-			lastSec = progress(out, l, cfg, lastSec, last)
+			fault := "last fault: " + last
+			if a := active.Load(); a != nil {
+				fault = "fault: " + *a
+			}
+			lastSec = progress(out, l, cfg, lastSec, fault)
 		case <-deadline.C:
 			break loop
 		case <-ctx.Done():
@@ -228,7 +234,7 @@ loop:
 }
 
 // progress prints one line for the whole seconds since the last one.
-func progress(out io.Writer, l *load, cfg Config, from int, last string) int {
+func progress(out io.Writer, l *load, cfg Config, from int, fault string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// Whole seconds since the last line (the current one is still filling).
@@ -251,8 +257,10 @@ func progress(out io.Writer, l *load, cfg Config, from int, last string) int {
 			stale++
 		}
 	}
-	fmt.Fprintf(out, "t=%3ds  acked %6.0f/s  failed %d  ack p99 %v  group read %6.0f/s  unavailable %d  in flight %d  last fault: %s\n",
-		int(now.Sub(l.start).Seconds()), float64(acked)/secs, failed, p99(lat).Round(time.Millisecond), float64(read)/secs, stale, l.inFlight.Load(), last)
+	// "unavailable" is a snapshot: partitions with no ack in the last `limit` (a
+	// failover shorter than that shows only in the fault's own figures).
+	fmt.Fprintf(out, "t=%3ds  acked %6.0f/s  failed %d  ack p99 %v  group read %6.0f/s  unavailable now %d (no ack in %v)  in flight %d  %s\n",
+		int(now.Sub(l.start).Seconds()), float64(acked)/secs, failed, p99(lat).Round(time.Millisecond), float64(read)/secs, stale, limit, l.inFlight.Load(), fault)
 	return to
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sort"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,7 +30,9 @@ type EventStep struct {
 
 // runFaults runs the schedule in time order (a fault starts at its offset or when the
 // previous one ended, whichever is later) and returns what ran.
-func runFaults(ctx context.Context, cfg Config, t target, w *watcher, tl *txnLoad, start time.Time, log *slog.Logger, events chan<- Event) {
+// active holds the fault under way (nil between faults), for the progress lines: a
+// fault's Event reaches the run loop only once it has been measured, seconds later.
+func runFaults(ctx context.Context, cfg Config, t target, w *watcher, tl *txnLoad, start time.Time, log *slog.Logger, events chan<- Event, active *atomic.Pointer[string]) {
 	defer close(events)
 	faults := append([]Fault(nil), cfg.Faults...)
 	sort.SliceStable(faults, func(i, j int) bool { return faults[i].At < faults[j].At })
@@ -40,7 +43,10 @@ func runFaults(ctx context.Context, cfg Config, t target, w *watcher, tl *txnLoa
 		case <-ctx.Done():
 			return
 		}
+		now := fmt.Sprintf("%v at %v, under way", f.Kind, time.Since(start).Round(time.Second))
+		active.Store(&now)
 		ev := runFault(ctx, cfg, t, w, tl, f, r, log)
+		active.Store(nil)
 		events <- ev
 	}
 }

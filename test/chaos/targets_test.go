@@ -166,3 +166,16 @@ func TestControllerTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressLineNamesFaultUnderWay: while a fault is being measured the line names
+// it (it said "last fault: none" until the fault's figures were in), and a partition
+// without a recent ack counts as unavailable now.
+func TestProgressLineNamesFaultUnderWay(t *testing.T) {
+	now := time.Now()
+	l := &load{start: now.Add(-5 * time.Second), acks: map[int32][]time.Time{0: {now}, 1: {now.Add(-3 * time.Second)}}}
+	var out strings.Builder
+	progress(&out, l, Config{Partitions: 2, Rate: 100}, 0, "fault: kill at 4s, under way")
+	if s := out.String(); !strings.Contains(s, "unavailable now 1 (no ack in 1s)") || !strings.HasSuffix(s, "fault: kill at 4s, under way\n") {
+		t.Fatalf("progress line: %q", s)
+	}
+}
