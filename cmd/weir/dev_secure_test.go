@@ -52,16 +52,7 @@ func TestDevSecureEndToEnd(t *testing.T) {
 	}
 
 	// Everything a client needs is in client.properties.
-	raw, err := os.ReadFile(sec.propsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	props := map[string]string{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
-			props[k] = v
-		}
-	}
+	props := readProps(t, sec.propsFile)
 	if props["security.protocol"] != "SASL_SSL" || props["sasl.username"] != "admin" {
 		t.Fatalf("client.properties: %v", props)
 	}
