@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weir-io/weir/internal/kafkatest"
 	"github.com/weir-io/weir/metadata"
 	"github.com/weir-io/weir/wal"
 	"github.com/weir-io/weir/wal/waltest"
@@ -89,6 +93,12 @@ func TestDuplicateAckNeedsALease(t *testing.T) {
 	store.valid.Store(false)
 	wantProduce(t, "its retry without a lease", rawProduce(t, cl, "lease", makeBatch(3, 0, 0, []byte("a"))), kerr.NotLeaderForPartition.Code, 0)
 	wantProduce(t, "a new batch without a lease", rawProduce(t, cl, "lease", makeBatch(3, 0, 1, []byte("b"))), kerr.NotLeaderForPartition.Code, 0)
+	// Refused on arrival, not written and then refused its ack: once the lease is back,
+	// the refused batch is nowhere in the log (written, it would surface at offset 1, a
+	// record its producer was told failed: a duplicate after its retry).
+	store.valid.Store(true)
+	wantProduce(t, "the next batch with the lease back", rawProduce(t, cl, "lease", makeBatch(-1, -1, -1, []byte("c"))), 0, 1)
+	consumeAll(t, b.Addr().String(), "lease", map[int32]map[int64]string{0: {0: "a", 1: "c"}})
 }
 
 // A lease that runs out while the batch's group is being synced: the batch is durable,
@@ -244,4 +254,67 @@ func TestCorruptWALInTheMiddleRefusesToStart(t *testing.T) {
 	if got.ErrorCode != 0 {
 		t.Fatalf("produce after accepting the loss: %v", kerr.ErrorForCode(got.ErrorCode))
 	}
+}
+
+// TestDuplicateAckedOnlyAfterTheOriginalSynced: a retry that arrives (on another
+// connection) while its original's WAL group is still being synced is not acked before
+// that sync returns: an ack then would confirm a record a crash could still lose. The
+// retry gets the original's offset once the original is durable, or an error it retries.
+func TestDuplicateAckedOnlyAfterTheOriginalSynced(t *testing.T) {
+	fs := waltest.NewFaultFS(wal.OSFS())
+	b, _ := startLeasedBroker(t, fs)
+	cl := clientFor(t, b)
+	createTopic(t, kadm.NewClient(cl), "dupsync", 1, nil)
+	wantProduce(t, "first", rawProduce(t, cl, "dupsync", makeBatch(5, 0, 0, []byte("a"))), 0, 0)
+	var stalled atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	fs.SetHook(func(op waltest.Op, name string, _ int64, _ int) error {
+		if op == waltest.OpSync && filepath.Ext(name) == ".wal" && stalled.CompareAndSwap(false, true) {
+			close(entered)
+			<-release // the original's sync stalls (a slow disk, NFS)
+		}
+		return nil
+	})
+	batch := makeBatch(5, 0, 1, []byte("b"))
+	type answer struct {
+		resp kmsg.ProduceResponseTopicPartition
+		err  error
+	}
+	produce := func(cl *kgo.Client) <-chan answer {
+		c := make(chan answer, 1)
+		go func() {
+			resp, err := kafkatest.Produce(testCtx(t), cl, "dupsync", 0, append([]byte(nil), batch...))
+			c <- answer{resp, err}
+		}()
+		return c
+	}
+	orig := produce(cl)
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the original's sync never started")
+	}
+	retry := produce(clientFor(t, b))
+	// on purpose: the retry has this long to be answered wrongly while the sync is held;
+	// a correct broker never answers it with an ack before the release
+	select {
+	case a := <-retry:
+		if a.err == nil && a.resp.ErrorCode == 0 {
+			t.Fatalf("the retry was acked at %d while its original's sync was still running", a.resp.BaseOffset)
+		}
+		retry = nil // refused (retriable): the client would retry
+	case <-time.After(500 * time.Millisecond):
+	}
+	once.Do(func() { close(release) })
+	if a := <-orig; a.err != nil || a.resp.ErrorCode != 0 || a.resp.BaseOffset != 1 {
+		t.Fatalf("the original: %+v, %v", a.resp, a.err)
+	}
+	if retry != nil {
+		if a := <-retry; a.err != nil || (a.resp.ErrorCode == 0 && a.resp.BaseOffset != 1) {
+			t.Fatalf("the retry after the sync: %+v, %v", a.resp, a.err)
+		}
+	}
+	consumeAll(t, b.Addr().String(), "dupsync", map[int32]map[int64]string{0: {0: "a", 1: "b"}})
 }
