@@ -219,10 +219,12 @@ func TestLeaseExpiryFailover(t *testing.T) {
 	if err := b1.RegisterBroker(ctx, brokerFor(1, "a")); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := b1.View().Broker(1); b.Epoch != 2 || !b.Active() || b1.Epoch() != 2 {
+	// Epoch 2, or later on a loaded machine: a registration whose answer was lost is
+	// sent again, and each registration is a new epoch (the client keeps the last).
+	if b, _ := b1.View().Broker(1); b.Epoch < 2 || !b.Active() || b1.Epoch() != b.Epoch {
 		t.Fatalf("after registering again: %+v (client epoch %d)", b, b1.Epoch())
 	}
-	if n, ok := epochChanges.Load(int64(1)); !ok || n.(int64) != 2 {
+	if n, ok := epochChanges.Load(int64(1)); !ok || n.(int64) != b1.Epoch() {
 		t.Fatalf("OnEpochChange: %v %v", n, ok)
 	}
 	// The new registration's lease needs a majority: the leader's answer and a
