@@ -496,12 +496,15 @@ func TestAppendSyncContext(t *testing.T) {
 		t.Fatalf("canceled ctx: %v", err)
 	}
 
-	// An entry queued behind a stalled sync is abandoned when its ctx ends,
-	// and never written.
+	// An entry still queued (the committer held in a stalled write) is abandoned when
+	// its ctx ends, and never written. (Behind a stalled sync it would not stay queued:
+	// the committer writes the next groups while a sync runs, and an entry written is
+	// answered only by its sync. The test stalled the sync before the pipeline was
+	// deepened and hung when the committer took the entry before the cancel.)
 	stalled, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	fs.SetHook(func(op waltest.Op, name string, _ int64, _ int) error {
-		if op == waltest.OpSync && strings.HasSuffix(name, ".wal") {
+		if op == waltest.OpWrite && strings.HasSuffix(name, ".wal") {
 			once.Do(func() { close(stalled); <-release })
 		}
 		return nil
@@ -518,6 +521,7 @@ func TestAppendSyncContext(t *testing.T) {
 		_, err := w.AppendSync(ctx, 2, []byte("second"))
 		second <- err
 	}()
+	testutil.Eventually(t, 30*time.Second, "the second entry queued", func() bool { return w.Queued() == 1 })
 	cancel()
 	if err := <-second; !errors.Is(err, context.Canceled) {
 		t.Fatalf("second: %v", err)
