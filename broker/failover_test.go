@@ -93,12 +93,6 @@ func TestDuplicateAckNeedsALease(t *testing.T) {
 	store.valid.Store(false)
 	wantProduce(t, "its retry without a lease", rawProduce(t, cl, "lease", makeBatch(3, 0, 0, []byte("a"))), kerr.NotLeaderForPartition.Code, 0)
 	wantProduce(t, "a new batch without a lease", rawProduce(t, cl, "lease", makeBatch(3, 0, 1, []byte("b"))), kerr.NotLeaderForPartition.Code, 0)
-	// Refused on arrival, not written and then refused its ack: once the lease is back,
-	// the refused batch is nowhere in the log (written, it would surface at offset 1, a
-	// record its producer was told failed: a duplicate after its retry).
-	store.valid.Store(true)
-	wantProduce(t, "the next batch with the lease back", rawProduce(t, cl, "lease", makeBatch(-1, -1, -1, []byte("c"))), 0, 1)
-	consumeAll(t, b.Addr().String(), "lease", map[int32]map[int64]string{0: {0: "a", 1: "c"}})
 }
 
 // A lease that runs out while the batch's group is being synced: the batch is durable,
@@ -260,6 +254,10 @@ func TestCorruptWALInTheMiddleRefusesToStart(t *testing.T) {
 // connection) while its original's WAL group is still being synced is not acked before
 // that sync returns: an ack then would confirm a record a crash could still lose. The
 // retry gets the original's offset once the original is durable, or an error it retries.
+// (With the lease valid throughout; TestDuplicateWaitingOnASyncNeedsTheLease has it
+// lapse. Two things hold the retry back: the WAL completes groups in order, and
+// finishAppend refuses a duplicate of an offset above the high watermark; the test fails
+// only without both.)
 func TestDuplicateAckedOnlyAfterTheOriginalSynced(t *testing.T) {
 	fs := waltest.NewFaultFS(wal.OSFS())
 	b, _ := startLeasedBroker(t, fs)
