@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -77,27 +78,46 @@ func TestWALFileSystemBytesCounted(t *testing.T) {
 	}
 }
 
-// fetchAll fetches partition 0 of topic from offset 0 at broker id as a client of its
-// zone, up to 16 MiB, and returns the record batches' bytes.
-func fetchAll(t *testing.T, c *Cluster, id int32, topic string, topicID [16]byte) int {
+// fetchAll fetches partition 0 of topic at broker id as a client of its zone, from offset
+// 0 until end, and returns the record batches' bytes.
+func fetchAll(t *testing.T, c *Cluster, id int32, topic string, topicID [16]byte, end int64) int {
 	t.Helper()
-	req := kmsg.NewPtrFetchRequest()
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.ReplicaID = 500, 1, 16<<20, -1
-	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic, ft.TopicID = topic, topicID
-	fp := kmsg.NewFetchRequestTopicPartition()
-	fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = 16<<20, -1
-	ft.Partitions = append(ft.Partitions, fp)
-	req.Topics = append(req.Topics, ft)
-	resp, err := req.RequestWith(ctxFor(t, 30*time.Second), zoneClient(t, c, id))
-	if err != nil {
-		t.Fatal(err)
+	total := 0
+	// A fetch may answer less than everything there is (Kafka's too): fetch on from
+	// the offset after the last batch answered until end.
+	for offset := int64(0); offset < end; {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.ReplicaID = 500, 1, 16<<20, -1
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic, ft.TopicID = topic, topicID
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = offset, 16<<20, -1
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		resp, err := req.RequestWith(ctxFor(t, 30*time.Second), zoneClient(t, c, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp := resp.Topics[0].Partitions[0]
+		if rp.ErrorCode != 0 {
+			t.Fatalf("fetch at broker %d from %d: %v", id, offset, kerr.ErrorForCode(rp.ErrorCode))
+		}
+		if len(rp.RecordBatches) == 0 {
+			t.Fatalf("fetch at broker %d from %d answered nothing, want up to %d", id, offset, end)
+		}
+		total += len(rp.RecordBatches)
+		// The next offset: after the last whole batch (base offset, then at 23 its last
+		// offset delta).
+		for b := rp.RecordBatches; len(b) >= 61; {
+			n := int(binary.BigEndian.Uint32(b[8:])) + 12
+			if n > len(b) {
+				break
+			}
+			offset = int64(binary.BigEndian.Uint64(b)) + int64(binary.BigEndian.Uint32(b[23:])) + 1
+			b = b[n:]
+		}
 	}
-	rp := resp.Topics[0].Partitions[0]
-	if rp.ErrorCode != 0 {
-		t.Fatalf("fetch at broker %d: %v", id, kerr.ErrorForCode(rp.ErrorCode))
-	}
-	return len(rp.RecordBatches)
+	return total
 }
 
 // A read replica reads each batch from the leader's WAL once, however many consumers of
@@ -143,7 +163,7 @@ func TestReadReplicaReadsWALOnce(t *testing.T) {
 	})
 	before := walFSBytes(t, reg, replica, "read", "other")
 	for consumer := 0; consumer < 3; consumer++ {
-		if n := fetchAll(t, c, replica, "once", tp.ID); n < sent {
+		if n := fetchAll(t, c, replica, "once", tp.ID, batches); n < sent {
 			t.Fatalf("consumer %d read %d bytes at the replica, %d were produced", consumer, n, sent)
 		}
 	}
@@ -191,7 +211,7 @@ func TestProxiedBatchesServedFromMemoryInTheirZone(t *testing.T) {
 		return err == nil && o.Err == nil && o.Offset == batches+1
 	})
 	for consumer := 0; consumer < 2; consumer++ {
-		if n := fetchAll(t, c, proxy, "mem", tp.ID); n < sent {
+		if n := fetchAll(t, c, proxy, "mem", tp.ID, batches+1); n < sent {
 			t.Fatalf("consumer %d read %d bytes at the proxy's replica, %d were produced through it", consumer, n, sent)
 		}
 	}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -587,7 +588,11 @@ func TestProxiedLoadSurvivesLeaderChanges(t *testing.T) {
 			}
 			to := int32(5 - cur.Leader) // 2 <-> 3
 			if err := c.Broker(proxy-1).Client.MovePartition(ctxFor(t, 30*time.Second), tp.ID, p.Index, to); err != nil {
-				t.Fatalf("moving partition %d to %d: %v", p.Index, to, err)
+				// Refused because to leads it already (broker 1's view lagged a failover or
+				// a move on a busy machine, as CI saw): the state asked for holds.
+				if now, ok := c.partitionNow("zl", p.Index); !ok || now.Leader != to || !errors.Is(err, metadata.ErrMoveRefused) {
+					t.Fatalf("moving partition %d to %d: %v", p.Index, to, err)
+				}
 			}
 			before := l.acks()
 			testutil.Eventually(t, time.Minute, "the move completes and acks continue", func() bool {
