@@ -237,9 +237,9 @@ type trafficMonth struct {
 	WeirRecordGB float64 `json:"weir_cross_zone_record_gb"`
 	// WeirControlGB is the control part of WeirCrossGB (the whole of it when idle).
 	WeirControlGB float64 `json:"weir_cross_zone_control_gb"`
-	WeirUSD      float64 `json:"weir_usd"`
-	KafkaCrossGB float64 `json:"kafka_cross_zone_gb"`
-	KafkaUSD     float64 `json:"kafka_usd"`
+	WeirUSD       float64 `json:"weir_usd"`
+	KafkaCrossGB  float64 `json:"kafka_cross_zone_gb"`
+	KafkaUSD      float64 `json:"kafka_usd"`
 	// UnknownGB estimates what the record bytes of clients whose zone is unknown
 	// cross (they go to the real leaders: 2/3 of them, as in the Kafka model); not in
 	// WeirCrossGB.
